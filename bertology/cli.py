@@ -1,0 +1,135 @@
+"""`bertology <pipeline> [hydra overrides]`: one dispatch dict, one primary config per pipeline.
+
+Bad input (an unknown option, a value out of range, a missing file) is one line on stderr and
+exit status 2, with no traceback and no run directory left behind.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import shutil
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.errors import HydraException
+from omegaconf import DictConfig
+from omegaconf.errors import OmegaConfBaseException
+
+from bertology.config import load_pretrain_config
+from bertology.errors import UserError
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+
+# pipeline -> the module whose run(cfg, out_dir) it is. Imported on dispatch, so `--help` and
+# a config error answer in a fraction of a second instead of waiting for torch to load.
+PIPELINES = {
+    "pretrain": "bertology.pipelines.pretrain",
+}
+
+# pipeline -> the check its config must pass before a run directory is made
+CONFIG_CHECKS = {
+    "pretrain": load_pretrain_config,
+}
+
+USAGE = """usage: bertology <pipeline> [key=value ...] [-m key=a,b ...]
+
+pipelines:
+  pretrain   masked-LM pretraining (model=bert|roberta, size=tiny..large,
+             data=synthetic|wikipedia|files|hub)
+
+`bertology <pipeline> --help` shows its config groups and options (Hydra);
+`python -m bertology` is the same program."""
+
+log = logging.getLogger("bertology")
+
+
+def _one_line(err: BaseException) -> str:
+    """Hydra and OmegaConf errors span lines (option lists, full keys): fold them into one."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    if not lines:
+        return type(err).__name__
+    head, rest = lines[0], [line for line in lines[1:] if not line.startswith("full_key")]
+    return f"{head} {', '.join(rest)}".strip() if rest else head
+
+
+def fail(pipeline: str, message: str) -> int:
+    print(f"bertology {pipeline}: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _latest_unfinished_run(pipeline: str) -> Path:
+    runs = sorted(Path("outputs", pipeline).glob("*/*/checkpoints"))
+    runs = [p.parent for p in runs if not (p.parent / "metrics.json").exists()]
+    if not runs:
+        raise UserError(f"resume=true: no unfinished {pipeline} run with checkpoints under "
+                        f"outputs/{pipeline}; start a fresh run without resume=true")
+    return runs[-1]
+
+
+def precheck(pipeline: str, overrides: list[str]) -> list[str]:
+    """Compose and check the config before Hydra makes a run dir; resolve resume=true."""
+    from hydra import compose, initialize_config_dir
+
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose(config_name=pipeline, overrides=overrides)
+    except (HydraException, OmegaConfBaseException) as err:
+        raise UserError(_one_line(err)) from err
+    CONFIG_CHECKS[pipeline](cfg)
+    if str(cfg.get("resume")).lower() == "true" and not any(
+        o.startswith("hydra.run.dir=") for o in overrides
+    ):
+        overrides = [*overrides, f"hydra.run.dir={_latest_unfinished_run(pipeline)}"]
+    return overrides
+
+
+def load_pipeline(pipeline: str):
+    """The pipeline's run(cfg, out_dir) -> metrics."""
+    return importlib.import_module(PIPELINES[pipeline]).run
+
+
+def _run_job(pipeline: str, cfg: DictConfig) -> None:
+    out_dir = Path(HydraConfig.get().runtime.output_dir)
+    fresh = not (out_dir / "checkpoints").exists() and not (out_dir / "model").exists()
+    try:
+        metrics = load_pipeline(pipeline)(cfg, out_dir)
+    except UserError as err:
+        log.error("%s", err)
+        if fresh:  # leave nothing that could pass for a run
+            shutil.rmtree(out_dir, ignore_errors=True)
+        sys.exit(fail(pipeline, str(err)))
+    summary = " ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items()))
+    log.info("finished: %s", summary)
+    log.info("run dir: %s", out_dir)
+
+
+def launch(pipeline: str, overrides: list[str]) -> int:
+    """Hand over to Hydra (single run or -m sweep) with the pipeline's primary config."""
+    sys.argv = [f"bertology {pipeline}", *overrides]
+
+    def task(cfg: DictConfig) -> None:
+        _run_job(pipeline, cfg)
+
+    hydra.main(config_path=str(CONF_DIR), config_name=pipeline, version_base="1.3")(task)()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(USAGE)
+        return 0
+    pipeline, overrides = args[0], args[1:]
+    if pipeline not in PIPELINES:
+        return fail(pipeline, f"unknown pipeline {pipeline!r}; use one of: "
+                    f"{', '.join(PIPELINES)} (bertology --help)")
+    hydra_flags = any(o.startswith("-") for o in overrides)  # -m, --cfg, --help, ...
+    try:
+        if not hydra_flags:
+            overrides = precheck(pipeline, overrides)
+    except UserError as err:
+        return fail(pipeline, str(err))
+    return launch(pipeline, overrides)

@@ -1,0 +1,271 @@
+"""Checked views of the composed Hydra config: one dataclass per group (DESIGN §4).
+
+A bad value raises UserError naming the key and the fix, so the CLI can exit 2 before any work.
+Names of variants are checked against the dispatch dicts next to the code they name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import UnionType
+from typing import Any, Union
+
+from omegaconf import DictConfig, OmegaConf
+
+from bertology.errors import UserError, require
+
+INPUT_FORMATS = ("segment_pair", "sentence_pair", "full_sentences", "doc_sentences")
+PAIR_FORMATS = ("segment_pair", "sentence_pair")
+PAIR_OBJECTIVES = ("mlm_nsp", "mlm_sop")
+
+
+def _one_of(value: Any, options: tuple | list, key: str) -> None:
+    require(value in options, f"{key}={value!r} is not an option; use one of: {', '.join(options)}")
+
+
+def _in_open_unit(value: float, key: str) -> None:
+    require(0.0 < value < 1.0, f"{key}={value} must lie strictly between 0 and 1")
+
+
+def _positive(value: float, key: str) -> None:
+    require(value > 0, f"{key}={value} must be positive")
+
+
+@dataclass
+class ModelConfig:
+    family: str = "bert"
+    name_or_path: str | None = None
+    tokenizer: str = "wordpiece"
+    vocab_size: int = 8000
+    masking: str = "static"
+    dupe_factor: int = 1
+    input_format: str = "segment_pair"
+    max_position_embeddings: int = 512
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    attn_implementation: str = "sdpa"
+
+    def __post_init__(self) -> None:
+        _one_of(self.family, ("bert", "roberta"), "model.family")
+        _one_of(self.tokenizer, ("wordpiece", "bpe"), "model.tokenizer")
+        _one_of(self.masking, ("static", "dynamic"), "model.masking")
+        _one_of(self.input_format, INPUT_FORMATS, "model.input_format")
+        _one_of(self.attn_implementation, ("sdpa", "eager"), "model.attn_implementation")
+        require(self.vocab_size >= 100,
+                f"model.vocab_size={self.vocab_size} is too small; use >= 100")
+        require(self.dupe_factor >= 1, f"model.dupe_factor={self.dupe_factor} must be >= 1")
+        for key in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            value = getattr(self, key)
+            require(0.0 <= value < 1.0, f"model.{key}={value} must lie in [0, 1)")
+
+
+@dataclass
+class SizeConfig:
+    num_hidden_layers: int = 2
+    hidden_size: int = 128
+    num_attention_heads: int = 2
+    intermediate_size: int = 512
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            _positive(getattr(self, f.name), f"size.{f.name}")
+        require(
+            self.hidden_size % self.num_attention_heads == 0,
+            f"size.hidden_size={self.hidden_size} is not divisible by "
+            f"size.num_attention_heads={self.num_attention_heads}; "
+            "pick a head count that divides it",
+        )
+
+
+@dataclass
+class ObjectiveConfig:
+    name: str = "mlm"
+    mask_prob: float = 0.15
+    mask_token_ratio: float = 0.8
+    random_token_ratio: float = 0.1
+    keep_ratio: float = 0.1
+    whole_word: bool = False
+    mask_with: str = "mask"
+
+    def __post_init__(self) -> None:
+        _one_of(self.name, ("mlm", *PAIR_OBJECTIVES), "objective.name")
+        _one_of(self.mask_with, ("mask", "unk"), "objective.mask_with")
+        _in_open_unit(self.mask_prob, "objective.mask_prob")
+        ratios = (self.mask_token_ratio, self.random_token_ratio, self.keep_ratio)
+        require(
+            all(r >= 0 for r in ratios) and abs(sum(ratios) - 1.0) < 1e-6,
+            "objective.mask_token_ratio + random_token_ratio + keep_ratio = "
+            f"{sum(ratios):g}; they must be >= 0 and sum to 1 (BERT: 0.8/0.1/0.1)",
+        )
+
+
+@dataclass
+class DataConfig:
+    name: str = "synthetic"
+    max_seq_length: int = 128
+    eval_docs: int = 50
+    streaming: bool = False
+    shuffle_buffer: int = 1000
+    # synthetic
+    num_sentences: int = 4000
+    seed: int = 0
+    sentences_per_doc: list[int] = field(default_factory=lambda: [3, 8])
+    # wikipedia
+    path: str | None = None
+    fraction: float = 1.0
+    # files
+    files: list[str] | None = None
+    # hub
+    config_name: str | None = None
+    split: str = "train"
+    text_column: str = "text"
+    data_files: list[str] | str | None = None
+
+    def __post_init__(self) -> None:
+        _one_of(self.name, ("synthetic", "wikipedia", "files", "hub"), "data.name")
+        require(
+            self.max_seq_length >= 16,
+            f"data.max_seq_length={self.max_seq_length} is too short; use >= 16",
+        )
+        require(self.eval_docs >= 1, f"data.eval_docs={self.eval_docs} must be >= 1")
+        require(0.0 < self.fraction <= 1.0, f"data.fraction={self.fraction} must lie in (0, 1]")
+        _positive(self.num_sentences, "data.num_sentences")
+        _positive(self.shuffle_buffer, "data.shuffle_buffer")
+
+
+@dataclass
+class TrainerConfig:
+    max_steps: int = 600
+    batch_size: int = 32
+    grad_accum_steps: int = 1
+    lr: float = 1e-3
+    weight_decay: float = 0.01
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.98
+    adam_epsilon: float = 1e-6
+    warmup_steps: int = 60
+    max_grad_norm: float = 1.0
+    mixed_precision: str = "auto"
+    log_every: int = 20
+    eval_every: int = 200
+    eval_batches: int = 8
+    save_every: int = 200
+    keep_checkpoints: int = 2
+
+    def __post_init__(self) -> None:
+        for key in ("max_steps", "batch_size", "grad_accum_steps", "lr", "log_every",
+                    "eval_every", "eval_batches", "save_every", "keep_checkpoints"):
+            _positive(getattr(self, key), f"trainer.{key}")
+        require(self.warmup_steps >= 0, f"trainer.warmup_steps={self.warmup_steps} must be >= 0")
+        _one_of(self.mixed_precision, ("auto", "no", "bf16", "fp16"), "trainer.mixed_precision")
+
+
+@dataclass
+class LoggerConfig:
+    name: str = "none"
+    project: str = "bertology"
+    entity: str | None = None
+    mode: str = "auto"
+    tags: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        _one_of(self.name, ("wandb", "none"), "logger.name")
+        _one_of(self.mode, ("auto", "online", "offline"), "logger.mode")
+
+
+@dataclass
+class PretrainConfig:
+    model: ModelConfig
+    size: SizeConfig
+    objective: ObjectiveConfig
+    data: DataConfig
+    trainer: TrainerConfig
+    logger: LoggerConfig
+    seed: int
+    resume: str
+    data_dir: Path
+    cache_dir: Path
+
+    def __post_init__(self) -> None:
+        _one_of(self.resume, ("auto", "true", "false"), "resume")
+        if self.objective.name in PAIR_OBJECTIVES:
+            require(
+                self.model.family == "bert",
+                f"objective={self.objective.name} needs a sentence-pair head, which "
+                f"model.family={self.model.family} lacks; use model=bert or objective=mlm",
+            )
+            require(
+                self.model.input_format in PAIR_FORMATS,
+                f"objective={self.objective.name} needs segment pairs but model.input_format="
+                f"{self.model.input_format}; use model.input_format=segment_pair or sentence_pair",
+            )
+        # RoBERTa numbers positions from padding_idx + 1, so two position slots are unusable.
+        offset = 2 if self.model.family == "roberta" else 0
+        usable = self.model.max_position_embeddings - offset
+        require(
+            self.data.max_seq_length <= usable,
+            f"data.max_seq_length={self.data.max_seq_length} exceeds the {usable} positions of "
+            f"model.max_position_embeddings={self.model.max_position_embeddings}; "
+            "lower data.max_seq_length or raise model.max_position_embeddings",
+        )
+
+
+def _type_ok(value: Any, hint: Any) -> bool:
+    """Whether a YAML/CLI value fits a field's annotation (ints are accepted as floats)."""
+    options = typing.get_args(hint) if typing.get_origin(hint) in (Union, UnionType) else (hint,)
+    for option in options:
+        origin = typing.get_origin(option) or option
+        if option is type(None) and value is None:
+            return True
+        if origin is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return True
+        if origin is int and isinstance(value, int) and not isinstance(value, bool):
+            return True
+        if origin in (bool, str, list) and isinstance(value, origin):
+            return True
+    return False
+
+
+def _build_group(cls: type, node: DictConfig | dict | None, group: str) -> Any:
+    values = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+    values = dict(values or {})
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - known)
+    require(not unknown, f"{group}.{unknown[0] if unknown else ''} is not a known key; "
+            f"valid keys: {', '.join(sorted(known))}")
+    hints = typing.get_type_hints(cls)
+    for name, value in values.items():
+        require(value != "???", f"{group}.{name} is required; set it on the command line "
+                f"({group}.{name}=...)")
+        require(_type_ok(value, hints[name]), f"{group}.{name}={value!r} has the wrong type; "
+                f"it takes {_type_name(hints[name])}")
+    return cls(**values)
+
+
+def _type_name(hint: Any) -> str:
+    return str(hint).replace("typing.", "").replace("<class '", "").replace("'>", "")
+
+
+def load_pretrain_config(cfg: DictConfig) -> PretrainConfig:
+    """Check a composed `pretrain` config and return its typed view (raises UserError)."""
+    try:
+        container = OmegaConf.to_container(cfg, resolve=True)
+    except Exception as err:  # omegaconf raises several types for missing or bad interpolations
+        raise UserError(f"config: {str(err).splitlines()[0]}; fix the value on the command "
+                        "line") from err
+    cache = container["paths"].get("cache_dir") or Path.home() / ".cache" / "bertology"
+    return PretrainConfig(
+        model=_build_group(ModelConfig, container["model"], "model"),
+        size=_build_group(SizeConfig, container["size"], "size"),
+        objective=_build_group(ObjectiveConfig, container["objective"], "objective"),
+        data=_build_group(DataConfig, container["data"], "data"),
+        trainer=_build_group(TrainerConfig, container["trainer"], "trainer"),
+        logger=_build_group(LoggerConfig, container["logger"], "logger"),
+        seed=int(container["seed"]),
+        resume=str(container["resume"]).lower(),
+        data_dir=Path(str(container["paths"]["data_dir"])).expanduser(),
+        cache_dir=Path(str(cache)).expanduser(),
+    )

@@ -1,0 +1,1 @@
+"""Corpora, the embedded synthetic corpus, tokenizers and input formats."""

@@ -1,0 +1,199 @@
+"""Unlabelled corpora as streams of documents, a document being a list of sentence strings.
+
+Every corpus streams (a generator over its files), so memory does not grow with its size; only
+the embedded synthetic corpus is small enough to be held whole (see formats.build_examples).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from bertology.config import DataConfig
+from bertology.data import synthetic
+from bertology.errors import UserError, require
+
+Document = list[str]
+
+# A sentence ends at . ! or ? followed by space and an upper-case letter, digit or quote.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'A-Z0-9])")
+
+
+@dataclass(frozen=True)
+class Corpus:
+    name: str
+    fingerprint: str  # changes whenever the text would; keys the tokenizer cache
+    iter_documents: Callable[[], Iterator[Document]]
+
+
+def split_sentences(text: str) -> list[str]:
+    """A rule-based splitter, enough for NSP/segment pairs on encyclopaedic prose."""
+    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+
+
+def resolve_path(path: str | Path, data_dir: Path, key: str) -> Path:
+    """A data path is absolute or relative to the data root; it must exist."""
+    resolved = Path(path).expanduser()
+    if not resolved.is_absolute():
+        resolved = data_dir / resolved
+    require(
+        resolved.exists(),
+        f"{key}: {resolved} does not exist; set BERTOLOGY_DATA_DIR (paths.data_dir) to the "
+        "folder that holds the data sets, or give an absolute path",
+    )
+    return resolved
+
+
+def _fingerprint_files(paths: list[Path], extra: str = "") -> str:
+    digest = hashlib.sha256(extra.encode())
+    for path in paths:
+        stat = path.stat()
+        digest.update(f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+    return digest.hexdigest()[:16]
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise UserError(f"{path}: not UTF-8 text (byte {err.start}); convert it to UTF-8") from err
+
+
+# ---------------------------------------------------------------- synthetic
+
+
+def build_synthetic(cfg: DataConfig, data_dir: Path) -> Corpus:
+    low, high = cfg.sentences_per_doc
+
+    def iter_documents() -> Iterator[Document]:
+        for doc in synthetic.iter_documents(cfg.num_sentences, cfg.seed, (low, high)):
+            yield [sentence.text for sentence in doc.sentences]
+
+    key = f"synthetic:v{synthetic.GRAMMAR_VERSION}:{cfg.num_sentences}:{cfg.seed}:{low}:{high}"
+    return Corpus("synthetic", hashlib.sha256(key.encode()).hexdigest()[:16], iter_documents)
+
+
+# ---------------------------------------------------------------- wikipedia (WikiExtractor)
+
+_DOC_OPEN = re.compile(r'^<doc id="[^"]*"[^>]*>$')
+
+
+def list_wikipedia_shards(root: Path, fraction: float) -> list[Path]:
+    shards = sorted(p for p in root.rglob("wiki_*") if p.is_file())
+    require(shards, f"data.path: no WikiExtractor shards (wiki_*) under {root}; "
+            "point data.path at the folder of <doc> shards")
+    return shards[: max(1, round(len(shards) * fraction))]
+
+
+def iter_wikiextractor(path: Path) -> Iterator[Document]:
+    """Documents of one shard: `<doc ...>`, the title line, paragraphs, `</doc>`."""
+    lines: list[str] | None = None
+    with path.open(encoding="utf-8", errors="strict") as handle:
+        for number, raw in enumerate(handle, start=1):
+            line = raw.strip()
+            if _DOC_OPEN.match(line):
+                lines = []
+            elif line == "</doc>":
+                require(lines is not None, f"{path}:{number}: </doc> without <doc>; "
+                        "the shard is malformed, re-extract it")
+                sentences = [s for para in lines[1:] for s in split_sentences(html.unescape(para))]
+                if sentences:
+                    yield sentences
+                lines = None
+            elif lines is not None and line:
+                lines.append(line)
+
+
+def build_wikipedia(cfg: DataConfig, data_dir: Path) -> Corpus:
+    root = resolve_path(cfg.path or "wikipedia_en_wikiextractor", data_dir, "data.path")
+    shards = list_wikipedia_shards(root, cfg.fraction)
+
+    def iter_documents() -> Iterator[Document]:
+        for shard in shards:
+            try:
+                yield from iter_wikiextractor(shard)
+            except UnicodeDecodeError as err:
+                raise UserError(f"{shard}: not UTF-8 text; re-extract the shard") from err
+
+    return Corpus("wikipedia", _fingerprint_files(shards, "wikipedia"), iter_documents)
+
+
+# ---------------------------------------------------------------- plain files
+
+
+def iter_plain_text(path: Path) -> Iterator[Document]:
+    """BERT's pretraining text format: one sentence per line, blank line between documents."""
+    document: Document = []
+    for line in _read_text(path).splitlines():
+        if line.strip():
+            document.append(line.strip())
+        elif document:
+            yield document
+            document = []
+    if document:
+        yield document
+
+
+def build_files(cfg: DataConfig, data_dir: Path) -> Corpus:
+    require(bool(cfg.files), "data.files is empty; give files=[a.txt,b.txt] (globs allowed)")
+    paths: list[Path] = []
+    for pattern in cfg.files:
+        base = Path(pattern).expanduser()
+        base = base if base.is_absolute() else data_dir / base
+        matches = sorted(base.parent.glob(base.name)) if any(c in base.name for c in "*?[") else []
+        paths.extend(matches or [resolve_path(base, data_dir, "data.files")])
+    for path in paths:
+        require(path.stat().st_size > 0, f"data.files: {path} is empty; remove it from the list")
+
+    def iter_documents() -> Iterator[Document]:
+        for path in paths:
+            yield from iter_plain_text(path)
+
+    return Corpus("files", _fingerprint_files(paths, "files"), iter_documents)
+
+
+# ---------------------------------------------------------------- datasets.load_dataset
+
+
+def build_hub(cfg: DataConfig, data_dir: Path) -> Corpus:
+    import datasets  # imported here: slow to import and only this corpus needs it
+
+    data_files = cfg.data_files
+    if data_files is not None:
+        files = [data_files] if isinstance(data_files, str) else list(data_files)
+        data_files = [str(resolve_path(f, data_dir, "data.data_files")) for f in files]
+
+    def iter_documents() -> Iterator[Document]:
+        try:
+            rows = datasets.load_dataset(cfg.path, cfg.config_name, split=cfg.split,
+                                         data_files=data_files, streaming=True)
+            for row in rows:
+                require(cfg.text_column in row, f"data.text_column={cfg.text_column!r} is not a "
+                        f"column of {cfg.path}; columns: {', '.join(row)}")
+                sentences = split_sentences(str(row[cfg.text_column]))
+                if sentences:
+                    yield sentences
+        except (FileNotFoundError, ValueError, ConnectionError) as err:
+            raise UserError(f"data.path={cfg.path!r}: cannot load ({str(err).splitlines()[0]}); "
+                            "check the name, or use local data_files offline") from err
+
+    key = f"hub:{cfg.path}:{cfg.config_name}:{cfg.split}:{cfg.text_column}:{data_files}"
+    return Corpus("hub", hashlib.sha256(key.encode()).hexdigest()[:16], iter_documents)
+
+
+CORPORA: dict[str, Callable[[DataConfig, Path], Corpus]] = {
+    "synthetic": build_synthetic,
+    "wikipedia": build_wikipedia,
+    "files": build_files,
+    "hub": build_hub,
+}
+
+
+def build_corpus(cfg: DataConfig, data_dir: Path) -> Corpus:
+    if cfg.name not in CORPORA:
+        raise UserError(f"data={cfg.name!r} is not a corpus; use one of: {', '.join(CORPORA)}")
+    return CORPORA[cfg.name](cfg, data_dir)

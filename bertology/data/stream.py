@@ -1,0 +1,112 @@
+"""Held-out and training examples of a corpus, epoch by epoch, resumable from a cursor.
+
+The first `eval_docs` documents are held out. Training examples are rebuilt deterministically
+each epoch (streamed through a seeded shuffle buffer, so memory does not grow with the corpus)
+or, for small corpora, built once and permuted in memory. Each example carries a `mask_key`
+that seeds its mask: (id, copy) for static masking, so the mask is the same every epoch and
+each of the `dupe_factor` copies differs; (id, copy, epoch) for dynamic masking (RoBERTa §4.1).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import islice
+
+import numpy as np
+from transformers import PreTrainedTokenizerBase
+
+from bertology.config import DataConfig
+from bertology.data.corpora import Corpus
+from bertology.data.formats import build_examples
+from bertology.errors import require
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where the training stream stands: `offset` examples into `epoch`."""
+
+    epoch: int = 0
+    offset: int = 0
+
+
+class PretrainData:
+    def __init__(self, corpus: Corpus, tokenizer: PreTrainedTokenizerBase, cfg: DataConfig,
+                 input_format: str, pair_task: str | None, masking: str, dupe_factor: int,
+                 seed: int):
+        self.corpus, self.tokenizer, self.cfg = corpus, tokenizer, cfg
+        self.input_format, self.pair_task = input_format, pair_task
+        self.masking, self.dupe_factor, self.seed = masking, dupe_factor, seed
+        self.eval_examples = self._eval_examples()
+        self._in_memory = None if cfg.streaming else list(self._build(train=True))
+        require(self._in_memory is None or len(self._in_memory) > 0,
+                f"data={corpus.name}: no training examples after holding out "
+                f"data.eval_docs={cfg.eval_docs} documents; lower data.eval_docs")
+
+    def _build(self, train: bool) -> Iterator[dict]:
+        documents = self.corpus.iter_documents()
+        if train:
+            documents = islice(documents, self.cfg.eval_docs, None)
+        else:
+            documents = islice(documents, self.cfg.eval_docs)
+        return build_examples(documents, self.tokenizer, self.input_format,
+                              self.cfg.max_seq_length, self.pair_task, self.seed)
+
+    def _eval_examples(self) -> list[dict]:
+        examples = list(self._build(train=False))
+        require(examples, f"data={self.corpus.name}: the {self.cfg.eval_docs} held-out documents "
+                "gave no examples; the corpus is empty or too small")
+        for example in examples:
+            example["mask_key"] = (1 << 30, example["id"])  # a fixed mask, apart from training's
+        return examples
+
+    def _key(self, example: dict, copy: int, epoch: int) -> tuple[int, ...]:
+        if self.masking == "dynamic":
+            return (example["id"], copy, epoch)
+        return (example["id"], copy)
+
+    def _epoch_in_memory(self, epoch: int) -> Iterator[dict]:
+        order = [(i, c) for i in range(len(self._in_memory)) for c in range(self.dupe_factor)]
+        random.Random(f"{self.seed}:{epoch}").shuffle(order)
+        for index, copy in order:
+            example = self._in_memory[index]
+            yield {**example, "mask_key": self._key(example, copy, epoch)}
+
+    def _epoch_streaming(self, epoch: int) -> Iterator[dict]:
+        """A shuffle buffer: memory is bounded by shuffle_buffer, not by the corpus."""
+        rng = random.Random(f"{self.seed}:{epoch}")
+        buffer: list[dict] = []
+        for example in self._build(train=True):
+            for copy in range(self.dupe_factor):
+                buffer.append({**example, "mask_key": self._key(example, copy, epoch)})
+                if len(buffer) >= self.cfg.shuffle_buffer:
+                    index = rng.randrange(len(buffer))
+                    buffer[index], buffer[-1] = buffer[-1], buffer[index]
+                    yield buffer.pop()
+        rng.shuffle(buffer)
+        yield from buffer
+
+    def iter_train(self, start: Cursor = Cursor()) -> Iterator[tuple[dict, Cursor]]:
+        """Training examples forever, each with the cursor just after it."""
+        epoch, offset = start.epoch, start.offset
+        while True:
+            stream = self._epoch_streaming(epoch) if self._in_memory is None \
+                else self._epoch_in_memory(epoch)
+            produced = 0
+            for position, example in enumerate(islice(stream, offset, None), start=offset + 1):
+                produced += 1
+                yield example, Cursor(epoch, position)
+            require(produced > 0 or offset > 0,
+                    f"data={self.corpus.name}: no training examples; the corpus is too small "
+                    "for data.eval_docs held-out documents")
+            epoch, offset = epoch + 1, 0
+
+
+def count_tokens(examples: list[dict]) -> int:
+    return int(sum(len(e["input_ids"]) for e in examples))
+
+
+def length_stats(examples: list[dict]) -> dict[str, float]:
+    lengths = np.array([len(e["input_ids"]) for e in examples])
+    return {"mean": float(lengths.mean()), "max": float(lengths.max())}

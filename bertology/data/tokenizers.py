@@ -1,0 +1,78 @@
+"""Tokenizers: trained on the corpus with the `tokenizers` library (WordPiece for BERT,
+byte-level BPE for RoBERTa) and cached by a hash of corpus and settings, or loaded from a
+checkpoint given by `model.name_or_path`."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from transformers import AutoTokenizer, BertTokenizer, PreTrainedTokenizerBase, RobertaTokenizer
+
+from bertology.data.corpora import Corpus
+from bertology.errors import UserError
+
+log = logging.getLogger(__name__)
+
+# Empty tokenizers of each kind: training keeps their normaliser, pre-tokeniser, special tokens
+# and post-processor ([CLS] A [SEP] B [SEP] for BERT, <s> A </s></s> B </s> for RoBERTa).
+TOKENIZERS = {"wordpiece": BertTokenizer, "bpe": RobertaTokenizer}
+TRAINING_SENTENCES = 200_000  # enough text for a vocabulary; a large corpus is not read whole
+
+
+def _training_text(corpus: Corpus, limit: int) -> Iterator[list[str]]:
+    """Batches of sentences, at most `limit` in all."""
+    seen = 0
+    for document in corpus.iter_documents():
+        yield document
+        seen += len(document)
+        if seen >= limit:
+            return
+
+
+def tokenizer_cache_key(corpus: Corpus, kind: str, vocab_size: int) -> str:
+    key = f"{corpus.fingerprint}:{kind}:{vocab_size}:{TRAINING_SENTENCES}"
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def train_tokenizer(corpus: Corpus, kind: str, vocab_size: int) -> PreTrainedTokenizerBase:
+    if kind not in TOKENIZERS:
+        raise UserError(f"model.tokenizer={kind!r} is unknown; use one of: {', '.join(TOKENIZERS)}")
+    base = TOKENIZERS[kind]()
+    text = _training_text(corpus, TRAINING_SENTENCES)
+    return base.train_new_from_iterator(text, vocab_size=vocab_size, show_progress=False)
+
+
+def load_or_train_tokenizer(
+    corpus: Corpus, kind: str, vocab_size: int, cache_dir: Path
+) -> PreTrainedTokenizerBase:
+    """The cached tokenizer for (corpus, kind, vocab_size), trained on first use."""
+    path = cache_dir / "tokenizers" / tokenizer_cache_key(corpus, kind, vocab_size)
+    if (path / "tokenizer.json").exists():
+        return AutoTokenizer.from_pretrained(path)
+    log.info("training a %s tokenizer (vocab <= %d) on %s", kind, vocab_size, corpus.name)
+    tokenizer = train_tokenizer(corpus, kind, vocab_size)
+    # Written to a temporary dir and renamed, so a killed run never leaves a half cache entry.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=".tmp-"))
+    tokenizer.save_pretrained(tmp)
+    try:
+        os.replace(tmp, path)
+    except OSError:  # another process won the race; its copy is identical
+        shutil.rmtree(tmp, ignore_errors=True)
+    return tokenizer
+
+
+def load_pretrained_tokenizer(name_or_path: str) -> PreTrainedTokenizerBase:
+    try:
+        return AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=False)
+    except (OSError, ValueError) as err:
+        raise UserError(
+            f"model.name_or_path={name_or_path!r}: no tokenizer could be loaded "
+            f"({str(err).splitlines()[0]}); give a checkpoint dir with tokenizer files"
+        ) from err

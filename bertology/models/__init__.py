@@ -1,0 +1,1 @@
+"""Model construction per family and the per-family module paths."""

@@ -1,0 +1,96 @@
+"""build_model: a pretraining model per family, random-initialised from `size=` or continued
+from `model.name_or_path` (any Hugging Face checkpoint, this program's outputs included)."""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+from transformers import (
+    AutoConfig,
+    BertConfig,
+    BertForMaskedLM,
+    BertForPreTraining,
+    PretrainedConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    RobertaConfig,
+    RobertaForMaskedLM,
+)
+
+from bertology.config import ModelConfig, SizeConfig
+from bertology.errors import UserError
+
+log = logging.getLogger(__name__)
+
+
+def bert_config(model: ModelConfig, size: SizeConfig, tokenizer) -> BertConfig:
+    return BertConfig(
+        vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
+        type_vocab_size=2,  # segments A and B
+        max_position_embeddings=model.max_position_embeddings,
+        hidden_dropout_prob=model.hidden_dropout_prob,
+        attention_probs_dropout_prob=model.attention_probs_dropout_prob,
+        **vars(size),
+    )
+
+
+def roberta_config(model: ModelConfig, size: SizeConfig, tokenizer) -> RobertaConfig:
+    return RobertaConfig(
+        vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id,
+        type_vocab_size=1,  # RoBERTa has no segment embeddings to speak of
+        max_position_embeddings=model.max_position_embeddings,
+        hidden_dropout_prob=model.hidden_dropout_prob,
+        attention_probs_dropout_prob=model.attention_probs_dropout_prob,
+        **vars(size),
+    )
+
+
+# family -> (config from size, model class given whether a sentence-pair head is needed)
+FAMILIES = {
+    "bert": (bert_config, lambda pairs: BertForPreTraining if pairs else BertForMaskedLM),
+    "roberta": (roberta_config, lambda pairs: RobertaForMaskedLM),
+}
+
+
+def load_checkpoint_config(name_or_path: str) -> PretrainedConfig:
+    try:
+        return AutoConfig.from_pretrained(name_or_path, trust_remote_code=False)
+    except (OSError, ValueError) as err:
+        raise UserError(
+            f"model.name_or_path={name_or_path!r} is not a loadable checkpoint "
+            f"({str(err).splitlines()[0]}); give a local model dir or a hub id"
+        ) from err
+
+
+def checkpoint_family(name_or_path: str) -> str:
+    model_type = load_checkpoint_config(name_or_path).model_type
+    if model_type not in FAMILIES:
+        raise UserError(f"model.name_or_path={name_or_path!r} is a {model_type!r} model; "
+                        f"pretraining supports: {', '.join(FAMILIES)}")
+    return model_type
+
+
+def build_model(model: ModelConfig, size: SizeConfig, tokenizer: PreTrainedTokenizerBase,
+                pair_head: bool, seed: int) -> PreTrainedModel:
+    """A model with an MLM head (and a sentence-pair head when the objective needs one)."""
+    torch.manual_seed(seed)  # the initial weights depend on the run's seed only
+    make_config, pick_class = FAMILIES[model.family]
+    model_class = pick_class(pair_head)
+    if model.name_or_path is None:
+        return model_class._from_config(make_config(model, size, tokenizer),
+                                        attn_implementation=model.attn_implementation)
+    log.info("continuing from %s (heads missing from it are newly initialised)",
+             model.name_or_path)
+    loaded = model_class.from_pretrained(model.name_or_path, trust_remote_code=False,
+                                         attn_implementation=model.attn_implementation)
+    if loaded.config.vocab_size < len(tokenizer):
+        raise UserError(f"model.name_or_path={model.name_or_path!r}: its vocabulary "
+                        f"({loaded.config.vocab_size}) is smaller than its tokenizer's "
+                        f"({len(tokenizer)}); the checkpoint and tokenizer do not match")
+    return loaded
+
+
+def count_parameters(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())

@@ -1,0 +1,12 @@
+"""Pretraining objectives: each builds a collate(examples)->batch and a loss(model, batch).
+
+OBJECTIVES is the one dispatch table; `objective.name` in conf/objective/*.yaml selects from it.
+"""
+
+from bertology.objectives import mlm, nsp
+
+OBJECTIVES = {
+    "mlm": mlm.build,
+    "mlm_nsp": nsp.build_nsp,
+    "mlm_sop": nsp.build_sop,
+}

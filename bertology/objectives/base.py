@@ -1,0 +1,19 @@
+"""What every pretraining objective provides to the training loop."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class Objective:
+    name: str
+    pair_task: str | None  # "nsp" | "sop" | None: how the input format builds sentence pairs
+    collate: Callable[[list[dict]], dict[str, torch.Tensor]]
+    # loss(model, batch) -> (loss with grad, logs of detached scalars: losses and summed counts)
+    loss: Callable[[torch.nn.Module, dict], tuple[torch.Tensor, dict[str, torch.Tensor]]]
+    # metrics(summed eval logs, number of batches) -> {"mlm_accuracy": ..., ...}
+    metrics: Callable[[dict[str, float], int], dict[str, float]]

@@ -1,0 +1,146 @@
+"""Masked language modelling (Devlin et al., 2019, §3.1 Task #1).
+
+Masking: `mask_prob` of the non-special tokens are chosen (an exact count per sequence, as in
+BERT's create_pretraining_data.py), of which `mask_token_ratio` become [MASK] (or [UNK] with
+mask_with=unk), `random_token_ratio` a random non-special token and the rest stay: each row of
+BERT's Table 8 is a config. Whole-word masking picks words (runs that begin at a word start)
+instead of tokens. Every mask is drawn from a generator seeded by (seed, example's mask_key), so
+static masks repeat across epochs and a resumed run draws the masks it would have drawn.
+
+Loss: the MLM head runs only at masked positions, ~15% of the tokens: with a small model and
+a large vocabulary the head dominates the cost otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from transformers import PreTrainedTokenizerBase
+
+from bertology.config import ObjectiveConfig
+from bertology.data.formats import Specials
+from bertology.models.structure import encoder_of, mlm_head_of
+from bertology.objectives.base import Objective
+
+IGNORE = -100  # label of positions without a loss (the torch / transformers convention)
+
+
+@dataclass(frozen=True)
+class MaskingSpec:
+    mask_prob: float
+    mask_token_ratio: float
+    random_token_ratio: float
+    whole_word: bool
+    replacement_id: int  # [MASK], or [UNK] for the mask_with=unk ablation
+    special_ids: np.ndarray  # never chosen
+    random_pool: np.ndarray  # ids a chosen token may be replaced with: the non-special vocab
+    seed: int
+
+    @classmethod
+    def build(cls, cfg: ObjectiveConfig, tokenizer: PreTrainedTokenizerBase, seed: int):
+        specials = Specials.of(tokenizer)
+        special_ids = np.array(sorted(specials.all), dtype=np.int64)
+        pool = np.setdiff1d(np.arange(len(tokenizer)), special_ids)
+        replacement = specials.unk if cfg.mask_with == "unk" else specials.mask
+        return cls(cfg.mask_prob, cfg.mask_token_ratio, cfg.random_token_ratio, cfg.whole_word,
+                   replacement, special_ids, pool, seed)
+
+
+def _choose_words(word_ids: np.ndarray, candidates: np.ndarray, count: int,
+                  rng: np.random.Generator) -> np.ndarray:
+    """Whole words in random order until `count` tokens are covered; like BERT, a word that
+    would overshoot is skipped."""
+    words, sizes = np.unique(word_ids[candidates], return_counts=True)
+    chosen_words, covered = [], 0
+    for index in rng.permutation(len(words)):
+        if covered + sizes[index] > count:
+            continue
+        chosen_words.append(words[index])
+        covered += sizes[index]
+        if covered == count:
+            break
+    return np.flatnonzero(candidates & np.isin(word_ids, chosen_words))
+
+
+def compute_mask(input_ids: np.ndarray, word_starts: np.ndarray, spec: MaskingSpec,
+                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Returns (corrupted input ids, labels): labels hold the original id where a loss is
+    taken and IGNORE elsewhere."""
+    candidates = ~np.isin(input_ids, spec.special_ids)
+    count = int(round(candidates.sum() * spec.mask_prob))
+    count = max(1, count) if candidates.any() else 0
+    if spec.whole_word:
+        word_ids = np.cumsum(word_starts) - 1  # (seq,) word number of every token
+        positions = _choose_words(word_ids, candidates, count, rng)
+    else:
+        positions = rng.choice(np.flatnonzero(candidates), size=count, replace=False)
+    labels = np.full(len(input_ids), IGNORE, dtype=np.int64)
+    labels[positions] = input_ids[positions]
+    corrupted = input_ids.astype(np.int64)
+    draw = rng.random(len(positions))
+    to_mask = positions[draw < spec.mask_token_ratio]
+    to_random = positions[(draw >= spec.mask_token_ratio)
+                          & (draw < spec.mask_token_ratio + spec.random_token_ratio)]
+    corrupted[to_mask] = spec.replacement_id
+    corrupted[to_random] = rng.choice(spec.random_pool, size=len(to_random))
+    return corrupted, labels
+
+
+def pad_batch(examples: list[dict], spec: MaskingSpec, pad_id: int) -> dict[str, torch.Tensor]:
+    """Mask each example with its own seeded generator and pad to the longest in the batch."""
+    length = max(len(e["input_ids"]) for e in examples)
+    shape = (len(examples), length)
+    input_ids = np.full(shape, pad_id, dtype=np.int64)
+    labels = np.full(shape, IGNORE, dtype=np.int64)
+    attention = np.zeros(shape, dtype=np.int64)
+    token_types = np.zeros(shape, dtype=np.int64)
+    for row, example in enumerate(examples):
+        rng = np.random.default_rng([spec.seed, *example["mask_key"]])
+        ids, lab = compute_mask(example["input_ids"], example["word_starts"], spec, rng)
+        n = len(ids)
+        input_ids[row, :n], labels[row, :n], attention[row, :n] = ids, lab, 1
+        token_types[row, :n] = example["token_type_ids"]
+    batch = {"input_ids": input_ids, "labels": labels, "attention_mask": attention,
+             "token_type_ids": token_types}
+    return {key: torch.from_numpy(value) for key, value in batch.items()}
+
+
+def encode_and_mlm(model: torch.nn.Module, family: str, batch: dict):
+    """Run the encoder, then the MLM head at masked positions only. Returns the encoder
+    output, the MLM loss and its logs (summed counts, so eval can pool batches)."""
+    encoded = encoder_of(model)(input_ids=batch["input_ids"],
+                                attention_mask=batch["attention_mask"],
+                                token_type_ids=batch["token_type_ids"])
+    masked = batch["labels"] != IGNORE  # (batch, seq)
+    logits = mlm_head_of(model, family)(encoded.last_hidden_state[masked])  # (n_masked, vocab)
+    targets = batch["labels"][masked]
+    loss = F.cross_entropy(logits.float(), targets)
+    logs = {"mlm_loss": loss.detach(),
+            "mlm_correct": (logits.argmax(-1) == targets).sum().detach(),
+            "mlm_count": masked.sum().detach()}
+    return encoded, loss, logs
+
+
+def mlm_metrics(sums: dict[str, float], batches: int) -> dict[str, float]:
+    """Eval metrics from summed logs: accuracy over masked tokens, perplexity of the MLM."""
+    loss = sums["mlm_loss"] / batches
+    return {"mlm_loss": loss, "mlm_accuracy": sums["mlm_correct"] / max(1, sums["mlm_count"]),
+            "perplexity": float(np.exp(min(loss, 50.0)))}
+
+
+def build(cfg: ObjectiveConfig, tokenizer: PreTrainedTokenizerBase, family: str,
+          seed: int) -> Objective:
+    spec = MaskingSpec.build(cfg, tokenizer, seed)
+    pad_id = tokenizer.pad_token_id
+
+    def collate(examples: list[dict]) -> dict[str, torch.Tensor]:
+        return pad_batch(examples, spec, pad_id)
+
+    def loss(model: torch.nn.Module, batch: dict) -> tuple[torch.Tensor, dict]:
+        _, mlm_loss, logs = encode_and_mlm(model, family, batch)
+        return mlm_loss, logs
+
+    return Objective("mlm", None, collate, loss, mlm_metrics)

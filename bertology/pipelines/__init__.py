@@ -1,0 +1,1 @@
+"""Pipelines are verbs: run(cfg, out_dir) -> dict[str, float], read like a table of contents."""

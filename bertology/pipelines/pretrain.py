@@ -1,0 +1,80 @@
+"""bertology pretrain: masked-LM pretraining (BERT, RoBERTa) on a corpus.
+
+build config → corpus → tokenizer → objective → examples → model → train → save model/.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import shutil
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from bertology.config import PretrainConfig, load_pretrain_config
+from bertology.data.corpora import Corpus, build_corpus
+from bertology.data.stream import PretrainData
+from bertology.data.tokenizers import load_or_train_tokenizer, load_pretrained_tokenizer
+from bertology.errors import require
+from bertology.models.build import build_model, checkpoint_family, count_parameters
+from bertology.objectives import OBJECTIVES
+from bertology.tracking import build_tracker
+from bertology.training.checkpoint import list_checkpoints
+from bertology.training.loop import train
+
+log = logging.getLogger(__name__)
+
+
+def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
+    config = load_pretrain_config(cfg)
+    check_resume(config, out_dir)
+    corpus = build_corpus(config.data, config.data_dir)
+    config, tokenizer = load_tokenizer(config, corpus)
+    objective = OBJECTIVES[config.objective.name](config.objective, tokenizer,
+                                                  config.model.family, config.seed)
+    data = PretrainData(corpus, tokenizer, config.data, config.model.input_format,
+                        objective.pair_task, config.model.masking, config.model.dupe_factor,
+                        config.seed)
+    log.info("%d held-out sequences; tokenizer %s with %d tokens", len(data.eval_examples),
+             config.model.tokenizer, len(tokenizer))
+    model = build_model(config.model, config.size, tokenizer,
+                        pair_head=objective.pair_task is not None, seed=config.seed)
+    log.info("%s: %.2fM parameters", type(model).__name__, count_parameters(model) / 1e6)
+    tracker = build_tracker(config.logger, out_dir, OmegaConf.to_container(cfg, resolve=True),
+                            name=f"pretrain-{config.model.family}-{out_dir.name}")
+    metrics = train(model, objective, data, config.trainer, out_dir, tracker, config.seed)
+    save_pretrained_atomic(model, tokenizer, out_dir / "model")
+    metrics["model/parameters"] = float(count_parameters(model))
+    return tracker.finish(metrics)
+
+
+def check_resume(config: PretrainConfig, out_dir: Path) -> None:
+    if config.resume == "false":
+        require(not list_checkpoints(out_dir / "checkpoints"),
+                f"{out_dir} already holds checkpoints and resume=false; pick another "
+                "hydra.run.dir or drop resume=false to continue that run")
+
+
+def load_tokenizer(config: PretrainConfig, corpus: Corpus):
+    """The checkpoint's tokenizer (and family) when continuing, else one trained on the corpus."""
+    if config.model.name_or_path is not None:
+        family = checkpoint_family(config.model.name_or_path)
+        config = dataclasses.replace(config, model=dataclasses.replace(config.model,
+                                                                        family=family))
+        return config, load_pretrained_tokenizer(config.model.name_or_path)
+    tokenizer = load_or_train_tokenizer(corpus, config.model.tokenizer,
+                                        config.model.vocab_size, config.cache_dir)
+    return config, tokenizer
+
+
+def save_pretrained_atomic(model, tokenizer, path: Path) -> None:
+    """model/ appears whole or not at all: written beside it, then renamed."""
+    tmp = path.with_name(f".tmp-{path.name}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)  # safetensors
+    tokenizer.save_pretrained(tmp)
+    if path.exists():
+        shutil.rmtree(path)
+    os.replace(tmp, path)

@@ -1,0 +1,146 @@
+"""Experiment tracking. The only module that imports wandb.
+
+`metrics.jsonl` (one object per logged step) and `metrics.json` (the final flat summary) are
+always written; Weights & Biases mirrors them when logger=wandb. W&B runs offline unless the
+user is logged in (the run dir then holds an offline run that `wandb sync` uploads), and any W&B
+failure is a warning: tracking never crashes a run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from bertology.config import LoggerConfig
+
+log = logging.getLogger(__name__)
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write to a temporary file and rename, so readers never see half a file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def finite_floats(metrics: dict[str, Any]) -> dict[str, float]:
+    """The summary keeps finite floats only (DESIGN §5)."""
+    out = {}
+    for key, value in metrics.items():
+        value = float(value)
+        if math.isfinite(value):
+            out[key] = value
+    return out
+
+
+class NullRun:
+    """logger=none: nothing beyond the metric files."""
+
+    def log(self, metrics: dict[str, float], step: int) -> None:
+        pass
+
+    def summary(self, metrics: dict[str, float]) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass
+
+
+class WandbRun:
+    def __init__(self, run: Any):
+        self._run = run
+
+    def _guard(self, action: str, fn, *args) -> None:
+        try:
+            fn(*args)
+        except Exception as err:  # W&B must never take a run down with it
+            log.warning("wandb %s failed (%s); continuing without it", action, err)
+            self._run = None
+
+    def log(self, metrics: dict[str, float], step: int) -> None:
+        if self._run is not None:
+            self._guard("log", lambda: self._run.log(metrics, step=step))
+
+    def summary(self, metrics: dict[str, float]) -> None:
+        if self._run is not None:
+            self._guard("summary", lambda: self._run.summary.update(metrics))
+
+    def finish(self) -> None:
+        if self._run is not None:
+            self._guard("finish", self._run.finish)
+
+
+def _logged_in() -> bool:
+    """An API key in the environment or in ~/.netrc (where `wandb login` puts it)."""
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    netrc = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
+    try:
+        return "api.wandb.ai" in netrc.read_text()
+    except OSError:
+        return False
+
+
+def _wandb_mode(cfg: LoggerConfig) -> str:
+    """auto: online only when the user is logged in, so nothing waits on a network."""
+    if cfg.mode != "auto":
+        return cfg.mode
+    return os.environ.get("WANDB_MODE") or ("online" if _logged_in() else "offline")
+
+
+def start_wandb(cfg: LoggerConfig, out_dir: Path, config: dict, name: str) -> NullRun | WandbRun:
+    try:
+        import wandb
+
+        run = wandb.init(project=cfg.project, entity=cfg.entity, mode=_wandb_mode(cfg),
+                         dir=str(out_dir), config=config, name=name, tags=list(cfg.tags),
+                         settings=wandb.Settings(silent=True, console="off"))
+        return WandbRun(run)
+    except Exception as err:
+        log.warning("wandb could not start (%s); logging to metrics.jsonl only", err)
+        return NullRun()
+
+
+class Tracker:
+    """metrics.jsonl + metrics.json, and the W&B run if any. Only the main process writes."""
+
+    def __init__(self, out_dir: Path, run: NullRun | WandbRun, enabled: bool = True):
+        self.out_dir, self.run, self.enabled = out_dir, run, enabled
+        self._jsonl = out_dir / "metrics.jsonl"
+
+    def log(self, metrics: dict[str, float], step: int) -> None:
+        if not self.enabled:
+            return
+        record = {"step": step, **finite_floats(metrics)}
+        with self._jsonl.open("a") as handle:
+            handle.write(json.dumps(record) + "\n")
+        self.run.log(metrics, step)
+
+    def truncate_after(self, step: int) -> None:
+        """On resume, drop lines logged after the checkpoint: they will be logged again."""
+        if not (self.enabled and self._jsonl.exists()):
+            return
+        kept = [line for line in self._jsonl.read_text().splitlines()
+                if line.strip() and json.loads(line)["step"] <= step]
+        tmp = self._jsonl.with_name(".metrics.jsonl.tmp")
+        tmp.write_text("".join(line + "\n" for line in kept))
+        os.replace(tmp, self._jsonl)
+
+    def finish(self, summary: dict[str, float]) -> dict[str, float]:
+        summary = finite_floats(summary)
+        if self.enabled:
+            self.run.summary(summary)
+            self.run.finish()
+            write_json_atomic(self.out_dir / "metrics.json", summary)
+        return summary
+
+
+def build_tracker(cfg: LoggerConfig, out_dir: Path, config: dict, name: str,
+                  main_process: bool = True) -> Tracker:
+    run = start_wandb(cfg, out_dir, config, name) if cfg.name == "wandb" and main_process \
+        else NullRun()
+    return Tracker(out_dir, run, enabled=main_process)

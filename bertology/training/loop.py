@@ -1,0 +1,214 @@
+"""The one training loop: an explicit loop on accelerate.Accelerator (no HF Trainer).
+
+AdamW without decay on biases and LayerNorm, linear warmup then linear decay (BERT §A.2),
+gradient accumulation, clipping, mixed precision where the device has it, periodic held-out
+evaluation, atomic checkpoints and exact resume. Resume is exact because everything random is
+a function of (seed, step): the data cursor is saved, masks are seeded per example, and the
+torch generator (dropout) is reseeded at every step.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Iterator
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, field
+from itertools import islice
+from pathlib import Path
+
+import torch
+from accelerate import Accelerator
+from tqdm.auto import tqdm
+from transformers import get_linear_schedule_with_warmup
+
+from bertology.config import TrainerConfig
+from bertology.data.stream import Cursor, PretrainData
+from bertology.objectives.base import Objective
+from bertology.tracking import Tracker
+from bertology.training.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class LoopState:
+    """Everything besides weights and optimizer a resumed run needs to continue exactly."""
+
+    step: int = 0
+    epoch: int = 0  # the data position: the group of examples starting `offset` into `epoch`
+    offset: int = 0
+    group_batches: int = 0  # batches already served from that group
+    tokens: int = 0
+    train_seconds: float = 0.0
+    window: dict[str, float] = field(default_factory=dict)  # sums since the last log line
+    window_steps: int = 0
+    last_train: dict[str, float] = field(default_factory=dict)
+    last_eval: dict[str, float] = field(default_factory=dict)
+
+
+def build_accelerator(cfg: TrainerConfig) -> Accelerator:
+    precision = cfg.mixed_precision
+    if precision == "auto":
+        cuda_bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+        precision = "bf16" if cuda_bf16 else "no"
+    return Accelerator(mixed_precision=precision)
+
+
+def build_optimizer(model: torch.nn.Module, cfg: TrainerConfig) -> torch.optim.AdamW:
+    """Biases and LayerNorm weights get no weight decay (BERT's AdamWeightDecayOptimizer)."""
+    decay, no_decay = [], []
+    for name, param in model.named_parameters():
+        if not param.requires_grad:
+            continue
+        exempt = param.ndim < 2 or "LayerNorm" in name or "layer_norm" in name
+        (no_decay if exempt else decay).append(param)
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]
+    # One fused kernel on GPU; multi-tensor (foreach) steps on CPU.
+    fused = torch.cuda.is_available()
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.adam_beta1, cfg.adam_beta2),
+                             eps=cfg.adam_epsilon, fused=fused, foreach=not fused)
+
+
+GROUP_BATCHES = 16  # batches drawn together and sorted by length, so little is padding
+
+
+def iter_batches(data: PretrainData, objective: Objective, position: Cursor, skip: int,
+                 batch_size: int) -> Iterator[tuple[dict, tuple[Cursor, int], int]]:
+    """(collated batch, position after it, real tokens in it). Examples come in groups of
+    GROUP_BATCHES batches, sorted by length within the group (as HF's group_by_length) and
+    served in a seeded random order; a position is (start of the group, batches served from
+    it), so a resumed run rebuilds the group and skips what it had served."""
+    stream = data.iter_train(position)
+    while True:
+        chunk = list(islice(stream, batch_size * GROUP_BATCHES))
+        examples = sorted((e for e, _ in chunk), key=lambda e: (len(e["input_ids"]), e["id"]))
+        batches = [examples[i: i + batch_size] for i in range(0, len(examples), batch_size)]
+        random.Random(f"{position.epoch}:{position.offset}").shuffle(batches)
+        for index in range(skip, len(batches)):
+            tokens = sum(len(e["input_ids"]) for e in batches[index])
+            yield objective.collate(batches[index]), (position, index + 1), tokens
+        position, skip = chunk[-1][1], 0
+
+
+def evaluate(model: torch.nn.Module, objective: Objective, data: PretrainData,
+             cfg: TrainerConfig, accelerator: Accelerator) -> dict[str, float]:
+    """Held-out metrics on fixed masks, so numbers are comparable across steps and runs."""
+    model.eval()
+    sums: dict[str, float] = {}
+    batches = 0
+    examples = data.eval_examples[: cfg.eval_batches * cfg.batch_size]
+    with torch.no_grad():
+        for start in range(0, len(examples), cfg.batch_size):
+            batch = objective.collate(examples[start: start + cfg.batch_size])
+            batch = {k: v.to(accelerator.device) for k, v in batch.items()}
+            with accelerator.autocast():
+                _, logs = objective.loss(model, batch)
+            for key, value in logs.items():
+                sums[key] = sums.get(key, 0.0) + float(value)
+            batches += 1
+    model.train()
+    return {f"eval/{k}": v for k, v in objective.metrics(sums, batches).items()}
+
+
+def _restore(out_dir: Path, model, optimizer, scheduler) -> LoopState:
+    checkpoints = list_checkpoints(out_dir / "checkpoints")
+    if not checkpoints:
+        return LoopState()
+    return LoopState(**load_checkpoint(checkpoints[-1], model, optimizer, scheduler))
+
+
+def _window_metrics(state: LoopState, lr: float, tokens_per_s: float) -> dict[str, float]:
+    steps = max(1, state.window_steps)
+    metrics = {f"train/{k}": v / steps for k, v in state.window.items()}
+    metrics.update({"train/lr": lr, "train/tokens_per_s": tokens_per_s,
+                    "train/tokens": float(state.tokens), "train/epoch": float(state.epoch)})
+    return metrics
+
+
+def train(model: torch.nn.Module, objective: Objective, data: PretrainData, cfg: TrainerConfig,
+          out_dir: Path, tracker: Tracker, seed: int) -> dict[str, float]:
+    """Train until trainer.max_steps; returns the final train/* and eval/* metrics."""
+    accelerator = build_accelerator(cfg)
+    optimizer = build_optimizer(model, cfg)
+    scheduler = get_linear_schedule_with_warmup(optimizer, cfg.warmup_steps, cfg.max_steps)
+    state = _restore(out_dir, model, optimizer, scheduler)
+    tracker.truncate_after(state.step)
+    model, optimizer = accelerator.prepare(model, optimizer)
+    model.train()
+    batches = iter_batches(data, objective, Cursor(state.epoch, state.offset),
+                           state.group_batches, cfg.batch_size)
+    progress = tqdm(total=cfg.max_steps, initial=state.step, desc="pretrain", unit="step",
+                    disable=not accelerator.is_main_process, dynamic_ncols=True)
+    window_start, window_tokens = time.perf_counter(), 0
+    while state.step < cfg.max_steps:
+        torch.manual_seed(seed * 1_000_003 + state.step)  # dropout: a function of the step
+        step_start = time.perf_counter()
+        step_tokens = _optimizer_step(model, optimizer, objective, batches, cfg, accelerator,
+                                      state)
+        scheduler.step()
+        state.step += 1
+        state.tokens += step_tokens
+        window_tokens += step_tokens
+        state.train_seconds += time.perf_counter() - step_start
+        if state.step % cfg.log_every == 0 or state.step == cfg.max_steps:
+            rate = window_tokens / max(1e-9, time.perf_counter() - window_start)
+            state.last_train = _window_metrics(state, scheduler.get_last_lr()[0], rate)
+            tracker.log(state.last_train, state.step)
+            progress.set_postfix(loss=f"{state.last_train['train/loss']:.3f}",
+                                 tok_s=f"{rate:,.0f}")
+            state.window, state.window_steps = {}, 0
+            window_start, window_tokens = time.perf_counter(), 0
+        if state.step % cfg.eval_every == 0 or state.step == cfg.max_steps:
+            state.last_eval = evaluate(model, objective, data, cfg, accelerator)
+            tracker.log(state.last_eval, state.step)
+            log.info("step %d: %s", state.step, _fmt(state.last_eval))
+        if state.step % cfg.save_every == 0 and accelerator.is_main_process:
+            save_checkpoint(out_dir / "checkpoints", state.step, accelerator.unwrap_model(model),
+                            optimizer, scheduler, asdict(state), cfg.keep_checkpoints)
+        progress.update(1)
+    progress.close()
+    return _final_metrics(state)
+
+
+def _optimizer_step(model, optimizer, objective, batches, cfg, accelerator, state) -> int:
+    """One optimizer step over grad_accum_steps micro-batches; returns the tokens seen."""
+    tokens = 0
+    for micro in range(cfg.grad_accum_steps):
+        batch, (group, served), batch_tokens = next(batches)
+        batch = {k: v.to(accelerator.device) for k, v in batch.items()}
+        with accelerator.autocast():
+            loss, logs = objective.loss(model, batch)
+        # Only the last micro-batch synchronises gradients across processes.
+        sync = micro == cfg.grad_accum_steps - 1
+        with nullcontext() if sync else accelerator.no_sync(model):
+            accelerator.backward(loss / cfg.grad_accum_steps)
+        _accumulate(state, {"loss": loss.detach(), **logs}, cfg.grad_accum_steps)
+        state.epoch, state.offset, state.group_batches = group.epoch, group.offset, served
+        tokens += batch_tokens
+    grad_norm = accelerator.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+    _accumulate(state, {"grad_norm": float(grad_norm)}, 1)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    state.window_steps += 1
+    return tokens
+
+
+def _accumulate(state: LoopState, logs: dict, divisor: int) -> None:
+    for key, value in logs.items():
+        if key.endswith("_loss") or key in ("loss", "grad_norm"):
+            state.window[key] = state.window.get(key, 0.0) + float(value) / divisor
+
+
+def _fmt(metrics: dict[str, float]) -> str:
+    return " ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items()))
+
+
+def _final_metrics(state: LoopState) -> dict[str, float]:
+    final = {k: v for k, v in state.last_train.items() if k != "train/lr"}
+    final["train/steps"] = float(state.step)
+    final["train/tokens_per_s"] = state.tokens / max(1e-9, state.train_seconds)
+    final.update(state.last_eval)
+    return final

@@ -1,0 +1,50 @@
+"""Shared fixtures: the real data root, an isolated tokenizer cache, the composed config."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+os.environ.setdefault("BERTOLOGY_DATA_DIR", str(REPO.parent / "shared" / "data"))
+os.environ.setdefault("WANDB_MODE", "offline")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+DATA_DIR = Path(os.environ["BERTOLOGY_DATA_DIR"])
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _tokenizer_cache(tmp_path_factory):
+    """Tokenizers trained by tests go to a cache of this session, not the user's."""
+    os.environ["BERTOLOGY_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+
+
+def compose_config(pipeline: str = "pretrain", overrides: list[str] | None = None):
+    """The real composed config with overrides, as `bertology <pipeline>` would see it."""
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        return compose(config_name=pipeline, overrides=overrides or [])
+
+
+@pytest.fixture(scope="session")
+def synthetic_tokenizer(tmp_path_factory):
+    """A WordPiece tokenizer trained on the default synthetic corpus."""
+    from bertology.config import DataConfig
+    from bertology.data.corpora import build_corpus
+    from bertology.data.tokenizers import train_tokenizer
+
+    corpus = build_corpus(DataConfig(num_sentences=2000), DATA_DIR)
+    return train_tokenizer(corpus, "wordpiece", 2000)
+
+
+@pytest.fixture(scope="session")
+def bpe_tokenizer():
+    from bertology.config import DataConfig
+    from bertology.data.corpora import build_corpus
+    from bertology.data.tokenizers import train_tokenizer
+
+    corpus = build_corpus(DataConfig(num_sentences=2000), DATA_DIR)
+    return train_tokenizer(corpus, "bpe", 2000)

@@ -1,0 +1,134 @@
+"""The CLI: dispatch in sync with conf/, every config composes, bad input exits 2 in one line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO, compose_config
+
+from bertology.cli import CONFIG_CHECKS, PIPELINES, main
+from bertology.config import load_pretrain_config
+from bertology.errors import UserError
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    return subprocess.run([sys.executable, "-m", "bertology", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_pipelines_match_primary_configs():
+    primaries = {p.stem for p in (REPO / "conf").glob("*.yaml")}
+    assert primaries == set(PIPELINES) == set(CONFIG_CHECKS)
+
+
+def test_help_lists_every_pipeline(capsys):
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for name in PIPELINES:
+        assert name in out
+
+
+def test_unknown_pipeline_is_exit_2(capsys):
+    assert main(["pretrian"]) == 2
+    err = capsys.readouterr().err
+    assert "pretrian" in err and "pretrain" in err and len(err.strip().splitlines()) == 1
+
+
+def _group_options(group: str) -> list[str]:
+    return sorted(p.stem for p in (REPO / "conf" / group).glob("*.yaml"))
+
+
+@pytest.mark.parametrize("group", ["model", "size", "objective", "data", "trainer", "logger"])
+def test_every_group_option_composes_and_checks(group):
+    for option in _group_options(group):
+        overrides = [f"{group}={option}"]
+        if option == "files":
+            overrides.append("data.files=[x.txt]")
+        if option == "hub":
+            overrides.append("data.path=json")
+        if group == "model" and option == "roberta":
+            overrides.append("objective=mlm")
+        config = load_pretrain_config(compose_config("pretrain", overrides))
+        assert config is not None
+
+
+def test_model_picks_paper_default_objective_and_cli_overrides_it():
+    assert compose_config("pretrain", ["model=bert"]).objective.name == "mlm_nsp"
+    assert compose_config("pretrain", ["model=roberta"]).objective.name == "mlm"
+    assert compose_config("pretrain", ["model=bert", "objective=mlm_sop"]).objective.name \
+        == "mlm_sop"
+    roberta = load_pretrain_config(compose_config("pretrain", ["model=roberta"]))
+    assert (roberta.model.masking, roberta.model.input_format, roberta.model.tokenizer) == \
+        ("dynamic", "full_sentences", "bpe")
+
+
+def test_sizes_follow_turc_et_al():
+    expected = {"tiny": (2, 128, 2), "mini": (4, 256, 4), "small": (4, 512, 8),
+                "medium": (8, 512, 8), "base": (12, 768, 12), "large": (24, 1024, 16)}
+    for name, (layers, hidden, heads) in expected.items():
+        size = compose_config("pretrain", [f"size={name}"]).size
+        assert (size.num_hidden_layers, size.hidden_size, size.num_attention_heads) == \
+            (layers, hidden, heads)
+        assert size.intermediate_size == 4 * hidden
+
+
+# Each bad input: the override, and words its one-line message must contain.
+BAD_CONFIGS = [
+    (["objective.mask_prob=0"], "objective.mask_prob"),
+    (["objective.mask_prob=1.2"], "objective.mask_prob"),
+    (["objective.mask_token_ratio=0.5"], "sum to 1"),
+    (["objective.keep_ratio=-0.1", "objective.mask_token_ratio=1.0"], "sum to 1"),
+    (["size.hidden_size=130", "size.num_attention_heads=4"], "not divisible"),
+    (["data.max_seq_length=600"], "max_position_embeddings"),
+    (["model=roberta", "data.max_seq_length=513"], "max_position_embeddings"),
+    (["objective=mlm_nsp", "model.input_format=full_sentences"], "input_format"),
+    (["model=roberta", "objective=mlm_nsp"], "sentence-pair head"),
+    (["model.masking=sometimes"], "model.masking"),
+    (["trainer.max_steps=0"], "trainer.max_steps"),
+    (["trainer.lr=-1"], "trainer.lr"),
+    (["data=files"], "data.files"),
+    (["+trainer.max_step=5"], "trainer.max_step"),
+]
+
+
+@pytest.mark.parametrize("overrides,words", BAD_CONFIGS)
+def test_bad_config_is_a_user_error(overrides, words):
+    with pytest.raises(UserError, match=words.replace(".", r"\.")):
+        load_pretrain_config(compose_config("pretrain", overrides))
+
+
+@pytest.mark.parametrize("args,words", [
+    (["model=bertt"], "model/bertt"),
+    (["size=gigantic"], "size/gigantic"),
+    (["objective.mask_prob=0"], "objective.mask_prob"),
+    (["objective.mask_token_ratio=0.7"], "sum to 1"),
+    (["size.hidden_size=130", "size.num_attention_heads=4"], "not divisible"),
+    (["data.max_seq_length=1024"], "max_position_embeddings"),
+    (["trainer.max_steps=many"], "max_steps"),
+])
+def test_bad_input_exits_2_in_one_line_without_run_dir(tmp_path, args, words):
+    result = run_cli("pretrain", *args, "logger=none", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.parametrize("args,words", [
+    (["data=wikipedia", "data.path=no_such_corpus"], "no_such_corpus"),
+    (["data=files", "data.files=[missing.txt]"], "missing.txt"),
+    (["model.name_or_path=/no/such/checkpoint"], "model.name_or_path"),
+])
+def test_missing_file_exits_2_and_removes_run_dir(tmp_path, args, words):
+    result = run_cli("pretrain", *args, "logger=none", "trainer=smoke", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    error_lines = [line for line in result.stderr.splitlines() if "error:" in line]
+    assert len(error_lines) == 1 and words in error_lines[0], result.stderr
+    assert "Traceback" not in result.stderr
+    assert not list((tmp_path / "outputs").rglob("*.yaml")), "a half-written run dir remains"

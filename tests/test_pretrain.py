@@ -1,0 +1,162 @@
+"""End to end: the pretrain pipeline on the embedded corpus writes the output contract, its
+losses fall, model/ reloads in plain transformers, and a killed run resumes exactly."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import compose_config
+from safetensors.torch import load_model
+from transformers import AutoModelForMaskedLM, AutoModelForPreTraining, AutoTokenizer
+
+from bertology.pipelines import pretrain
+
+SMOKE = ["logger=none", "trainer=smoke", "data.num_sentences=800", "data.eval_docs=20"]
+
+
+def run_pretrain(out_dir: Path, overrides: list[str]) -> dict[str, float]:
+    return pretrain.run(compose_config("pretrain", SMOKE + overrides), out_dir)
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def train_losses(out_dir: Path, key: str = "train/loss") -> list[float]:
+    return [r[key] for r in read_jsonl(out_dir / "metrics.jsonl") if key in r]
+
+
+@pytest.fixture(scope="module")
+def bert_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bert")
+    return out, run_pretrain(out, ["trainer.max_steps=30", "trainer.log_every=5",
+                                   "trainer.save_every=30"])
+
+
+def test_bert_run_writes_the_output_contract(bert_run):
+    out, metrics = bert_run
+    summary = json.loads((out / "metrics.json").read_text())
+    assert summary == pytest.approx(metrics)
+    for key in ("train/loss", "train/mlm_loss", "train/nsp_loss", "train/tokens_per_s",
+                "eval/mlm_accuracy", "eval/perplexity", "eval/nsp_accuracy"):
+        assert math.isfinite(summary[key]), key
+    assert all(isinstance(v, float) for v in summary.values())
+    assert (out / "model" / "model.safetensors").exists()
+    assert (out / "model" / "tokenizer.json").exists()
+    steps = [r["step"] for r in read_jsonl(out / "metrics.jsonl")]
+    assert steps == sorted(steps) and steps[-1] == 30
+
+
+def test_bert_losses_fall(bert_run):
+    out, _ = bert_run
+    mlm = train_losses(out, "train/mlm_loss")
+    assert mlm[-1] < mlm[0] - 0.5, mlm
+
+
+def test_model_dir_reloads_in_plain_transformers_with_identical_logits(bert_run):
+    out, _ = bert_run
+    tokenizer = AutoTokenizer.from_pretrained(out / "model")
+    reloaded = AutoModelForPreTraining.from_pretrained(out / "model").eval()
+    assert type(reloaded).__name__ == "BertForPreTraining"
+    # The same weights restored from the last training checkpoint into a fresh model.
+    fresh = AutoModelForPreTraining.from_config(reloaded.config).eval()
+    load_model(fresh, str(out / "checkpoints" / "step_00000030" / "model.safetensors"))
+    inputs = tokenizer(["The chef cooks the soup.", "The farmers feed the cows."],
+                       ["The soup is hot.", "A chef sings."], return_tensors="pt", padding=True)
+    with torch.no_grad():
+        a, b = reloaded(**inputs), fresh(**inputs)
+    assert torch.equal(a.prediction_logits, b.prediction_logits)
+    assert torch.equal(a.seq_relationship_logits, b.seq_relationship_logits)
+    masked_lm = AutoModelForMaskedLM.from_pretrained(out / "model")  # the MLM head alone
+    assert type(masked_lm).__name__ == "BertForMaskedLM"
+
+
+def test_roberta_run(tmp_path):
+    metrics = run_pretrain(tmp_path, ["model=roberta", "trainer.max_steps=20",
+                                      "trainer.log_every=5"])
+    assert "train/nsp_loss" not in metrics and math.isfinite(metrics["eval/mlm_accuracy"])
+    losses = train_losses(tmp_path)
+    assert losses[-1] < losses[0]
+    model = AutoModelForMaskedLM.from_pretrained(tmp_path / "model")
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "model")
+    assert type(model).__name__ == "RobertaForMaskedLM"
+    assert type(tokenizer).__name__ == "RobertaTokenizer"
+    assert tokenizer.convert_ids_to_tokens(tokenizer(" the chef").input_ids)[1].startswith("Ġ")
+
+
+def test_sop_run_logs_sentence_order(tmp_path):
+    metrics = run_pretrain(tmp_path, ["objective=mlm_sop"])
+    assert 0.0 <= metrics["eval/sop_accuracy"] <= 1.0 and "train/sop_loss" in metrics
+
+
+def test_continue_from_a_checkpoint_dir(bert_run, tmp_path):
+    out, _ = bert_run
+    metrics = run_pretrain(tmp_path, [f"model.name_or_path={out / 'model'}",
+                                      "trainer.max_steps=6"])
+    assert metrics["train/steps"] == 6.0
+    assert (tmp_path / "model" / "model.safetensors").exists()
+
+
+def test_resume_false_refuses_a_dir_with_checkpoints(bert_run):
+    from bertology.errors import UserError
+
+    out, _ = bert_run
+    with pytest.raises(UserError, match="resume=false"):
+        run_pretrain(out, ["resume=false"])
+
+
+def test_wandb_offline_run_is_written(tmp_path):
+    overrides = [o for o in SMOKE if o != "logger=none"]
+    pretrain.run(compose_config("pretrain", overrides + ["logger=wandb",
+                                                        "trainer.max_steps=4"]), tmp_path)
+    assert list((tmp_path / "wandb").glob("offline-run-*")), "no offline W&B run in the run dir"
+    assert (tmp_path / "metrics.json").exists()
+
+
+# ---------------------------------------------------------------- kill and resume
+
+RESUME_ARGS = ["logger=none", "trainer=smoke", "data.num_sentences=800", "data.eval_docs=20",
+               "trainer.max_steps=60", "trainer.save_every=10", "trainer.log_every=5",
+               "trainer.eval_every=20", "objective.whole_word=true"]
+
+
+def _cli(run_dir: Path, cwd: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen([sys.executable, "-m", "bertology", "pretrain", *RESUME_ARGS,
+                             f"hydra.run.dir={run_dir}"], cwd=cwd, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def _comparable(metrics: dict[str, float]) -> dict[str, float]:
+    """Everything but wall-clock rates."""
+    return {k: v for k, v in metrics.items() if "per_s" not in k}
+
+
+@pytest.mark.slow
+def test_sigkill_mid_training_resumes_to_the_same_metrics(tmp_path):
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    assert _cli(straight, tmp_path).wait(timeout=600) == 0
+    process = _cli(killed, tmp_path)
+    deadline = time.time() + 600
+    while not (killed / "checkpoints" / "step_00000030").exists():
+        assert process.poll() is None and time.time() < deadline, "run ended before the kill"
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert not (killed / "metrics.json").exists()
+    assert _cli(killed, tmp_path).wait(timeout=600) == 0
+    a = json.loads((straight / "metrics.json").read_text())
+    b = json.loads((killed / "metrics.json").read_text())
+    assert _comparable(a) == _comparable(b)
+    rows_a = [_comparable(r) for r in read_jsonl(straight / "metrics.jsonl")]
+    rows_b = [_comparable(r) for r in read_jsonl(killed / "metrics.jsonl")]
+    assert rows_a == rows_b
