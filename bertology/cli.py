@@ -47,12 +47,19 @@ log = logging.getLogger("bertology")
 
 
 def _one_line(err: BaseException) -> str:
-    """Hydra and OmegaConf errors span lines (option lists, full keys): fold them into one."""
+    """Hydra and OmegaConf errors span lines (option lists, search paths): fold into one."""
     lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    lines = [line for line in lines if not line.startswith("full_key")]
+    if any(line.startswith("Config search path") for line in lines):
+        lines = lines[: next(i for i, line in enumerate(lines)
+                             if line.startswith("Config search path"))]
     if not lines:
         return type(err).__name__
-    head, rest = lines[0], [line for line in lines[1:] if not line.startswith("full_key")]
-    return f"{head} {', '.join(rest)}".strip() if rest else head
+    text = lines[0]
+    for previous, line in zip(lines, lines[1:]):
+        text += (" " if previous.endswith(":") else ", " if previous[-1].isalnum()
+                 else " ") + line
+    return text
 
 
 def fail(pipeline: str, message: str) -> int:
@@ -97,9 +104,10 @@ def _run_job(pipeline: str, cfg: DictConfig) -> None:
     try:
         metrics = load_pipeline(pipeline)(cfg, out_dir)
     except UserError as err:
-        log.error("%s", err)
         if fresh:  # leave nothing that could pass for a run
             shutil.rmtree(out_dir, ignore_errors=True)
+        else:  # a resumed run keeps its log, which records why this attempt stopped
+            log.error("%s", err)
         sys.exit(fail(pipeline, str(err)))
     summary = " ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items()))
     log.info("finished: %s", summary)

@@ -160,3 +160,36 @@ def test_sigkill_mid_training_resumes_to_the_same_metrics(tmp_path):
     rows_a = [_comparable(r) for r in read_jsonl(straight / "metrics.jsonl")]
     rows_b = [_comparable(r) for r in read_jsonl(killed / "metrics.jsonl")]
     assert rows_a == rows_b
+
+
+# ---------------------------------------------------------------- the main job and a sweep
+
+
+@pytest.mark.slow
+def test_default_pretrain_learns_mlm_and_nsp(tmp_path):
+    """`bertology pretrain` with its defaults (BERT, size=tiny, synthetic corpus): MLM loss
+    falls and held-out NSP accuracy is well above chance."""
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    result = subprocess.run([sys.executable, "-m", "bertology", "pretrain", "logger=none",
+                             f"hydra.run.dir={tmp_path}"], env=env, capture_output=True,
+                            text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-2000:]
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    mlm = train_losses(tmp_path, "train/mlm_loss")
+    assert mlm[-1] < mlm[0] - 2.0, mlm
+    assert metrics["eval/nsp_accuracy"] > 0.7, metrics
+    assert metrics["eval/mlm_accuracy"] > 0.15, metrics
+
+
+@pytest.mark.slow
+def test_sweep_over_models_writes_one_run_dir_each(tmp_path):
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    result = subprocess.run([sys.executable, "-m", "bertology", "pretrain", "-m",
+                             "model=bert,roberta", *SMOKE], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-2000:]
+    jobs = sorted((tmp_path / "outputs" / "pretrain" / "multirun").glob("*/*/[0-9]"))
+    assert [j.name for j in jobs] == ["0", "1"]
+    families = [json.loads((j / "model" / "config.json").read_text())["model_type"] for j in jobs]
+    assert families == ["bert", "roberta"]
+    assert all((j / "metrics.json").exists() for j in jobs)

@@ -25,7 +25,7 @@ from bertology.data import lexicon as lx
 logger = logging.getLogger(__name__)
 
 # Bump whenever generated output changes for a given seed: it is hashed into tokenizer caches.
-GRAMMAR_VERSION = 1
+GRAMMAR_VERSION = 2
 
 UPOS_TAGS = frozenset({
     "ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON", "PROPN",
@@ -39,7 +39,7 @@ P_REL_NEGATION = 0.05  # inside relative clauses: makes "contains 'not'" differ 
 P_COPULA, P_TRANSITIVE = 0.2, 0.55  # predicate frames; intransitive gets the rest
 P_PROTAGONIST = 0.3  # a noun slot reuses one of the document's protagonist nouns
 P_NAME = 0.05  # a noun phrase is the document's protagonist name
-P_TOPIC = 0.85  # otherwise a content word comes from the topic lexicon, else the general one
+P_TOPIC = 0.93  # otherwise a content word comes from the topic lexicon, else the general one
 P_ADJ = (0.35, 0.12)  # first / second prenominal adjective
 P_PP, P_REL = 0.35, 0.28  # noun modifiers at nesting level 0, multiplied by NEST_DECAY**level
 SUBJECT_SCALE, OBJECT_SCALE = 1.0, 0.6  # objects are modified less: keeps sentences short
