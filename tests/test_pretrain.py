@@ -182,14 +182,15 @@ def test_default_pretrain_learns_mlm_and_nsp(tmp_path):
 
 
 @pytest.mark.slow
-def test_sweep_over_models_writes_one_run_dir_each(tmp_path):
+def test_sweep_over_models_and_sizes_writes_one_run_dir_each(tmp_path):
+    """One process runs the jobs in turn; size=mini switches the precision on CPUs with bf16."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     result = subprocess.run([sys.executable, "-m", "bertology", "pretrain", "-m",
-                             "model=bert,roberta", *SMOKE], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, timeout=900)
+                             "model=bert,roberta", "size=tiny,mini", *SMOKE], cwd=tmp_path,
+                            env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stderr[-2000:]
     jobs = sorted((tmp_path / "outputs" / "pretrain" / "multirun").glob("*/*/[0-9]"))
-    assert [j.name for j in jobs] == ["0", "1"]
-    families = [json.loads((j / "model" / "config.json").read_text())["model_type"] for j in jobs]
-    assert families == ["bert", "roberta"]
+    configs = [json.loads((j / "model" / "config.json").read_text()) for j in jobs]
+    assert [(c["model_type"], c["hidden_size"]) for c in configs] == [
+        ("bert", 128), ("bert", 256), ("roberta", 128), ("roberta", 256)]
     assert all((j / "metrics.json").exists() for j in jobs)

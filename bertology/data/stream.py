@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import islice
 
-import numpy as np
 from transformers import PreTrainedTokenizerBase
 
 from bertology.config import DataConfig
@@ -40,9 +39,7 @@ class PretrainData:
         self.masking, self.dupe_factor, self.seed = masking, dupe_factor, seed
         self.eval_examples = self._eval_examples()
         self._in_memory = None if cfg.streaming else list(self._build(train=True))
-        require(self._in_memory is None or len(self._in_memory) > 0,
-                f"data={corpus.name}: no training examples after holding out "
-                f"data.eval_docs={cfg.eval_docs} documents; lower data.eval_docs")
+        require(self._in_memory is None or len(self._in_memory) > 0, self._no_examples())
 
     def _build(self, train: bool) -> Iterator[dict]:
         documents = self.corpus.iter_documents()
@@ -60,6 +57,11 @@ class PretrainData:
         for example in examples:
             example["mask_key"] = (1 << 30, example["id"])  # a fixed mask, apart from training's
         return examples
+
+    def _no_examples(self) -> str:
+        return (f"data={self.corpus.name}: no {self.input_format} training examples after the "
+                f"{self.cfg.eval_docs} held-out documents (pairs need documents of two or more "
+                "sentences); use a larger corpus or lower data.eval_docs")
 
     def _key(self, example: dict, copy: int, epoch: int) -> tuple[int, ...]:
         if self.masking == "dynamic":
@@ -97,16 +99,6 @@ class PretrainData:
             for position, example in enumerate(islice(stream, offset, None), start=offset + 1):
                 produced += 1
                 yield example, Cursor(epoch, position)
-            require(produced > 0 or offset > 0,
-                    f"data={self.corpus.name}: no training examples; the corpus is too small "
-                    "for data.eval_docs held-out documents")
+            require(produced > 0 or offset > 0, self._no_examples())
             epoch, offset = epoch + 1, 0
 
-
-def count_tokens(examples: list[dict]) -> int:
-    return int(sum(len(e["input_ids"]) for e in examples))
-
-
-def length_stats(examples: list[dict]) -> dict[str, float]:
-    lengths = np.array([len(e["input_ids"]) for e in examples])
-    return {"mean": float(lengths.mean()), "max": float(lengths.max())}

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 from accelerate import Accelerator
+from accelerate.state import AcceleratorState
 from tqdm.auto import tqdm
 from transformers import get_linear_schedule_with_warmup
 
@@ -48,12 +49,22 @@ class LoopState:
     last_eval: dict[str, float] = field(default_factory=dict)
 
 
-def build_accelerator(cfg: TrainerConfig) -> Accelerator:
-    precision = cfg.mixed_precision
-    if precision == "auto":
-        cuda_bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
-        precision = "bf16" if cuda_bf16 else "no"
-    return Accelerator(mixed_precision=precision)
+def cpu_native_bf16() -> bool:
+    """A CPU that multiplies bf16 in hardware (AVX512-BF16 or AMX), where oneDNN runs it."""
+    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(getattr(torch.cpu, name, lambda: False)() for name in checks)
+
+
+def resolve_precision(cfg: TrainerConfig, model: torch.nn.Module) -> str:
+    """trainer.mixed_precision=auto: bf16 where the hardware has it and it pays. On a CPU,
+    bf16 autocast pays only when matmuls outweigh the casts: measured 1.7x faster at H=256
+    (size=mini) but 0.8x at H=128 (size=tiny)."""
+    if cfg.mixed_precision != "auto":
+        return cfg.mixed_precision
+    if torch.cuda.is_available():
+        return "bf16" if torch.cuda.is_bf16_supported() else "no"
+    wide = getattr(model.config, "hidden_size", 0) >= 256
+    return "bf16" if wide and cpu_native_bf16() else "no"
 
 
 def build_optimizer(model: torch.nn.Module, cfg: TrainerConfig) -> torch.optim.AdamW:
@@ -86,7 +97,7 @@ def iter_batches(data: PretrainData, objective: Objective, position: Cursor, ski
         chunk = list(islice(stream, batch_size * GROUP_BATCHES))
         examples = sorted((e for e, _ in chunk), key=lambda e: (len(e["input_ids"]), e["id"]))
         batches = [examples[i: i + batch_size] for i in range(0, len(examples), batch_size)]
-        random.Random(f"{position.epoch}:{position.offset}").shuffle(batches)
+        random.Random(f"{data.seed}:{position.epoch}:{position.offset}").shuffle(batches)
         for index in range(skip, len(batches)):
             tokens = sum(len(e["input_ids"]) for e in batches[index])
             yield objective.collate(batches[index]), (position, index + 1), tokens
@@ -131,7 +142,11 @@ def _window_metrics(state: LoopState, lr: float, tokens_per_s: float) -> dict[st
 def train(model: torch.nn.Module, objective: Objective, data: PretrainData, cfg: TrainerConfig,
           out_dir: Path, tracker: Tracker, seed: int) -> dict[str, float]:
     """Train until trainer.max_steps; returns the final train/* and eval/* metrics."""
-    accelerator = build_accelerator(cfg)
+    # The accelerator state is a process-wide singleton: a sweep runs its jobs in one process,
+    # each with its own precision, so the previous job's state is cleared (the distributed
+    # state it sits on is kept).
+    AcceleratorState._reset_state()
+    accelerator = Accelerator(mixed_precision=resolve_precision(cfg, model))
     optimizer = build_optimizer(model, cfg)
     scheduler = get_linear_schedule_with_warmup(optimizer, cfg.warmup_steps, cfg.max_steps)
     state = _restore(out_dir, model, optimizer, scheduler)

@@ -1,0 +1,68 @@
+"""Tracking: metric files always written, finite floats only, W&B failures are warnings."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+
+import pytest
+
+from bertology import tracking
+from bertology.config import LoggerConfig
+
+
+def test_metric_files_and_truncate_on_resume(tmp_path):
+    tracker = tracking.build_tracker(LoggerConfig(name="none"), tmp_path, {}, "t")
+    for step in (10, 20, 30):
+        tracker.log({"train/loss": 1.0 / step, "train/nan": math.nan}, step)
+    tracker.truncate_after(20)
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [10, 20] and "train/nan" not in rows[0]
+    summary = tracker.finish({"eval/accuracy": 0.5, "eval/inf": math.inf})
+    assert json.loads((tmp_path / "metrics.json").read_text()) == summary == {"eval/accuracy": 0.5}
+
+
+def test_wandb_that_cannot_start_is_a_warning(tmp_path, monkeypatch, caplog):
+    import wandb
+
+    def broken_init(**kwargs):
+        raise RuntimeError("no network")
+
+    monkeypatch.setattr(wandb, "init", broken_init)
+    with caplog.at_level(logging.WARNING):
+        tracker = tracking.build_tracker(LoggerConfig(name="wandb"), tmp_path, {}, "t")
+    assert isinstance(tracker.run, tracking.NullRun)
+    assert "wandb could not start" in caplog.text
+    tracker.log({"train/loss": 1.0}, 1)
+    assert (tmp_path / "metrics.jsonl").exists()
+
+
+def test_wandb_that_fails_to_log_is_a_warning(tmp_path, caplog):
+    class FailingRun:
+        def log(self, metrics, step):
+            raise OSError("disk full")
+
+    run = tracking.WandbRun(FailingRun())
+    tracker = tracking.Tracker(tmp_path, run)
+    with caplog.at_level(logging.WARNING):
+        tracker.log({"train/loss": 1.0}, 1)
+        tracker.log({"train/loss": 0.5}, 2)
+    assert caplog.text.count("wandb log failed") == 1  # then W&B is dropped, the run goes on
+    assert len((tmp_path / "metrics.jsonl").read_text().splitlines()) == 2
+
+
+@pytest.mark.parametrize("env,netrc,expected", [
+    ({"WANDB_API_KEY": "x"}, "", "online"),
+    ({}, "machine api.wandb.ai login user password key", "online"),
+    ({}, "", "offline"),
+    ({"WANDB_MODE": "disabled"}, "", "disabled"),
+])
+def test_auto_mode_is_offline_unless_logged_in(tmp_path, monkeypatch, env, netrc, expected):
+    for key in ("WANDB_API_KEY", "WANDB_MODE"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    (tmp_path / "netrc").write_text(netrc)
+    monkeypatch.setenv("NETRC", str(tmp_path / "netrc"))
+    assert tracking._wandb_mode(LoggerConfig(name="wandb")) == expected
