@@ -34,6 +34,10 @@ def _positive(value: float, key: str) -> None:
     require(value > 0, f"{key}={value} must be positive")
 
 
+# The dataclass defaults mirror the default option of each group (conf/<group>/*.yaml), so
+# code and tests that build a group directly get what the CLI gets.
+
+
 @dataclass
 class ModelConfig:
     family: str = "bert"
@@ -106,13 +110,13 @@ class ObjectiveConfig:
 class DataConfig:
     name: str = "synthetic"
     max_seq_length: int = 128
-    eval_docs: int = 50
+    eval_docs: int = 200
     streaming: bool = False
     shuffle_buffer: int = 1000
     # synthetic
-    num_sentences: int = 4000
+    num_sentences: int = 20000
     seed: int = 0
-    sentences_per_doc: list[int] = field(default_factory=lambda: [3, 8])
+    sentences_per_doc: list[int] = field(default_factory=lambda: [6, 12])
     # wikipedia
     path: str | None = None
     fraction: float = 1.0
@@ -138,21 +142,21 @@ class DataConfig:
 
 @dataclass
 class TrainerConfig:
-    max_steps: int = 600
-    batch_size: int = 32
+    max_steps: int = 1000
+    batch_size: int = 16
     grad_accum_steps: int = 1
-    lr: float = 1e-3
+    lr: float = 2e-3
     weight_decay: float = 0.01
     adam_beta1: float = 0.9
     adam_beta2: float = 0.98
     adam_epsilon: float = 1e-6
-    warmup_steps: int = 60
+    warmup_steps: int = 100
     max_grad_norm: float = 1.0
     mixed_precision: str = "auto"
-    log_every: int = 20
-    eval_every: int = 200
-    eval_batches: int = 8
-    save_every: int = 200
+    log_every: int = 25
+    eval_every: int = 250
+    eval_batches: int = 16
+    save_every: int = 250
     keep_checkpoints: int = 2
 
     def __post_init__(self) -> None:
@@ -165,7 +169,7 @@ class TrainerConfig:
 
 @dataclass
 class LoggerConfig:
-    name: str = "none"
+    name: str = "wandb"
     project: str = "bertology"
     entity: str | None = None
     mode: str = "auto"

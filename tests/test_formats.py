@@ -38,7 +38,9 @@ def data_dir() -> Path:
 
 
 def synthetic_documents(num_sentences: int) -> list[list[str]]:
-    return list(build_corpus(DataConfig(num_sentences=num_sentences), data_dir()).iter_documents())
+    # Short documents (3-8 sentences) give many examples from few sentences.
+    cfg = DataConfig(num_sentences=num_sentences, sentences_per_doc=[3, 8])
+    return list(build_corpus(cfg, data_dir()).iter_documents())
 
 
 # ----------------------------------------------------------------------------- marker documents
