@@ -143,6 +143,8 @@ class DataConfig:
 @dataclass
 class TrainerConfig:
     max_steps: int = 1000
+    max_flops: float | None = None  # stop at this many training FLOPs (equal-compute runs)
+    max_time_s: float | None = None  # stop after this many seconds of training (Cramming)
     batch_size: int = 16
     grad_accum_steps: int = 1
     lr: float = 2e-3
@@ -164,6 +166,10 @@ class TrainerConfig:
                     "eval_every", "eval_batches", "save_every", "keep_checkpoints"):
             _positive(getattr(self, key), f"trainer.{key}")
         require(self.warmup_steps >= 0, f"trainer.warmup_steps={self.warmup_steps} must be >= 0")
+        for key in ("max_flops", "max_time_s"):
+            value = getattr(self, key)
+            require(value is None or value > 0, f"trainer.{key}={value} must be positive "
+                    "(or null for no such budget)")
         _one_of(self.mixed_precision, ("auto", "no", "bf16", "fp16"), "trainer.mixed_precision")
 
 

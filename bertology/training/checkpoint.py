@@ -1,8 +1,8 @@
 """Resumable training state under <run dir>/checkpoints/step_XXXXXXXX/, written atomically.
 
 Each checkpoint is built in a hidden temporary dir and renamed into place, so a run killed at
-any moment leaves only complete checkpoints. Weights are safetensors; optimizer and scheduler
-states are plain tensors and numbers, loaded with weights_only=True (nothing is unpickled).
+any moment leaves only complete checkpoints. Weights are safetensors; the optimizer state is
+plain tensors and numbers, loaded with weights_only=True (nothing is unpickled).
 """
 
 from __future__ import annotations
@@ -29,15 +29,14 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def save_checkpoint(root: Path, step: int, model: torch.nn.Module, optimizer, scheduler,
-                    state: dict, keep: int) -> Path:
+def save_checkpoint(root: Path, step: int, model: torch.nn.Module, optimizer, state: dict,
+                    keep: int) -> Path:
     final = root / f"{PREFIX}{step:08d}"
     tmp = root / f".tmp-{PREFIX}{step:08d}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     save_model(model, str(tmp / "model.safetensors"))  # handles tied embeddings
     torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-    torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
     (tmp / "state.json").write_text(json.dumps(state, indent=2))
     for file in tmp.iterdir():
         with file.open("rb") as handle:
@@ -59,10 +58,10 @@ def list_checkpoints(root: Path) -> list[Path]:
                   if p.name.startswith(PREFIX) and (p / "state.json").exists())
 
 
-def load_checkpoint(path: Path, model: torch.nn.Module, optimizer, scheduler) -> dict:
-    """Restore model, optimizer and scheduler in place; returns the loop state."""
+def load_checkpoint(path: Path, model: torch.nn.Module, optimizer) -> dict:
+    """Restore model and optimizer in place; returns the loop state (the learning rate is a
+    function of it)."""
     load_model(model, str(path / "model.safetensors"))
     optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
-    scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=True))
     log.info("resumed from %s", path)
     return json.loads((path / "state.json").read_text())

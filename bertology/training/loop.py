@@ -22,13 +22,13 @@ import torch
 from accelerate import Accelerator
 from accelerate.state import AcceleratorState
 from tqdm.auto import tqdm
-from transformers import get_linear_schedule_with_warmup
 
 from bertology.config import TrainerConfig
 from bertology.data.stream import Cursor, PretrainData
 from bertology.objectives.base import Objective
 from bertology.tracking import Tracker
 from bertology.training.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
+from bertology.training.flops import masked_lm_flops
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +43,8 @@ class LoopState:
     group_batches: int = 0  # batches already served from that group
     tokens: int = 0
     train_seconds: float = 0.0
+    flops: float = 0.0  # estimated training FLOPs so far (training/flops.py)
+    warmup_progress: float = 0.0  # budget spent when warmup ended: the decay starts from there
     window: dict[str, float] = field(default_factory=dict)  # sums since the last log line
     window_steps: int = 0
     last_train: dict[str, float] = field(default_factory=dict)
@@ -124,71 +126,109 @@ def evaluate(model: torch.nn.Module, objective: Objective, data: PretrainData,
     return {f"eval/{k}": v for k, v in objective.metrics(sums, batches).items()}
 
 
-def _restore(out_dir: Path, model, optimizer, scheduler) -> LoopState:
+def _restore(out_dir: Path, model, optimizer) -> LoopState:
     checkpoints = list_checkpoints(out_dir / "checkpoints")
     if not checkpoints:
         return LoopState()
-    return LoopState(**load_checkpoint(checkpoints[-1], model, optimizer, scheduler))
+    return LoopState(**load_checkpoint(checkpoints[-1], model, optimizer))
+
+
+def budget_progress(state: LoopState, cfg: TrainerConfig) -> float:
+    """How much of the run is spent, 0..1: the largest share of any budget (steps, FLOPs,
+    seconds), so the run ends, and the learning rate reaches zero, with the first to run out."""
+    shares = [state.step / cfg.max_steps]
+    if cfg.max_flops is not None:
+        shares.append(state.flops / cfg.max_flops)
+    if cfg.max_time_s is not None:
+        shares.append(state.train_seconds / cfg.max_time_s)
+    return min(1.0, max(shares))
+
+
+def compute_lr(state: LoopState, cfg: TrainerConfig) -> float:
+    """Linear warmup over warmup_steps, then linear decay to zero at the end of the budget
+    (BERT §A.2). With only a step budget this is HF's get_linear_schedule_with_warmup."""
+    if state.step < cfg.warmup_steps:
+        return cfg.lr * state.step / cfg.warmup_steps
+    remaining = 1.0 - budget_progress(state, cfg)
+    return cfg.lr * max(0.0, remaining) / max(1e-12, 1.0 - state.warmup_progress)
 
 
 def _window_metrics(state: LoopState, lr: float, tokens_per_s: float) -> dict[str, float]:
     steps = max(1, state.window_steps)
     metrics = {f"train/{k}": v / steps for k, v in state.window.items()}
     metrics.update({"train/lr": lr, "train/tokens_per_s": tokens_per_s,
-                    "train/tokens": float(state.tokens), "train/epoch": float(state.epoch)})
+                    "train/tokens": float(state.tokens), "train/epoch": float(state.epoch),
+                    "train/flops": state.flops})
     return metrics
 
 
 def train(model: torch.nn.Module, objective: Objective, data: PretrainData, cfg: TrainerConfig,
           out_dir: Path, tracker: Tracker, seed: int) -> dict[str, float]:
-    """Train until trainer.max_steps; returns the final train/* and eval/* metrics."""
+    """Train until the first budget runs out; returns the final train/* and eval/* metrics."""
     # The accelerator state is a process-wide singleton: a sweep runs its jobs in one process,
     # each with its own precision, so the previous job's state is cleared (the distributed
     # state it sits on is kept).
     AcceleratorState._reset_state()
     accelerator = Accelerator(mixed_precision=resolve_precision(cfg, model))
     optimizer = build_optimizer(model, cfg)
-    scheduler = get_linear_schedule_with_warmup(optimizer, cfg.warmup_steps, cfg.max_steps)
-    state = _restore(out_dir, model, optimizer, scheduler)
+    state = _restore(out_dir, model, optimizer)
     tracker.truncate_after(state.step)
     model, optimizer = accelerator.prepare(model, optimizer)
     model.train()
     batches = iter_batches(data, objective, Cursor(state.epoch, state.offset),
                            state.group_batches, cfg.batch_size)
+    count_flops = objective.flops or masked_lm_flops
     progress = tqdm(total=cfg.max_steps, initial=state.step, desc="pretrain", unit="step",
                     disable=not accelerator.is_main_process, dynamic_ncols=True)
-    window_start, window_tokens = time.perf_counter(), 0
-    while state.step < cfg.max_steps:
+    window = Window()
+    while budget_progress(state, cfg) < 1.0:
         torch.manual_seed(seed * 1_000_003 + state.step)  # dropout: a function of the step
+        lr = compute_lr(state, cfg)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
         step_start = time.perf_counter()
-        step_tokens = _optimizer_step(model, optimizer, objective, batches, cfg, accelerator,
-                                      state)
-        scheduler.step()
+        window.tokens += _optimizer_step(model, optimizer, objective, batches, cfg,
+                                         accelerator, state, count_flops)
         state.step += 1
-        state.tokens += step_tokens
-        window_tokens += step_tokens
         state.train_seconds += time.perf_counter() - step_start
-        if state.step % cfg.log_every == 0 or state.step == cfg.max_steps:
-            rate = window_tokens / max(1e-9, time.perf_counter() - window_start)
-            state.last_train = _window_metrics(state, scheduler.get_last_lr()[0], rate)
-            tracker.log(state.last_train, state.step)
-            progress.set_postfix(loss=f"{state.last_train['train/loss']:.3f}",
-                                 tok_s=f"{rate:,.0f}")
-            state.window, state.window_steps = {}, 0
-            window_start, window_tokens = time.perf_counter(), 0
-        if state.step % cfg.eval_every == 0 or state.step == cfg.max_steps:
-            state.last_eval = evaluate(model, objective, data, cfg, accelerator)
-            tracker.log(state.last_eval, state.step)
-            log.info("step %d: %s", state.step, _fmt(state.last_eval))
+        if state.step == cfg.warmup_steps:
+            state.warmup_progress = budget_progress(state, cfg)
+        _after_step(state, cfg, lr, window, progress, tracker,
+                    lambda: evaluate(model, objective, data, cfg, accelerator))
         if state.step % cfg.save_every == 0 and accelerator.is_main_process:
             save_checkpoint(out_dir / "checkpoints", state.step, accelerator.unwrap_model(model),
-                            optimizer, scheduler, asdict(state), cfg.keep_checkpoints)
+                            optimizer, asdict(state), cfg.keep_checkpoints)
         progress.update(1)
     progress.close()
     return _final_metrics(state)
 
 
-def _optimizer_step(model, optimizer, objective, batches, cfg, accelerator, state) -> int:
+@dataclass
+class Window:
+    """Tokens and wall time since the last log line (for tokens/s)."""
+
+    tokens: int = 0
+    start: float = field(default_factory=time.perf_counter)
+
+
+def _after_step(state, cfg, lr, window, progress, tracker, run_eval) -> None:
+    """Log the window and evaluate on schedule, and always at the last step."""
+    last = budget_progress(state, cfg) >= 1.0
+    if state.step % cfg.log_every == 0 or last:
+        rate = window.tokens / max(1e-9, time.perf_counter() - window.start)
+        state.last_train = _window_metrics(state, lr, rate)
+        tracker.log(state.last_train, state.step)
+        progress.set_postfix(loss=f"{state.last_train['train/loss']:.3f}", tok_s=f"{rate:,.0f}")
+        state.window, state.window_steps = {}, 0
+        window.tokens, window.start = 0, time.perf_counter()
+    if state.step % cfg.eval_every == 0 or last:
+        state.last_eval = run_eval()
+        tracker.log(state.last_eval, state.step)
+        log.info("step %d: %s", state.step, _fmt(state.last_eval))
+
+
+def _optimizer_step(model, optimizer, objective, batches, cfg, accelerator, state,
+                    count_flops) -> int:
     """One optimizer step over grad_accum_steps micro-batches; returns the tokens seen."""
     tokens = 0
     for micro in range(cfg.grad_accum_steps):
@@ -202,6 +242,8 @@ def _optimizer_step(model, optimizer, objective, batches, cfg, accelerator, stat
             accelerator.backward(loss / cfg.grad_accum_steps)
         _accumulate(state, {"loss": loss.detach(), **logs}, cfg.grad_accum_steps)
         state.epoch, state.offset, state.group_batches = group.epoch, group.offset, served
+        state.tokens += batch_tokens
+        state.flops += count_flops(accelerator.unwrap_model(model).config, batch)
         tokens += batch_tokens
     grad_norm = accelerator.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
     _accumulate(state, {"grad_norm": float(grad_norm)}, 1)

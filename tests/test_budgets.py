@@ -1,0 +1,97 @@
+"""Compute accounting and budgets: the FLOP estimate against a measured count, the learning
+rate schedule against HF's, and runs that stop at whichever budget ends first."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from conftest import compose_config
+from torch.utils.flop_counter import FlopCounterMode
+from transformers import BertConfig, BertForMaskedLM, BertForPreTraining
+
+from bertology.config import ObjectiveConfig, TrainerConfig
+from bertology.objectives import OBJECTIVES
+from bertology.objectives.mlm import IGNORE
+from bertology.pipelines import pretrain
+from bertology.training.flops import masked_lm_flops
+from bertology.training.loop import LoopState, budget_progress, compute_lr
+
+SMOKE = ["logger=none", "trainer=smoke", "data.num_sentences=800", "data.eval_docs=20"]
+
+
+def hand_batch(vocab: int, pairs: bool, generator: torch.Generator) -> dict[str, torch.Tensor]:
+    """4 sequences of 24 tokens (no padding: the count then has no padded work), 5 masked."""
+    input_ids = torch.randint(5, vocab, (4, 24), generator=generator)
+    labels = torch.full_like(input_ids, IGNORE)
+    labels[:, 3:8] = input_ids[:, 3:8]
+    batch = {"input_ids": input_ids, "labels": labels, "attention_mask": torch.ones_like(input_ids),
+             "token_type_ids": torch.zeros_like(input_ids)}
+    if pairs:
+        batch["sentence_label"] = torch.tensor([0, 1, 0, 1])
+    return batch
+
+
+@pytest.mark.parametrize("objective,model_class", [("mlm", BertForMaskedLM),
+                                                   ("mlm_nsp", BertForPreTraining)])
+def test_flop_estimate_matches_counted_matmuls(synthetic_tokenizer, objective, model_class):
+    config = BertConfig(vocab_size=len(synthetic_tokenizer), hidden_size=64, num_hidden_layers=2,
+                        num_attention_heads=4, intermediate_size=256)
+    model = model_class._from_config(config, attn_implementation="eager")  # matmuls, countable
+    build = OBJECTIVES[objective](ObjectiveConfig(name=objective), synthetic_tokenizer, "bert", 0)
+    generator = torch.Generator().manual_seed(0)
+    batch = hand_batch(len(synthetic_tokenizer), objective != "mlm", generator)
+    with FlopCounterMode(display=False) as counter:
+        loss, _ = build.loss(model, batch)
+        loss.backward()
+    measured = counter.get_total_flops()
+    assert masked_lm_flops(config, batch) == pytest.approx(measured, rel=0.01)
+
+
+def test_lr_schedule_equals_hf_linear_warmup_with_a_step_budget():
+    from transformers import get_linear_schedule_with_warmup
+
+    cfg = TrainerConfig(max_steps=50, warmup_steps=7, lr=1e-3)
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=cfg.lr)
+    scheduler = get_linear_schedule_with_warmup(optimizer, cfg.warmup_steps, cfg.max_steps)
+    state = LoopState()
+    for step in range(cfg.max_steps):
+        assert compute_lr(state, cfg) == pytest.approx(scheduler.get_last_lr()[0], abs=1e-12)
+        optimizer.step()
+        scheduler.step()
+        state.step = step + 1
+        if state.step == cfg.warmup_steps:
+            state.warmup_progress = budget_progress(state, cfg)
+
+
+def test_progress_is_the_largest_share_of_any_budget():
+    cfg = TrainerConfig(max_steps=100, max_flops=1e9, max_time_s=10.0)
+    assert budget_progress(LoopState(step=10, flops=5e8, train_seconds=1.0), cfg) == 0.5
+    assert budget_progress(LoopState(step=10, flops=1e8, train_seconds=7.0), cfg) == 0.7
+    assert budget_progress(LoopState(step=100, flops=0, train_seconds=0), cfg) == 1.0
+
+
+def _run(tmp_path, overrides):
+    metrics = pretrain.run(compose_config("pretrain", SMOKE + overrides), tmp_path)
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    return metrics, [r for r in rows if "train/lr" in r]
+
+
+def test_flop_budget_stops_the_run_and_the_lr_reaches_zero(tmp_path):
+    metrics, rows = _run(tmp_path, ["trainer.max_steps=1000", "trainer.max_flops=1e11",
+                                    "trainer.log_every=1"])
+    steps = metrics["train/steps"]
+    assert 10 < steps < 1000
+    per_step = metrics["train/flops"] / steps
+    assert 1e11 <= metrics["train/flops"] < 1e11 + 2 * per_step
+    flops = [r["train/flops"] for r in rows]
+    assert flops == sorted(flops) and flops[-2] < 1e11  # it stopped at the first step past it
+    decay = [r["train/lr"] for r in rows if r["step"] > 2]
+    assert decay == sorted(decay, reverse=True) and decay[-1] < 0.15 * max(decay)
+
+
+def test_time_budget_stops_the_run(tmp_path):
+    metrics, _ = _run(tmp_path, ["trainer.max_steps=100000", "trainer.max_time_s=3"])
+    assert metrics["train/steps"] < 100000
+    assert (tmp_path / "model" / "model.safetensors").exists()
