@@ -46,7 +46,7 @@ def test_flop_estimate_matches_counted_matmuls(synthetic_tokenizer, objective, m
         loss, _ = build.loss(model, batch)
         loss.backward()
     measured = counter.get_total_flops()
-    assert masked_lm_flops(config, batch) == pytest.approx(measured, rel=0.01)
+    assert masked_lm_flops(model, batch) == pytest.approx(measured, rel=0.01)
 
 
 def test_lr_schedule_equals_hf_linear_warmup_with_a_step_budget():

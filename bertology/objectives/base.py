@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
@@ -18,6 +17,6 @@ class Objective:
     loss: Callable[[torch.nn.Module, dict], tuple[torch.Tensor, dict[str, torch.Tensor]]]
     # metrics(summed eval logs, number of batches) -> {"mlm_accuracy": ..., ...}
     metrics: Callable[[dict[str, float], int], dict[str, float]]
-    # flops(model config, batch) -> training FLOPs of the batch; None: encoder + MLM (+ pair)
-    # head, training/flops.masked_lm_flops. Objectives with extra modules count them here.
-    flops: Callable[[Any, dict], float] | None = None
+    # flops(model, batch) -> training FLOPs of the batch; None: encoder + MLM (+ pair) head,
+    # training/flops.masked_lm_flops. Objectives with other modules count them here.
+    flops: Callable[[torch.nn.Module, dict], float] | None = None

@@ -36,8 +36,9 @@ def pair_head_flops(config, sequences: int) -> float:
     return 6.0 * (hidden * hidden + 2 * hidden) * sequences
 
 
-def masked_lm_flops(config, batch: dict[str, torch.Tensor]) -> float:
+def masked_lm_flops(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> float:
     """MLM (and NSP/SOP when the batch has sentence labels) on one batch."""
+    config = model.config
     lengths = batch["attention_mask"].sum(dim=1)
     total = encoder_flops(config, lengths)
     total += mlm_head_flops(config, int((batch["labels"] != IGNORE).sum()))

@@ -243,7 +243,7 @@ def _optimizer_step(model, optimizer, objective, batches, cfg, accelerator, stat
         _accumulate(state, {"loss": loss.detach(), **logs}, cfg.grad_accum_steps)
         state.epoch, state.offset, state.group_batches = group.epoch, group.offset, served
         state.tokens += batch_tokens
-        state.flops += count_flops(accelerator.unwrap_model(model).config, batch)
+        state.flops += count_flops(accelerator.unwrap_model(model), batch)
         tokens += batch_tokens
     grad_norm = accelerator.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
     _accumulate(state, {"grad_norm": float(grad_norm)}, 1)
