@@ -51,9 +51,12 @@ class ModelConfig:
     hidden_dropout_prob: float = 0.1
     attention_probs_dropout_prob: float = 0.1
     attn_implementation: str = "sdpa"
+    generator_fraction: float = 0.25  # ELECTRA: generator width / discriminator width
 
     def __post_init__(self) -> None:
-        _one_of(self.family, ("bert", "roberta"), "model.family")
+        _one_of(self.family, ("bert", "roberta", "electra"), "model.family")
+        require(0.0 < self.generator_fraction <= 1.0,
+                f"model.generator_fraction={self.generator_fraction} must lie in (0, 1]")
         _one_of(self.tokenizer, ("wordpiece", "bpe"), "model.tokenizer")
         _one_of(self.masking, ("static", "dynamic"), "model.masking")
         _one_of(self.input_format, INPUT_FORMATS, "model.input_format")
@@ -93,9 +96,11 @@ class ObjectiveConfig:
     keep_ratio: float = 0.1
     whole_word: bool = False
     mask_with: str = "mask"
+    disc_weight: float = 50.0  # ELECTRA's λ on the discriminator loss
 
     def __post_init__(self) -> None:
-        _one_of(self.name, ("mlm", *PAIR_OBJECTIVES), "objective.name")
+        _one_of(self.name, ("mlm", *PAIR_OBJECTIVES, "electra"), "objective.name")
+        require(self.disc_weight >= 0, f"objective.disc_weight={self.disc_weight} must be >= 0")
         _one_of(self.mask_with, ("mask", "unk"), "objective.mask_with")
         _in_open_unit(self.mask_prob, "objective.mask_prob")
         ratios = (self.mask_token_ratio, self.random_token_ratio, self.keep_ratio)
@@ -212,6 +217,12 @@ class PretrainConfig:
                 f"objective={self.objective.name} needs segment pairs but model.input_format="
                 f"{self.model.input_format}; use model.input_format=segment_pair or sentence_pair",
             )
+        require(
+            (self.objective.name == "electra") == (self.model.family == "electra"),
+            f"objective={self.objective.name} and model.family={self.model.family} do not go "
+            "together: replaced-token detection needs ELECTRA's two networks; use model=electra "
+            "(objective electra) or another objective with another family",
+        )
         # RoBERTa numbers positions from padding_idx + 1, so two position slots are unusable.
         offset = 2 if self.model.family == "roberta" else 0
         usable = self.model.max_position_embeddings - offset

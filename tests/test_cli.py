@@ -53,6 +53,8 @@ def test_every_group_option_composes_and_checks(group):
             overrides.append("data.path=json")
         if group == "model" and option == "roberta":
             overrides.append("objective=mlm")
+        if group == "objective" and option == "electra":
+            overrides.append("model=electra")
         config = load_pretrain_config(compose_config("pretrain", overrides))
         assert config is not None
 
@@ -88,6 +90,10 @@ BAD_CONFIGS = [
     (["model=roberta", "data.max_seq_length=513"], "max_position_embeddings"),
     (["objective=mlm_nsp", "model.input_format=full_sentences"], "input_format"),
     (["model=roberta", "objective=mlm_nsp"], "sentence-pair head"),
+    (["objective=electra"], "do not go together"),
+    (["model=electra", "objective=mlm"], "do not go together"),
+    (["model=electra", "model.generator_fraction=0"], "model.generator_fraction"),
+    (["model=electra", "objective.disc_weight=-1"], "objective.disc_weight"),
     (["model.masking=sometimes"], "model.masking"),
     (["trainer.max_steps=0"], "trainer.max_steps"),
     (["trainer.lr=-1"], "trainer.lr"),

@@ -19,7 +19,8 @@ from transformers import (
 )
 
 from bertology.config import ModelConfig, SizeConfig
-from bertology.errors import UserError
+from bertology.errors import UserError, require
+from bertology.models.electra import ElectraPair, build_electra_pair, electra_configs
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,8 @@ def build_model(model: ModelConfig, size: SizeConfig, tokenizer: PreTrainedToken
                 pair_head: bool, seed: int) -> PreTrainedModel:
     """A model with an MLM head (and a sentence-pair head when the objective needs one)."""
     torch.manual_seed(seed)  # the initial weights depend on the run's seed only
+    if model.family == "electra":  # two networks, not one class
+        return build_electra(model, size, tokenizer)
     make_config, pick_class = FAMILIES[model.family]
     model_class = pick_class(pair_head)
     if model.name_or_path is None:
@@ -90,6 +93,17 @@ def build_model(model: ModelConfig, size: SizeConfig, tokenizer: PreTrainedToken
                         f"({loaded.config.vocab_size}) is smaller than its tokenizer's "
                         f"({len(tokenizer)}); the checkpoint and tokenizer do not match")
     return loaded
+
+
+def build_electra(model: ModelConfig, size: SizeConfig, tokenizer) -> ElectraPair:
+    """A random-initialised ELECTRA generator + discriminator of the given size."""
+    require(model.name_or_path is None,
+            "model=electra starts from random weights only for now; drop model.name_or_path")
+    discriminator, generator = electra_configs(
+        len(tokenizer), tokenizer.pad_token_id, size.num_hidden_layers, size.hidden_size,
+        size.num_attention_heads, size.intermediate_size, model.max_position_embeddings,
+        model.generator_fraction, model.hidden_dropout_prob, model.attention_probs_dropout_prob)
+    return build_electra_pair(discriminator, generator, model.attn_implementation)
 
 
 def count_parameters(model: torch.nn.Module) -> int:

@@ -3,10 +3,11 @@
 OBJECTIVES is the one dispatch table; `objective.name` in conf/objective/*.yaml selects from it.
 """
 
-from bertology.objectives import mlm, nsp
+from bertology.objectives import electra, mlm, nsp
 
 OBJECTIVES = {
     "mlm": mlm.build,
     "mlm_nsp": nsp.build_nsp,
     "mlm_sop": nsp.build_sop,
+    "electra": electra.build,
 }

@@ -19,6 +19,7 @@ from bertology.data.stream import PretrainData
 from bertology.data.tokenizers import load_or_train_tokenizer, load_pretrained_tokenizer
 from bertology.errors import require
 from bertology.models.build import build_model, checkpoint_family, count_parameters
+from bertology.models.electra import ElectraPair
 from bertology.objectives import OBJECTIVES
 from bertology.tracking import build_tracker
 from bertology.training.checkpoint import list_checkpoints
@@ -45,7 +46,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     tracker = build_tracker(config.logger, out_dir, OmegaConf.to_container(cfg, resolve=True),
                             name=f"pretrain-{config.model.family}-{out_dir.name}")
     metrics = train(model, objective, data, config.trainer, out_dir, tracker, config.seed)
-    save_pretrained_atomic(model, tokenizer, out_dir / "model")
+    save_models(model, tokenizer, out_dir)
     metrics["model/parameters"] = float(count_parameters(model))
     return tracker.finish(metrics)
 
@@ -67,6 +68,14 @@ def load_tokenizer(config: PretrainConfig, corpus: Corpus):
     tokenizer = load_or_train_tokenizer(corpus, config.model.tokenizer,
                                         config.model.vocab_size, config.cache_dir)
     return config, tokenizer
+
+
+def save_models(model, tokenizer, out_dir: Path) -> None:
+    """model/ holds the model the run is about; ELECTRA's generator goes to generator/."""
+    if isinstance(model, ElectraPair):
+        save_pretrained_atomic(model.generator, tokenizer, out_dir / "generator")
+        model = model.discriminator
+    save_pretrained_atomic(model, tokenizer, out_dir / "model")
 
 
 def save_pretrained_atomic(model, tokenizer, path: Path) -> None:

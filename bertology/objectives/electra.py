@@ -1,0 +1,99 @@
+"""Replaced-token detection (ELECTRA, Clark et al., 2020).
+
+The generator is a small masked LM: it sees the masked input (15%, all [MASK] in the official
+setting) and its loss is MLM at the masked positions. Each masked position is then filled with
+a token *sampled* from the generator's softmax (no gradient flows through the sampling), and
+the discriminator labels every real token of that corrupted input as original (0) or replaced
+(1). A sampled token that happens to equal the original counts as original (ELECTRA §2).
+Loss = gen_loss + λ·disc_loss with λ = 50 (ELECTRA §2 and App. A).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from transformers import PreTrainedTokenizerBase
+
+from bertology.config import ObjectiveConfig
+from bertology.objectives import mlm
+from bertology.objectives.base import Objective
+from bertology.training.flops import encoder_flops
+
+
+def generator_step(generator, batch: dict) -> tuple[torch.Tensor, torch.Tensor, dict]:
+    """Generator MLM at masked positions; returns (loss, sampled tokens at those positions,
+    logs)."""
+    hidden = generator.electra(input_ids=batch["input_ids"],
+                               attention_mask=batch["attention_mask"],
+                               token_type_ids=batch["token_type_ids"]).last_hidden_state
+    masked = batch["labels"] != mlm.IGNORE  # (batch, seq)
+    # (n_masked, vocab): the head runs only where a token is predicted
+    logits = generator.generator_lm_head(generator.generator_predictions(hidden[masked]))
+    targets = batch["labels"][masked]
+    loss = F.cross_entropy(logits.float(), targets)
+    with torch.no_grad():  # sampling is not differentiable, and ELECTRA does not try
+        sampled = torch.multinomial(F.softmax(logits.float(), dim=-1), 1).squeeze(-1)
+    logs = {"gen_loss": loss.detach(), "gen_correct": (logits.argmax(-1) == targets).sum(),
+            "gen_count": masked.sum()}
+    return loss, sampled, logs
+
+
+def corrupt(batch: dict, sampled: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The discriminator's input (the original text with the samples put in) and its labels:
+    1 exactly where the token now differs from the original."""
+    masked = batch["labels"] != mlm.IGNORE
+    original = torch.where(masked, batch["labels"], batch["input_ids"])  # (batch, seq)
+    corrupted = original.clone()
+    corrupted[masked] = sampled
+    return corrupted, (corrupted != original).long()
+
+
+def discriminator_step(discriminator, batch: dict, corrupted: torch.Tensor,
+                       replaced: torch.Tensor) -> tuple[torch.Tensor, dict]:
+    logits = discriminator(input_ids=corrupted, attention_mask=batch["attention_mask"],
+                           token_type_ids=batch["token_type_ids"]).logits  # (batch, seq)
+    real = batch["attention_mask"].bool()
+    loss = F.binary_cross_entropy_with_logits(logits[real].float(), replaced[real].float())
+    predicted = (logits[real] > 0).long()
+    logs = {"disc_loss": loss.detach(), "disc_correct": (predicted == replaced[real]).sum(),
+            "disc_count": real.sum(), "replaced": replaced[real].sum()}
+    return loss, logs
+
+
+def electra_metrics(sums: dict[str, float], batches: int) -> dict[str, float]:
+    return {"gen_loss": sums["gen_loss"] / batches, "disc_loss": sums["disc_loss"] / batches,
+            "gen_accuracy": sums["gen_correct"] / max(1, sums["gen_count"]),
+            "disc_accuracy": sums["disc_correct"] / max(1, sums["disc_count"]),
+            "replaced_rate": sums["replaced"] / max(1, sums["disc_count"])}
+
+
+def electra_flops(model, batch: dict) -> float:
+    """Generator encoder and head at masked positions (plus the projection of the shared
+    embeddings to its width), discriminator encoder and its per-token head."""
+    generator_config, discriminator_config = model.generator.config, model.discriminator.config
+    lengths = batch["attention_mask"].sum(dim=1)
+    tokens = float(lengths.sum())
+    masked = float((batch["labels"] != mlm.IGNORE).sum())
+    emb, gen_h = generator_config.embedding_size, generator_config.hidden_size
+    vocab, disc_h = generator_config.vocab_size, discriminator_config.hidden_size
+    total = encoder_flops(generator_config, lengths) + 6.0 * emb * gen_h * tokens
+    total += 6.0 * (gen_h * emb + emb * vocab) * masked
+    total += encoder_flops(discriminator_config, lengths)
+    return total + 6.0 * (disc_h * disc_h + disc_h) * tokens
+
+
+def build(cfg: ObjectiveConfig, tokenizer: PreTrainedTokenizerBase, family: str,
+          seed: int) -> Objective:
+    spec = mlm.MaskingSpec.build(cfg, tokenizer, seed)
+    pad_id = tokenizer.pad_token_id
+
+    def collate(examples: list[dict]) -> dict[str, torch.Tensor]:
+        return mlm.pad_batch(examples, spec, pad_id)
+
+    def loss(model, batch: dict) -> tuple[torch.Tensor, dict]:
+        gen_loss, sampled, logs = generator_step(model.generator, batch)
+        corrupted, replaced = corrupt(batch, sampled)
+        disc_loss, disc_logs = discriminator_step(model.discriminator, batch, corrupted, replaced)
+        return gen_loss + cfg.disc_weight * disc_loss, {**logs, **disc_logs}
+
+    return Objective("electra", None, collate, loss, electra_metrics, electra_flops)

@@ -1,0 +1,109 @@
+"""ELECTRA: replaced-token labels, shared embeddings, no gradient through sampling, FLOP
+accounting, and a run whose model/ and generator/ load in plain transformers."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from conftest import compose_config
+from torch.utils.flop_counter import FlopCounterMode
+from transformers import AutoModelForMaskedLM, AutoModelForPreTraining
+
+from bertology.config import ObjectiveConfig
+from bertology.models.electra import build_electra_pair, electra_configs
+from bertology.objectives import OBJECTIVES
+from bertology.objectives.electra import corrupt, discriminator_step, generator_step
+from bertology.objectives.mlm import IGNORE
+from bertology.pipelines import pretrain
+
+ELECTRA = ObjectiveConfig(name="electra", mask_token_ratio=1.0, random_token_ratio=0.0,
+                          keep_ratio=0.0)
+
+
+def tiny_pair(vocab: int, attn: str = "sdpa"):
+    torch.manual_seed(0)
+    configs = electra_configs(vocab, 0, 2, 64, 4, 256, 64, 0.25, 0.0, 0.0)
+    return build_electra_pair(*configs, attn)
+
+
+def masked_batch(tokenizer, generator: torch.Generator) -> dict[str, torch.Tensor]:
+    """8 sequences of 20 tokens (no padding), positions 2..7 masked with [MASK]."""
+    original = torch.randint(5, len(tokenizer), (8, 20), generator=generator)
+    labels = torch.full_like(original, IGNORE)
+    labels[:, 2:8] = original[:, 2:8]
+    input_ids = original.clone()
+    input_ids[:, 2:8] = tokenizer.mask_token_id
+    return {"input_ids": input_ids, "labels": labels,
+            "attention_mask": torch.ones_like(original),
+            "token_type_ids": torch.zeros_like(original)}
+
+
+def test_generator_is_a_quarter_as_wide_and_shares_the_embeddings(synthetic_tokenizer):
+    pair = tiny_pair(len(synthetic_tokenizer))
+    assert pair.generator.config.hidden_size == 16 and pair.discriminator.config.hidden_size == 64
+    shared = pair.discriminator.electra.embeddings
+    assert pair.generator.electra.embeddings is shared
+    assert pair.generator.generator_lm_head.weight is shared.word_embeddings.weight
+
+
+def test_labels_are_one_exactly_where_the_sample_differs(synthetic_tokenizer):
+    pair = tiny_pair(len(synthetic_tokenizer))
+    batch = masked_batch(synthetic_tokenizer, torch.Generator().manual_seed(1))
+    torch.manual_seed(2)
+    _, sampled, _ = generator_step(pair.generator, batch)
+    corrupted, replaced = corrupt(batch, sampled)
+    masked = batch["labels"] != IGNORE
+    original = torch.where(masked, batch["labels"], batch["input_ids"])
+    assert torch.equal(corrupted[~masked], original[~masked])  # unmasked tokens untouched
+    assert torch.equal(corrupted[masked], sampled)
+    assert torch.equal(replaced.bool(), corrupted != original)
+    assert not replaced[~masked].any()
+    # Force some samples to equal the original: those count as original (label 0).
+    sampled[::2] = batch["labels"][masked][::2]
+    _, replaced = corrupt(batch, sampled)
+    assert not replaced[masked][::2].any() and replaced.sum() > 0
+
+
+def test_discriminator_loss_sends_no_gradient_into_the_generator(synthetic_tokenizer):
+    pair = tiny_pair(len(synthetic_tokenizer))
+    batch = masked_batch(synthetic_tokenizer, torch.Generator().manual_seed(3))
+    _, sampled, _ = generator_step(pair.generator, batch)
+    corrupted, replaced = corrupt(batch, sampled)
+    disc_loss, _ = discriminator_step(pair.discriminator, batch, corrupted, replaced)
+    disc_loss.backward()
+    own = [p for n, p in pair.generator.named_parameters() if not n.startswith("electra.emb")
+           and "generator_lm_head" not in n]
+    assert own and all(p.grad is None or not p.grad.any() for p in own)
+    assert pair.discriminator.electra.embeddings.word_embeddings.weight.grad.abs().sum() > 0
+
+
+def test_flop_estimate_matches_counted_matmuls(synthetic_tokenizer):
+    pair = tiny_pair(len(synthetic_tokenizer), attn="eager")
+    objective = OBJECTIVES["electra"](ELECTRA, synthetic_tokenizer, "electra", 0)
+    batch = masked_batch(synthetic_tokenizer, torch.Generator().manual_seed(4))
+    with FlopCounterMode(display=False) as counter:
+        loss, _ = objective.loss(pair, batch)
+        loss.backward()
+    assert objective.flops(pair, batch) == pytest.approx(counter.get_total_flops(), rel=0.02)
+
+
+def test_electra_run_writes_discriminator_and_generator(tmp_path):
+    overrides = ["model=electra", "logger=none", "trainer=smoke", "data.num_sentences=800",
+                 "data.eval_docs=20", "trainer.max_steps=30", "trainer.log_every=5"]
+    metrics = pretrain.run(compose_config("pretrain", overrides), tmp_path)
+    for key in ("train/gen_loss", "train/disc_loss", "train/flops", "eval/disc_accuracy",
+                "eval/replaced_rate"):
+        assert math.isfinite(metrics[key]), key
+    assert 0.0 < metrics["eval/replaced_rate"] < 0.15  # at most the masked share is replaced
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    gen = [r["train/gen_loss"] for r in rows if "train/gen_loss" in r]
+    assert gen[-1] < gen[0]
+    discriminator = AutoModelForPreTraining.from_pretrained(tmp_path / "model")
+    generator = AutoModelForMaskedLM.from_pretrained(tmp_path / "generator")
+    assert type(discriminator).__name__ == "ElectraForPreTraining"
+    assert type(generator).__name__ == "ElectraForMaskedLM"
+    assert torch.equal(generator.electra.embeddings.word_embeddings.weight,
+                       discriminator.electra.embeddings.word_embeddings.weight)
