@@ -37,7 +37,7 @@ CONFIG_CHECKS = {
 USAGE = """usage: bertology <pipeline> [key=value ...] [-m key=a,b ...]
 
 pipelines:
-  pretrain   masked-LM pretraining (model=bert|roberta, size=tiny..large,
+  pretrain   masked-LM pretraining (model=bert|roberta|spanbert|electra, size=tiny..large,
              data=synthetic|wikipedia|files|hub)
 
 `bertology <pipeline> --help` shows its config groups and options (Hydra);

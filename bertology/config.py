@@ -52,9 +52,12 @@ class ModelConfig:
     attention_probs_dropout_prob: float = 0.1
     attn_implementation: str = "sdpa"
     generator_fraction: float = 0.25  # ELECTRA: generator width / discriminator width
+    sbo_position_embeddings: int = 20  # SpanBERT's SBO head: relative positions in a span
 
     def __post_init__(self) -> None:
-        _one_of(self.family, ("bert", "roberta", "electra"), "model.family")
+        _one_of(self.family, ("bert", "roberta", "spanbert", "electra"), "model.family")
+        require(self.sbo_position_embeddings >= 1,
+                f"model.sbo_position_embeddings={self.sbo_position_embeddings} must be >= 1")
         require(0.0 < self.generator_fraction <= 1.0,
                 f"model.generator_fraction={self.generator_fraction} must lie in (0, 1]")
         _one_of(self.tokenizer, ("wordpiece", "bpe"), "model.tokenizer")
@@ -97,9 +100,16 @@ class ObjectiveConfig:
     whole_word: bool = False
     mask_with: str = "mask"
     disc_weight: float = 50.0  # ELECTRA's λ on the discriminator loss
+    span_geometric_p: float = 0.2  # SpanBERT: span lengths in words ~ Geo(p)
+    max_span_words: int = 10  # SpanBERT: ... clipped at this many words
+    sbo_weight: float = 1.0  # SpanBERT: loss = MLM + sbo_weight * SBO
 
     def __post_init__(self) -> None:
-        _one_of(self.name, ("mlm", *PAIR_OBJECTIVES, "electra"), "objective.name")
+        _one_of(self.name, ("mlm", *PAIR_OBJECTIVES, "span_sbo", "electra"), "objective.name")
+        _in_open_unit(self.span_geometric_p, "objective.span_geometric_p")
+        require(self.max_span_words >= 1,
+                f"objective.max_span_words={self.max_span_words} must be >= 1")
+        require(self.sbo_weight >= 0, f"objective.sbo_weight={self.sbo_weight} must be >= 0")
         require(self.disc_weight >= 0, f"objective.disc_weight={self.disc_weight} must be >= 0")
         _one_of(self.mask_with, ("mask", "unk"), "objective.mask_with")
         _in_open_unit(self.mask_prob, "objective.mask_prob")
@@ -222,6 +232,13 @@ class PretrainConfig:
             f"objective={self.objective.name} and model.family={self.model.family} do not go "
             "together: replaced-token detection needs ELECTRA's two networks; use model=electra "
             "(objective electra) or another objective with another family",
+        )
+        require(
+            (self.objective.name == "span_sbo") == (self.model.family == "spanbert"),
+            f"objective={self.objective.name} and model.family={self.model.family} do not go "
+            "together: the span-boundary objective trains SpanBERT's SBO head; use "
+            "model=spanbert (objective span_sbo; objective.sbo_weight=0 for span masking alone) "
+            "or another objective with another family",
         )
         # RoBERTa numbers positions from padding_idx + 1, so two position slots are unusable.
         offset = 2 if self.model.family == "roberta" else 0

@@ -55,6 +55,8 @@ def test_every_group_option_composes_and_checks(group):
             overrides.append("objective=mlm")
         if group == "objective" and option == "electra":
             overrides.append("model=electra")
+        if group == "objective" and option == "span_sbo":
+            overrides.append("model=spanbert")
         config = load_pretrain_config(compose_config("pretrain", overrides))
         assert config is not None
 
@@ -67,6 +69,9 @@ def test_model_picks_paper_default_objective_and_cli_overrides_it():
     roberta = load_pretrain_config(compose_config("pretrain", ["model=roberta"]))
     assert (roberta.model.masking, roberta.model.input_format, roberta.model.tokenizer) == \
         ("dynamic", "full_sentences", "bpe")
+    spanbert = load_pretrain_config(compose_config("pretrain", ["model=spanbert"]))
+    assert (spanbert.objective.name, spanbert.model.masking, spanbert.model.input_format) == \
+        ("span_sbo", "dynamic", "doc_sentences")
 
 
 def test_sizes_follow_turc_et_al():
@@ -94,6 +99,13 @@ BAD_CONFIGS = [
     (["model=electra", "objective=mlm"], "do not go together"),
     (["model=electra", "model.generator_fraction=0"], "model.generator_fraction"),
     (["model=electra", "objective.disc_weight=-1"], "objective.disc_weight"),
+    (["objective=span_sbo"], "do not go together"),
+    (["model=spanbert", "objective=mlm"], "do not go together"),
+    (["model=spanbert", "objective=mlm_nsp"], "sentence-pair head"),
+    (["model=spanbert", "objective.span_geometric_p=1"], "objective.span_geometric_p"),
+    (["model=spanbert", "objective.max_span_words=0"], "objective.max_span_words"),
+    (["model=spanbert", "objective.sbo_weight=-1"], "objective.sbo_weight"),
+    (["model=spanbert", "model.sbo_position_embeddings=0"], "model.sbo_position_embeddings"),
     (["model.masking=sometimes"], "model.masking"),
     (["trainer.max_steps=0"], "trainer.max_steps"),
     (["trainer.lr=-1"], "trainer.lr"),

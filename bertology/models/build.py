@@ -21,6 +21,7 @@ from transformers import (
 from bertology.config import ModelConfig, SizeConfig
 from bertology.errors import UserError, require
 from bertology.models.electra import ElectraPair, build_electra_pair, electra_configs
+from bertology.models.spanbert import attach_sbo_head
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,13 @@ def roberta_config(model: ModelConfig, size: SizeConfig, tokenizer) -> RobertaCo
 FAMILIES = {
     "bert": (bert_config, lambda pairs: BertForPreTraining if pairs else BertForMaskedLM),
     "roberta": (roberta_config, lambda pairs: RobertaForMaskedLM),
+    # SpanBERT (Joshi et al., 2020) is BERT's architecture without NSP; build_model adds the
+    # span-boundary head (models/spanbert.py).
+    "spanbert": (bert_config, lambda pairs: BertForMaskedLM),
 }
+
+# family -> the Hugging Face model_type of its checkpoints, where the two differ
+ARCHITECTURES = {"spanbert": "bert"}
 
 
 def load_checkpoint_config(name_or_path: str) -> PretrainedConfig:
@@ -65,8 +72,12 @@ def load_checkpoint_config(name_or_path: str) -> PretrainedConfig:
         ) from err
 
 
-def checkpoint_family(name_or_path: str) -> str:
+def checkpoint_family(name_or_path: str, requested: str) -> str:
+    """The family a checkpoint continues as: the checkpoint's own, or the requested family
+    where that is the same architecture (model=spanbert continues any BERT checkpoint)."""
     model_type = load_checkpoint_config(name_or_path).model_type
+    if ARCHITECTURES.get(requested) == model_type:
+        return requested
     if model_type not in FAMILIES:
         raise UserError(f"model.name_or_path={name_or_path!r} is a {model_type!r} model; "
                         f"pretraining supports: {', '.join(FAMILIES)}")
@@ -75,15 +86,24 @@ def checkpoint_family(name_or_path: str) -> str:
 
 def build_model(model: ModelConfig, size: SizeConfig, tokenizer: PreTrainedTokenizerBase,
                 pair_head: bool, seed: int) -> PreTrainedModel:
-    """A model with an MLM head (and a sentence-pair head when the objective needs one)."""
+    """A model with an MLM head (and a sentence-pair head when the objective needs one;
+    SpanBERT's span-boundary head on model=spanbert)."""
     torch.manual_seed(seed)  # the initial weights depend on the run's seed only
     if model.family == "electra":  # two networks, not one class
         return build_electra(model, size, tokenizer)
     make_config, pick_class = FAMILIES[model.family]
     model_class = pick_class(pair_head)
     if model.name_or_path is None:
-        return model_class._from_config(make_config(model, size, tokenizer),
-                                        attn_implementation=model.attn_implementation)
+        built = model_class._from_config(make_config(model, size, tokenizer),
+                                         attn_implementation=model.attn_implementation)
+    else:
+        built = load_pretrained_model(model, model_class, tokenizer)
+    if model.family == "spanbert":
+        attach_sbo_head(built, model.sbo_position_embeddings, model.name_or_path)
+    return built
+
+
+def load_pretrained_model(model: ModelConfig, model_class, tokenizer) -> PreTrainedModel:
     log.info("continuing from %s (heads missing from it are newly initialised)",
              model.name_or_path)
     loaded = model_class.from_pretrained(model.name_or_path, trust_remote_code=False,

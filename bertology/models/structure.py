@@ -17,6 +17,7 @@ def encoder_of(model: nn.Module) -> nn.Module:
 MLM_HEADS = {
     "bert": lambda model: model.cls.predictions,
     "roberta": lambda model: model.lm_head,
+    "spanbert": lambda model: model.cls.predictions,  # a BertForMaskedLM
 }
 
 # family -> the 2-way sentence-pair classifier on the pooled [CLS] output.
@@ -31,3 +32,8 @@ def mlm_head_of(model: nn.Module, family: str) -> nn.Module:
 
 def pair_head_of(model: nn.Module, family: str) -> nn.Module:
     return PAIR_HEADS[family](model)
+
+
+def sbo_head_of(model: nn.Module) -> nn.Module:
+    """SpanBERT's span-boundary head, attached by models/spanbert.attach_sbo_head."""
+    return model.sbo_head

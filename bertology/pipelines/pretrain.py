@@ -1,4 +1,4 @@
-"""bertology pretrain: masked-LM pretraining (BERT, RoBERTa) on a corpus.
+"""bertology pretrain: masked-LM pretraining (BERT, RoBERTa, SpanBERT, ELECTRA) on a corpus.
 
 build config → corpus → tokenizer → objective → examples → model → train → save model/.
 """
@@ -20,6 +20,7 @@ from bertology.data.tokenizers import load_or_train_tokenizer, load_pretrained_t
 from bertology.errors import require
 from bertology.models.build import build_model, checkpoint_family, count_parameters
 from bertology.models.electra import ElectraPair
+from bertology.models.spanbert import save_pretrained
 from bertology.objectives import OBJECTIVES
 from bertology.tracking import build_tracker
 from bertology.training.checkpoint import list_checkpoints
@@ -61,7 +62,7 @@ def check_resume(config: PretrainConfig, out_dir: Path) -> None:
 def load_tokenizer(config: PretrainConfig, corpus: Corpus):
     """The checkpoint's tokenizer (and family) when continuing, else one trained on the corpus."""
     if config.model.name_or_path is not None:
-        family = checkpoint_family(config.model.name_or_path)
+        family = checkpoint_family(config.model.name_or_path, config.model.family)
         config = dataclasses.replace(config, model=dataclasses.replace(config.model,
                                                                         family=family))
         return config, load_pretrained_tokenizer(config.model.name_or_path)
@@ -82,7 +83,7 @@ def save_pretrained_atomic(model, tokenizer, path: Path) -> None:
     """model/ appears whole or not at all: written beside it, then renamed."""
     tmp = path.with_name(f".tmp-{path.name}")
     shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)  # safetensors
+    save_pretrained(model, tmp)  # safetensors (+ SpanBERT's SBO head beside it)
     tokenizer.save_pretrained(tmp)
     if path.exists():
         shutil.rmtree(path)
