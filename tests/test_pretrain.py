@@ -194,3 +194,32 @@ def test_sweep_over_models_and_sizes_writes_one_run_dir_each(tmp_path):
     assert [(c["model_type"], c["hidden_size"]) for c in configs] == [
         ("bert", 128), ("bert", 256), ("roberta", 128), ("roberta", 256)]
     assert all((j / "metrics.json").exists() for j in jobs)
+
+
+@pytest.mark.slow
+def test_sweep_over_the_four_variants_learns_and_saves_loadable_models(tmp_path):
+    """Issue 3's acceptance command: `bertology pretrain -m model=bert,roberta,spanbert,electra`
+    as one sweep; every job's loss falls and its model/ loads in plain transformers."""
+    import transformers
+
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    result = subprocess.run([sys.executable, "-m", "bertology", "pretrain", "-m",
+                             "model=bert,roberta,spanbert,electra", *SMOKE,
+                             "trainer.max_steps=60", "trainer.log_every=10",
+                             "trainer.warmup_steps=10"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-2000:]
+    jobs = sorted((tmp_path / "outputs" / "pretrain" / "multirun").glob("*/*/[0-9]"))
+    assert len(jobs) == 4
+    loaded = []
+    for job in jobs:
+        losses = train_losses(job)
+        assert len(losses) == 6 and losses[-1] < losses[0], (job, losses)
+        config = json.loads((job / "model" / "config.json").read_text())
+        model_class = getattr(transformers, config["architectures"][0])
+        model = model_class.from_pretrained(job / "model")
+        loaded.append(type(model).__name__)
+    assert loaded == ["BertForPreTraining", "RobertaForMaskedLM", "BertForMaskedLM",
+                      "ElectraForPreTraining"]
+    assert AutoModelForMaskedLM.from_pretrained(jobs[3] / "generator").config.model_type == \
+        "electra"
