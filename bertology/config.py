@@ -22,15 +22,15 @@ PAIR_FORMATS = ("segment_pair", "sentence_pair")
 PAIR_OBJECTIVES = ("mlm_nsp", "mlm_sop")
 
 
-def _one_of(value: Any, options: tuple | list, key: str) -> None:
+def one_of(value: Any, options: tuple | list, key: str) -> None:
     require(value in options, f"{key}={value!r} is not an option; use one of: {', '.join(options)}")
 
 
-def _in_open_unit(value: float, key: str) -> None:
+def in_open_unit(value: float, key: str) -> None:
     require(0.0 < value < 1.0, f"{key}={value} must lie strictly between 0 and 1")
 
 
-def _positive(value: float, key: str) -> None:
+def positive(value: float, key: str) -> None:
     require(value > 0, f"{key}={value} must be positive")
 
 
@@ -55,15 +55,15 @@ class ModelConfig:
     sbo_position_embeddings: int = 20  # SpanBERT's SBO head: relative positions in a span
 
     def __post_init__(self) -> None:
-        _one_of(self.family, ("bert", "roberta", "spanbert", "electra"), "model.family")
+        one_of(self.family, ("bert", "roberta", "spanbert", "electra"), "model.family")
         require(self.sbo_position_embeddings >= 1,
                 f"model.sbo_position_embeddings={self.sbo_position_embeddings} must be >= 1")
         require(0.0 < self.generator_fraction <= 1.0,
                 f"model.generator_fraction={self.generator_fraction} must lie in (0, 1]")
-        _one_of(self.tokenizer, ("wordpiece", "bpe"), "model.tokenizer")
-        _one_of(self.masking, ("static", "dynamic"), "model.masking")
-        _one_of(self.input_format, INPUT_FORMATS, "model.input_format")
-        _one_of(self.attn_implementation, ("sdpa", "eager"), "model.attn_implementation")
+        one_of(self.tokenizer, ("wordpiece", "bpe"), "model.tokenizer")
+        one_of(self.masking, ("static", "dynamic"), "model.masking")
+        one_of(self.input_format, INPUT_FORMATS, "model.input_format")
+        one_of(self.attn_implementation, ("sdpa", "eager"), "model.attn_implementation")
         require(self.vocab_size >= 100,
                 f"model.vocab_size={self.vocab_size} is too small; use >= 100")
         require(self.dupe_factor >= 1, f"model.dupe_factor={self.dupe_factor} must be >= 1")
@@ -81,7 +81,7 @@ class SizeConfig:
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
-            _positive(getattr(self, f.name), f"size.{f.name}")
+            positive(getattr(self, f.name), f"size.{f.name}")
         require(
             self.hidden_size % self.num_attention_heads == 0,
             f"size.hidden_size={self.hidden_size} is not divisible by "
@@ -105,14 +105,14 @@ class ObjectiveConfig:
     sbo_weight: float = 1.0  # SpanBERT: loss = MLM + sbo_weight * SBO
 
     def __post_init__(self) -> None:
-        _one_of(self.name, ("mlm", *PAIR_OBJECTIVES, "span_sbo", "electra"), "objective.name")
-        _in_open_unit(self.span_geometric_p, "objective.span_geometric_p")
+        one_of(self.name, ("mlm", *PAIR_OBJECTIVES, "span_sbo", "electra"), "objective.name")
+        in_open_unit(self.span_geometric_p, "objective.span_geometric_p")
         require(self.max_span_words >= 1,
                 f"objective.max_span_words={self.max_span_words} must be >= 1")
         require(self.sbo_weight >= 0, f"objective.sbo_weight={self.sbo_weight} must be >= 0")
         require(self.disc_weight >= 0, f"objective.disc_weight={self.disc_weight} must be >= 0")
-        _one_of(self.mask_with, ("mask", "unk"), "objective.mask_with")
-        _in_open_unit(self.mask_prob, "objective.mask_prob")
+        one_of(self.mask_with, ("mask", "unk"), "objective.mask_with")
+        in_open_unit(self.mask_prob, "objective.mask_prob")
         ratios = (self.mask_token_ratio, self.random_token_ratio, self.keep_ratio)
         require(
             all(r >= 0 for r in ratios) and abs(sum(ratios) - 1.0) < 1e-6,
@@ -144,20 +144,22 @@ class DataConfig:
     data_files: list[str] | str | None = None
 
     def __post_init__(self) -> None:
-        _one_of(self.name, ("synthetic", "wikipedia", "files", "hub"), "data.name")
+        one_of(self.name, ("synthetic", "wikipedia", "files", "hub"), "data.name")
         require(
             self.max_seq_length >= 16,
             f"data.max_seq_length={self.max_seq_length} is too short; use >= 16",
         )
         require(self.eval_docs >= 1, f"data.eval_docs={self.eval_docs} must be >= 1")
         require(0.0 < self.fraction <= 1.0, f"data.fraction={self.fraction} must lie in (0, 1]")
-        _positive(self.num_sentences, "data.num_sentences")
-        _positive(self.shuffle_buffer, "data.shuffle_buffer")
+        positive(self.num_sentences, "data.num_sentences")
+        positive(self.shuffle_buffer, "data.shuffle_buffer")
 
 
 @dataclass
 class TrainerConfig:
     max_steps: int = 1000
+    epochs: float | None = None  # finetune: passes over the training set (sets max_steps)
+    max_train_examples: int | None = None  # finetune: a seeded sample of the training set
     max_flops: float | None = None  # stop at this many training FLOPs (equal-compute runs)
     max_time_s: float | None = None  # stop after this many seconds of training (Cramming)
     batch_size: int = 16
@@ -168,6 +170,7 @@ class TrainerConfig:
     adam_beta2: float = 0.98
     adam_epsilon: float = 1e-6
     warmup_steps: int = 100
+    warmup_ratio: float = 0.0  # finetune: warmup over this share of max_steps (overrides steps)
     max_grad_norm: float = 1.0
     mixed_precision: str = "auto"
     log_every: int = 25
@@ -179,13 +182,15 @@ class TrainerConfig:
     def __post_init__(self) -> None:
         for key in ("max_steps", "batch_size", "grad_accum_steps", "lr", "log_every",
                     "eval_every", "eval_batches", "save_every", "keep_checkpoints"):
-            _positive(getattr(self, key), f"trainer.{key}")
+            positive(getattr(self, key), f"trainer.{key}")
         require(self.warmup_steps >= 0, f"trainer.warmup_steps={self.warmup_steps} must be >= 0")
-        for key in ("max_flops", "max_time_s"):
+        require(0.0 <= self.warmup_ratio < 1.0,
+                f"trainer.warmup_ratio={self.warmup_ratio} must lie in [0, 1)")
+        for key in ("max_flops", "max_time_s", "epochs", "max_train_examples"):
             value = getattr(self, key)
             require(value is None or value > 0, f"trainer.{key}={value} must be positive "
                     "(or null for no such budget)")
-        _one_of(self.mixed_precision, ("auto", "no", "bf16", "fp16"), "trainer.mixed_precision")
+        one_of(self.mixed_precision, ("auto", "no", "bf16", "fp16"), "trainer.mixed_precision")
 
 
 @dataclass
@@ -197,8 +202,8 @@ class LoggerConfig:
     tags: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        _one_of(self.name, ("wandb", "none"), "logger.name")
-        _one_of(self.mode, ("auto", "online", "offline"), "logger.mode")
+        one_of(self.name, ("wandb", "none"), "logger.name")
+        one_of(self.mode, ("auto", "online", "offline"), "logger.mode")
 
 
 @dataclass
@@ -215,7 +220,7 @@ class PretrainConfig:
     cache_dir: Path
 
     def __post_init__(self) -> None:
-        _one_of(self.resume, ("auto", "true", "false"), "resume")
+        one_of(self.resume, ("auto", "true", "false"), "resume")
         if self.objective.name in PAIR_OBJECTIVES:
             require(
                 self.model.family == "bert",
@@ -267,7 +272,7 @@ def _type_ok(value: Any, hint: Any) -> bool:
     return False
 
 
-def _build_group(cls: type, node: DictConfig | dict | None, group: str) -> Any:
+def build_group(cls: type, node: DictConfig | dict | None, group: str) -> Any:
     values = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
     values = dict(values or {})
     known = {f.name for f in dataclasses.fields(cls)}
@@ -287,23 +292,35 @@ def _type_name(hint: Any) -> str:
     return str(hint).replace("typing.", "").replace("<class '", "").replace("'>", "")
 
 
-def load_pretrain_config(cfg: DictConfig) -> PretrainConfig:
-    """Check a composed `pretrain` config and return its typed view (raises UserError)."""
+def resolve_container(cfg: DictConfig) -> dict:
+    """The composed config as plain data; a bad interpolation is a UserError."""
     try:
-        container = OmegaConf.to_container(cfg, resolve=True)
+        return OmegaConf.to_container(cfg, resolve=True)
     except Exception as err:  # omegaconf raises several types for missing or bad interpolations
         raise UserError(f"config: {str(err).splitlines()[0]}; fix the value on the command "
                         "line") from err
+
+
+def resolve_paths(container: dict) -> tuple[Path, Path]:
+    """(data root, cache dir) from the `paths` block."""
     cache = container["paths"].get("cache_dir") or Path.home() / ".cache" / "bertology"
+    data_dir = Path(str(container["paths"]["data_dir"])).expanduser()
+    return data_dir, Path(str(cache)).expanduser()
+
+
+def load_pretrain_config(cfg: DictConfig) -> PretrainConfig:
+    """Check a composed `pretrain` config and return its typed view (raises UserError)."""
+    container = resolve_container(cfg)
+    data_dir, cache_dir = resolve_paths(container)
     return PretrainConfig(
-        model=_build_group(ModelConfig, container["model"], "model"),
-        size=_build_group(SizeConfig, container["size"], "size"),
-        objective=_build_group(ObjectiveConfig, container["objective"], "objective"),
-        data=_build_group(DataConfig, container["data"], "data"),
-        trainer=_build_group(TrainerConfig, container["trainer"], "trainer"),
-        logger=_build_group(LoggerConfig, container["logger"], "logger"),
+        model=build_group(ModelConfig, container["model"], "model"),
+        size=build_group(SizeConfig, container["size"], "size"),
+        objective=build_group(ObjectiveConfig, container["objective"], "objective"),
+        data=build_group(DataConfig, container["data"], "data"),
+        trainer=build_group(TrainerConfig, container["trainer"], "trainer"),
+        logger=build_group(LoggerConfig, container["logger"], "logger"),
         seed=int(container["seed"]),
         resume=str(container["resume"]).lower(),
-        data_dir=Path(str(container["paths"]["data_dir"])).expanduser(),
-        cache_dir=Path(str(cache)).expanduser(),
+        data_dir=data_dir,
+        cache_dir=cache_dir,
     )

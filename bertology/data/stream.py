@@ -13,6 +13,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import islice
+from typing import Protocol
 
 from transformers import PreTrainedTokenizerBase
 
@@ -28,6 +29,33 @@ class Cursor:
 
     epoch: int = 0
     offset: int = 0
+
+
+class ExampleSource(Protocol):
+    """What the training loop reads: a seeded, resumable stream of training examples (each a
+    dict with "id" and "input_ids") and a fixed list of held-out ones."""
+
+    seed: int
+    eval_examples: list[dict]
+
+    def iter_train(self, start: Cursor = Cursor()) -> Iterator[tuple[dict, Cursor]]: ...
+
+
+class InMemoryExamples:
+    """A small labelled set held in memory: a new seeded permutation every epoch."""
+
+    def __init__(self, train: list[dict], eval_examples: list[dict], seed: int):
+        require(train, "no training examples; check the task's data")
+        self.train, self.eval_examples, self.seed = train, eval_examples, seed
+
+    def iter_train(self, start: Cursor = Cursor()) -> Iterator[tuple[dict, Cursor]]:
+        epoch, offset = start.epoch, start.offset
+        while True:
+            order = list(range(len(self.train)))
+            random.Random(f"{self.seed}:{epoch}").shuffle(order)
+            for position in range(offset, len(order)):
+                yield self.train[order[position]], Cursor(epoch, position + 1)
+            epoch, offset = epoch + 1, 0
 
 
 class PretrainData:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from itertools import islice
@@ -24,7 +24,7 @@ from accelerate.state import AcceleratorState
 from tqdm.auto import tqdm
 
 from bertology.config import TrainerConfig
-from bertology.data.stream import Cursor, PretrainData
+from bertology.data.stream import Cursor, ExampleSource
 from bertology.objectives.base import Objective
 from bertology.tracking import Tracker
 from bertology.training.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
@@ -69,16 +69,19 @@ def resolve_precision(cfg: TrainerConfig, model: torch.nn.Module) -> str:
     return "bf16" if wide and cpu_native_bf16() else "no"
 
 
-def build_optimizer(model: torch.nn.Module, cfg: TrainerConfig) -> torch.optim.AdamW:
-    """Biases and LayerNorm weights get no weight decay (BERT's AdamWeightDecayOptimizer)."""
-    decay, no_decay = [], []
+def build_optimizer(model: torch.nn.Module, cfg: TrainerConfig,
+                    lr_scale: Callable[[str], float] | None = None) -> torch.optim.AdamW:
+    """Biases and LayerNorm weights get no weight decay (BERT's AdamWeightDecayOptimizer).
+    lr_scale(parameter name) multiplies the rate (layer-wise decay when fine-tuning)."""
+    groups: dict[tuple[bool, float], list[torch.nn.Parameter]] = {}
     for name, param in model.named_parameters():
         if not param.requires_grad:
             continue
         exempt = param.ndim < 2 or "LayerNorm" in name or "layer_norm" in name
-        (no_decay if exempt else decay).append(param)
-    groups = [{"params": decay, "weight_decay": cfg.weight_decay},
-              {"params": no_decay, "weight_decay": 0.0}]
+        scale = lr_scale(name) if lr_scale else 1.0
+        groups.setdefault((exempt, scale), []).append(param)
+    groups = [{"params": params, "weight_decay": 0.0 if exempt else cfg.weight_decay,
+               "lr_scale": scale} for (exempt, scale), params in sorted(groups.items())]
     # One fused kernel on GPU; multi-tensor (foreach) steps on CPU.
     fused = torch.cuda.is_available()
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.adam_beta1, cfg.adam_beta2),
@@ -88,7 +91,7 @@ def build_optimizer(model: torch.nn.Module, cfg: TrainerConfig) -> torch.optim.A
 GROUP_BATCHES = 16  # batches drawn together and sorted by length, so little is padding
 
 
-def iter_batches(data: PretrainData, objective: Objective, position: Cursor, skip: int,
+def iter_batches(data: ExampleSource, objective: Objective, position: Cursor, skip: int,
                  batch_size: int) -> Iterator[tuple[dict, tuple[Cursor, int], int]]:
     """(collated batch, position after it, real tokens in it). Examples come in groups of
     GROUP_BATCHES batches, sorted by length within the group (as HF's group_by_length) and
@@ -106,7 +109,7 @@ def iter_batches(data: PretrainData, objective: Objective, position: Cursor, ski
         position, skip = chunk[-1][1], 0
 
 
-def evaluate(model: torch.nn.Module, objective: Objective, data: PretrainData,
+def evaluate(model: torch.nn.Module, objective: Objective, data: ExampleSource,
              cfg: TrainerConfig, accelerator: Accelerator) -> dict[str, float]:
     """Held-out metrics on fixed masks, so numbers are comparable across steps and runs."""
     model.eval()
@@ -162,15 +165,16 @@ def _window_metrics(state: LoopState, lr: float, tokens_per_s: float) -> dict[st
     return metrics
 
 
-def train(model: torch.nn.Module, objective: Objective, data: PretrainData, cfg: TrainerConfig,
-          out_dir: Path, tracker: Tracker, seed: int) -> dict[str, float]:
+def train(model: torch.nn.Module, objective: Objective, data: ExampleSource, cfg: TrainerConfig,
+          out_dir: Path, tracker: Tracker, seed: int, desc: str = "pretrain",
+          lr_scale: Callable[[str], float] | None = None) -> dict[str, float]:
     """Train until the first budget runs out; returns the final train/* and eval/* metrics."""
     # The accelerator state is a process-wide singleton: a sweep runs its jobs in one process,
     # each with its own precision, so the previous job's state is cleared (the distributed
     # state it sits on is kept).
     AcceleratorState._reset_state()
     accelerator = Accelerator(mixed_precision=resolve_precision(cfg, model))
-    optimizer = build_optimizer(model, cfg)
+    optimizer = build_optimizer(model, cfg, lr_scale)
     state = _restore(out_dir, model, optimizer)
     tracker.truncate_after(state.step)
     model, optimizer = accelerator.prepare(model, optimizer)
@@ -178,14 +182,14 @@ def train(model: torch.nn.Module, objective: Objective, data: PretrainData, cfg:
     batches = iter_batches(data, objective, Cursor(state.epoch, state.offset),
                            state.group_batches, cfg.batch_size)
     count_flops = objective.flops or masked_lm_flops
-    progress = tqdm(total=cfg.max_steps, initial=state.step, desc="pretrain", unit="step",
+    progress = tqdm(total=cfg.max_steps, initial=state.step, desc=desc, unit="step",
                     disable=not accelerator.is_main_process, dynamic_ncols=True)
     window = Window()
     while budget_progress(state, cfg) < 1.0:
         torch.manual_seed(seed * 1_000_003 + state.step)  # dropout: a function of the step
         lr = compute_lr(state, cfg)
         for group in optimizer.param_groups:
-            group["lr"] = lr
+            group["lr"] = lr * group["lr_scale"]
         step_start = time.perf_counter()
         window.tokens += _optimizer_step(model, optimizer, objective, batches, cfg,
                                          accelerator, state, count_flops)
