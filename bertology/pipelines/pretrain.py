@@ -18,7 +18,12 @@ from bertology.data.corpora import Corpus, build_corpus
 from bertology.data.stream import PretrainData
 from bertology.data.tokenizers import load_or_train_tokenizer, load_pretrained_tokenizer
 from bertology.errors import require
-from bertology.models.build import build_model, checkpoint_family, count_parameters
+from bertology.models.build import (
+    build_model,
+    checkpoint_family,
+    count_parameters,
+    resolve_checkpoint,
+)
 from bertology.models.electra import ElectraPair
 from bertology.models.spanbert import save_pretrained
 from bertology.objectives import OBJECTIVES
@@ -62,9 +67,10 @@ def check_resume(config: PretrainConfig, out_dir: Path) -> None:
 def load_tokenizer(config: PretrainConfig, corpus: Corpus):
     """The checkpoint's tokenizer (and family) when continuing, else one trained on the corpus."""
     if config.model.name_or_path is not None:
-        family = checkpoint_family(config.model.name_or_path, config.model.family)
-        config = dataclasses.replace(config, model=dataclasses.replace(config.model,
-                                                                        family=family))
+        path = resolve_checkpoint(config.model.name_or_path)
+        family = checkpoint_family(path, config.model.family)
+        config = dataclasses.replace(config, model=dataclasses.replace(
+            config.model, family=family, name_or_path=path))
         return config, load_pretrained_tokenizer(config.model.name_or_path)
     tokenizer = load_or_train_tokenizer(corpus, config.model.tokenizer,
                                         config.model.vocab_size, config.cache_dir)
