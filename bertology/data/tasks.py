@@ -1,0 +1,283 @@
+"""Labelled task data: train and eval examples with their label set, from local files under
+the data root (GLUE TSV, CoNLL-2003, CoNLL-U, SQuAD JSON), the Hugging Face hub, or the
+embedded synthetic corpus.
+
+Examples are plain dicts, one shape per task kind:
+    classification  {"text": str, "text_pair": str | None, "label": int}
+    tagging         {"words": [str], "tags": [int]}
+    qa              {"id": str, "question": str, "context": str,
+                     "answers": {"text": [str], "answer_start": [int]}}
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from bertology.data import synthetic
+from bertology.data.corpora import resolve_path
+from bertology.errors import UserError, require
+from bertology.task_config import TaskConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TaskData:
+    train: list[dict]
+    eval: list[dict]
+    labels: list[str]  # index -> name; empty for qa
+
+
+def read_lines(path: Path) -> list[str]:
+    require(path.is_file(), f"{path} is missing; set BERTOLOGY_DATA_DIR (paths.data_dir) to the "
+            "folder that holds the data sets")
+    try:
+        text = path.read_text(encoding="utf-8-sig")  # GLUE's MRPC files start with a BOM
+    except UnicodeDecodeError as err:
+        raise UserError(f"{path}: not UTF-8 text (byte {err.start}); convert it to UTF-8") from err
+    require(text.strip(), f"{path} is empty; point the task at a file with examples")
+    return text.splitlines()
+
+
+# ---------------------------------------------------------------- GLUE TSV (SST-2, MRPC)
+
+
+def load_glue_tsv(path: Path, task: TaskConfig) -> list[dict]:
+    """A GLUE TSV with a header row. Fields are not quoted (MRPC's sentences contain stray
+    double quotes), so the file is split on tabs only."""
+    rows = list(csv.reader(read_lines(path), delimiter="\t", quoting=csv.QUOTE_NONE))
+    header = rows[0]
+    wanted = [*task.text_columns, task.label_column]
+    missing = [c for c in wanted if c not in header]
+    if missing:
+        raise UserError(f"{path}: no column {missing[0]!r} (header: {', '.join(header)}); "
+                        "fix task.text_columns / task.label_column")
+    index = {c: header.index(c) for c in wanted}
+    examples = []
+    for number, row in enumerate(rows[1:], start=2):
+        if len(row) != len(header):
+            raise UserError(f"{path}:{number}: {len(row)} fields, the header has {len(header)}; "
+                            "fix that line (tab-separated, one example per line)")
+        texts = [row[index[c]].strip() for c in task.text_columns]
+        examples.append({"text": texts[0], "text_pair": texts[1] if len(texts) > 1 else None,
+                         "label": label_index(row[index[task.label_column]], task, path, number)})
+    return examples
+
+
+def label_index(value: str, task: TaskConfig, path: Path, line: int) -> int:
+    if value.strip() not in task.labels:
+        raise UserError(f"{path}:{line}: label {value!r} is not in task.labels={task.labels}; "
+                        "fix the file or the task's label set")
+    return task.labels.index(value.strip())
+
+
+# ---------------------------------------------------------------- CoNLL-2003 and CoNLL-U
+
+
+def load_conll03(path: Path, task: TaskConfig) -> list[dict]:
+    """`token POS chunk NER` per line, blank lines between sentences, -DOCSTART- skipped."""
+    examples, words, tags = [], [], []
+    for number, line in enumerate([*read_lines(path), ""], start=1):
+        fields = line.split()
+        if not fields or fields[0] == "-DOCSTART-":
+            if words:
+                examples.append({"words": words, "tags": tags})
+            words, tags = [], []
+            continue
+        if len(fields) < 2 or fields[-1] not in task.labels:
+            raise UserError(f"{path}:{number}: tag {fields[-1]!r} is not in task.labels="
+                            f"{task.labels} (lines are `token POS chunk TAG`); fix the file or "
+                            "the task's label set")
+        words.append(fields[0])
+        tags.append(task.labels.index(fields[-1]))
+    return examples
+
+
+def load_conllu(path: Path, task: TaskConfig) -> list[dict]:
+    """Syntactic words of a CoNLL-U file (multi-word token lines and empty nodes skipped) with
+    the annotation `task.label_field` (upos, deprel, ...) as the tag."""
+    import conllu
+
+    try:
+        sentences = conllu.parse("\n".join(read_lines(path)))
+    except conllu.exceptions.ParseException as err:
+        raise UserError(f"{path}: not valid CoNLL-U ({err}); fix the line it names") from err
+    examples = []
+    for sentence in sentences:
+        tokens = [t for t in sentence if isinstance(t["id"], int)]
+        for token in tokens:
+            if token[task.label_field] not in task.labels:
+                raise UserError(f"{path}: sentence {sentence.metadata.get('sent_id', '?')}: "
+                                f"{task.label_field} {token[task.label_field]!r} is not in "
+                                "task.labels; fix the file or the task's label set")
+        examples.append({"words": [t["form"] for t in tokens],
+                         "tags": [task.labels.index(t[task.label_field]) for t in tokens]})
+    return examples
+
+
+# ---------------------------------------------------------------- SQuAD
+
+
+def load_squad_articles(path: Path) -> list[list[dict]]:
+    """SQuAD v1.1 JSON as one list of question examples per article."""
+    try:
+        data = json.loads("\n".join(read_lines(path)))["data"]
+    except (json.JSONDecodeError, KeyError, TypeError) as err:
+        raise UserError(f"{path}: not SQuAD v1.1 JSON ({err}); give the official "
+                        "dev-v1.1.json or train-v1.1.json") from err
+    return [[{"id": qa["id"], "question": qa["question"], "context": paragraph["context"],
+              "answers": {"text": [a["text"] for a in qa["answers"]],
+                          "answer_start": [a["answer_start"] for a in qa["answers"]]}}
+             for paragraph in article["paragraphs"] for qa in paragraph["qas"]]
+            for article in data]
+
+
+def split_squad(task: TaskConfig, data_dir: Path) -> tuple[list[dict], list[dict]]:
+    """Only the dev set is available here, so it is split by article: the last
+    `task.eval_articles` articles are eval, the rest train; no context is in both."""
+    root = resolve_path(task.path, data_dir, "task.path")
+    if task.train_file:
+        train = [q for a in load_squad_articles(root / task.train_file) for q in a]
+        return train, [q for a in load_squad_articles(root / task.eval_file) for q in a]
+    articles = load_squad_articles(root / task.eval_file)
+    require(0 < task.eval_articles < len(articles),
+            f"task.eval_articles={task.eval_articles} must leave train articles; the file has "
+            f"{len(articles)}")
+    cut = len(articles) - task.eval_articles
+    return ([q for a in articles[:cut] for q in a], [q for a in articles[cut:] for q in a])
+
+
+# ---------------------------------------------------------------- synthetic
+
+
+def load_synthetic(task: TaskConfig) -> tuple[list[dict], list[dict], list[str]]:
+    """Gold labels from the embedded grammar: word tags (`upos`, `depth`) or the sentence
+    label `negated`. The first eval_fraction of the sentences is held out."""
+    sentences = [s for doc in synthetic.iter_documents(task.num_sentences, seed=1)
+                 for s in doc.sentences]
+    if task.label_field == "negated":
+        examples = [{"text": s.text, "text_pair": None, "label": int(s.negated)}
+                    for s in sentences]
+        labels = ["affirmative", "negated"]
+    else:
+        tags = [getattr(s, task.label_field) for s in sentences]
+        labels = sorted({str(t) for row in tags for t in row})
+        examples = [{"words": list(s.words), "tags": [labels.index(str(t)) for t in row]}
+                    for s, row in zip(sentences, tags)]
+    cut = int(len(examples) * task.eval_fraction)
+    return examples[cut:], examples[:cut], labels
+
+
+SYNTHETIC_FIELDS = ("upos", "depths", "negated")
+
+# ---------------------------------------------------------------- the hub
+
+
+def load_hub(task: TaskConfig) -> tuple[list[dict], list[dict], list[str]]:
+    """datasets.load_dataset(task.hub, task.hub_config): the world's default source."""
+    import datasets
+
+    try:
+        splits = {name: datasets.load_dataset(task.hub, task.hub_config, split=name)
+                  for name in ("train", task.hub_eval_split)}
+    except Exception as err:  # offline, unknown name, ...: datasets raises many types
+        raise UserError(f"task={task.name}: the hub data set {task.hub!r} could not be loaded "
+                        f"({str(err).splitlines()[0]}); put the files under the data root "
+                        f"({task.path}) or check the name") from err
+    convert = HUB_CONVERTERS[task.kind]
+    labels, train = convert(splits["train"], task)
+    _, evaluation = convert(splits[task.hub_eval_split], task)
+    return train, evaluation, labels
+
+
+def _class_names(dataset, column: str) -> list[str]:
+    feature = dataset.features[column]
+    feature = getattr(feature, "feature", feature)  # Sequence(ClassLabel) for tag columns
+    return list(feature.names)
+
+
+def convert_hub_classification(dataset, task: TaskConfig) -> tuple[list[str], list[dict]]:
+    columns = task.hub_text_columns
+    examples = [{"text": row[columns[0]], "text_pair": row[columns[1]] if len(columns) > 1
+                 else None, "label": int(row[task.hub_label_column])} for row in dataset]
+    return task.labels, examples
+
+
+def convert_hub_tagging(dataset, task: TaskConfig) -> tuple[list[str], list[dict]]:
+    names = _class_names(dataset, task.hub_label_column)
+    order = [task.labels.index(n) if n in task.labels else None for n in names]
+    require(None not in order, f"task={task.name}: the hub's tags {names} differ from "
+            f"task.labels={task.labels}")
+    return task.labels, [{"words": list(row["tokens"]),
+                          "tags": [order[t] for t in row[task.hub_label_column]]}
+                         for row in dataset]
+
+
+def convert_hub_qa(dataset, task: TaskConfig) -> tuple[list[str], list[dict]]:
+    return [], [{"id": row["id"], "question": row["question"], "context": row["context"],
+                 "answers": {"text": list(row["answers"]["text"]),
+                             "answer_start": list(row["answers"]["answer_start"])}}
+                for row in dataset]
+
+
+HUB_CONVERTERS = {"classification": convert_hub_classification, "tagging": convert_hub_tagging,
+                  "qa": convert_hub_qa}
+
+# ---------------------------------------------------------------- dispatch
+
+# format -> reader of one local file
+LOCAL_READERS: dict[str, Callable[[Path, TaskConfig], list[dict]]] = {
+    "glue_tsv": load_glue_tsv,
+    "conll03": load_conll03,
+    "conllu": load_conllu,
+}
+
+
+def load_local(task: TaskConfig, data_dir: Path) -> tuple[list[dict], list[dict], list[str]]:
+    if task.format == "squad":
+        train, evaluation = split_squad(task, data_dir)
+        return train, evaluation, []
+    root = resolve_path(task.path, data_dir, "task.path")
+    read = LOCAL_READERS[task.format]
+    return read(root / task.train_file, task), read(root / task.eval_file, task), task.labels
+
+
+def use_local(task: TaskConfig, data_dir: Path) -> bool:
+    if task.source != "auto":
+        return task.source == "local"
+    return task.path is not None and (data_dir / task.path).exists()
+
+
+def subsample(examples: list[dict], limit: int | None, seed: int) -> list[dict]:
+    """A seeded random subset (order kept), so a budget run sees a fixed sample."""
+    if limit is None or limit >= len(examples):
+        return examples
+    keep = sorted(random.Random(seed).sample(range(len(examples)), limit))
+    return [examples[i] for i in keep]
+
+
+def load_task(task: TaskConfig, data_dir: Path, max_train_examples: int | None = None
+              ) -> TaskData:
+    """The task's train/eval examples, each subsampled (seeded) where a limit is set."""
+    if task.format == "synthetic":
+        require(task.label_field in SYNTHETIC_FIELDS, f"task.label_field={task.label_field!r} "
+                f"is not a synthetic annotation; use one of: {', '.join(SYNTHETIC_FIELDS)}")
+        train, evaluation, labels = load_synthetic(task)
+    elif use_local(task, data_dir):
+        train, evaluation, labels = load_local(task, data_dir)
+    else:
+        require(task.hub is not None, f"task={task.name}: {data_dir / str(task.path)} is "
+                "missing and the task names no hub data set; set BERTOLOGY_DATA_DIR")
+        train, evaluation, labels = load_hub(task)
+    require(train and evaluation, f"task={task.name}: no training or no eval examples; check "
+            "the data files")
+    train = subsample(train, max_train_examples, seed=0)
+    evaluation = subsample(evaluation, task.max_eval_examples, seed=1)
+    log.info("task %s: %d train / %d eval examples", task.name, len(train), len(evaluation))
+    return TaskData(train, evaluation, labels)

@@ -1,0 +1,179 @@
+"""Task data: the real files under the data root load with their published counts, bad files
+are refused in one line that names the file (and line), the hub converters map the hub's
+schemas, and encoding labels first sub-tokens and finds answer spans."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import DATA_DIR, compose_config
+
+from bertology.data.encode import IGNORE, encode
+from bertology.data.tasks import load_hub, load_task
+from bertology.errors import UserError
+from bertology.task_config import load_finetune_config
+
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def task_config(name: str, *overrides: str):
+    return load_finetune_config(compose_config("finetune", [f"task={name}", *overrides])).task
+
+
+@pytest.fixture(scope="module")
+def minilm_tokenizer():
+    from bertology.data.tokenizers import load_pretrained_tokenizer
+    from bertology.models.build import resolve_checkpoint
+
+    return load_pretrained_tokenizer(resolve_checkpoint(MINILM))
+
+
+def test_sst2_dev_is_the_full_872_sentences():
+    data = load_task(task_config("sst2"), DATA_DIR, max_train_examples=500)
+    assert len(data.eval) == 872 and len(data.train) == 500
+    assert {e["label"] for e in data.eval} == {0, 1} and data.labels == ["0", "1"]
+    assert all(e["text_pair"] is None and e["text"] for e in data.eval)
+
+
+def test_mrpc_reads_pairs_despite_the_bom_and_stray_quotes():
+    data = load_task(task_config("mrpc"), DATA_DIR)
+    assert (len(data.train), len(data.eval)) == (3668, 408)
+    first = data.eval[0]
+    assert first["text_pair"].startswith('"The foodservice pie business')
+    assert first["label"] == 1
+
+
+def test_conll03_dev_matches_the_published_counts():
+    data = load_task(task_config("conll03"), DATA_DIR)
+    assert len(data.eval) == 3250  # eng.testa sentences, -DOCSTART- excluded
+    assert sum(len(e["words"]) for e in data.eval) == 51362
+    assert data.labels[0] == "O"
+
+
+def test_ud_pos_reads_syntactic_words():
+    data = load_task(task_config("ud_pos"), DATA_DIR)
+    assert (len(data.train), len(data.eval)) == (12544, 2001)
+    assert all(len(e["words"]) == len(e["tags"]) for e in data.eval)
+
+
+def test_squad_is_split_by_article_with_no_shared_context():
+    data = load_task(task_config("squad"), DATA_DIR)
+    assert len(data.train) + len(data.eval) == 10570
+    assert not {e["context"] for e in data.train} & {e["context"] for e in data.eval}
+
+
+def test_synthetic_tasks_hold_out_a_fifth():
+    data = load_task(task_config("synthetic_negation"), DATA_DIR)
+    assert len(data.eval) * 4 == len(data.train)
+    negated = sum(e["label"] for e in data.train) / len(data.train)
+    assert 0.1 < negated < 0.4  # the grammar negates about a quarter of main clauses
+
+
+# ---------------------------------------------------------------- bad files
+
+
+def _glue_task(tmp_path: Path, text: str | bytes):
+    folder = tmp_path / "glue_sst2"
+    folder.mkdir(exist_ok=True)
+    for name in ("train.tsv", "dev.tsv"):
+        path = folder / name
+        path.write_bytes(text) if isinstance(text, bytes) else path.write_text(text)
+    return task_config("sst2")
+
+
+@pytest.mark.parametrize("content, expected", [
+    ("sentence\tlabel\ngood film\t1\nbad film\t7\n", r"train.tsv:3: label '7' is not in"),
+    ("sentence\tlabel\ngood film\t1\tx\n", r"train.tsv:2: 3 fields, the header has 2"),
+    ("text\tlabel\ngood\t1\n", r"no column 'sentence'"),
+    ("", r"is empty"),
+    (b"sentence\tlabel\n\xff\xfe\t1\n", r"not UTF-8"),
+])
+def test_bad_glue_files_are_one_line_errors(tmp_path, content, expected):
+    with pytest.raises(UserError, match=expected) as err:
+        load_task(_glue_task(tmp_path, content), tmp_path)
+    assert "\n" not in str(err.value)
+
+
+def test_a_broken_conll03_line_is_named(tmp_path):
+    folder = tmp_path / "conll2003_ner"
+    folder.mkdir()
+    (folder / "train.txt").write_text("EU NNP B-NP B-ORG\n")
+    (folder / "dev.txt").write_text("EU NNP B-NP B-ORG\n\nrejects VBZ B-VP B-VERB\n")
+    with pytest.raises(UserError, match=r"dev.txt:3: tag 'B-VERB' is not in task.labels"):
+        load_task(task_config("conll03"), tmp_path)
+
+
+def test_a_missing_data_root_names_the_variable(tmp_path):
+    with pytest.raises(UserError, match="BERTOLOGY_DATA_DIR"):
+        load_task(task_config("ud_pos", "task.source=local"), tmp_path)
+
+
+# ---------------------------------------------------------------- the hub schemas
+
+
+def test_hub_converters_map_glue_conll_and_squad_schemas(monkeypatch):
+    import datasets
+
+    conll = datasets.Dataset.from_dict(
+        {"tokens": [["EU", "rejects"]], "ner_tags": [[3, 0]]},
+        features=datasets.Features({
+            "tokens": datasets.Sequence(datasets.Value("string")),
+            "ner_tags": datasets.Sequence(datasets.ClassLabel(
+                names=["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC",
+                       "I-MISC"]))}))
+    mrpc = datasets.Dataset.from_dict({"sentence1": ["a"], "sentence2": ["b"], "label": [1]})
+    squad = datasets.Dataset.from_dict({
+        "id": ["q1"], "question": ["who?"], "context": ["Ann ran."],
+        "answers": [{"text": ["Ann"], "answer_start": [0]}]})
+    tables = {"conll2003": conll, "glue": mrpc, "squad": squad}
+    monkeypatch.setattr(datasets, "load_dataset", lambda name, config=None, split=None:
+                        tables[name])
+    train, _, labels = load_hub(task_config("conll03"))
+    assert train == [{"words": ["EU", "rejects"], "tags": [labels.index("B-ORG"), 0]}]
+    train, _, _ = load_hub(task_config("mrpc"))
+    assert train == [{"text": "a", "text_pair": "b", "label": 1}]
+    train, _, _ = load_hub(task_config("squad"))
+    assert train[0]["answers"] == {"text": ["Ann"], "answer_start": [0]}
+
+
+def test_an_unreachable_hub_is_a_user_error(monkeypatch):
+    import datasets
+
+    def offline(*args, **kwargs):
+        raise ConnectionError("no network")
+
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    with pytest.raises(UserError, match="could not be loaded"):
+        load_hub(task_config("sst2"))
+
+
+# ---------------------------------------------------------------- encoding
+
+
+def test_tagging_labels_only_the_first_subtoken(minilm_tokenizer):
+    task = task_config("conll03")
+    example = {"words": ["Rejectionism", "EU"], "tags": [0, 3]}
+    (feature,) = encode([example], minilm_tokenizer, task)
+    pieces = minilm_tokenizer.convert_ids_to_tokens(feature["input_ids"])
+    assert len(pieces) > 4  # "rejectionism" splits into several word pieces
+    labelled = [(p, t) for p, t in zip(pieces, feature["labels"]) if t != IGNORE]
+    assert [t for _, t in labelled] == [0, 3]
+    assert not labelled[0][0].startswith("##") and labelled[1][0] == "eu"
+
+
+def test_qa_windows_recover_every_answer_inside_them(minilm_tokenizer):
+    task = task_config("squad", "task.max_seq_length=96", "task.doc_stride=32")
+    examples = load_task(task, DATA_DIR).eval[:60]
+    features = encode(examples, minilm_tokenizer, task)
+    assert len(features) > len(examples)  # long contexts need several windows
+    found = 0
+    for feature in features:
+        if feature["start_positions"] == 0:
+            continue
+        example = examples[feature["example"]]
+        start = feature["offsets"][feature["start_positions"]][0]
+        end = feature["offsets"][feature["end_positions"]][1]
+        assert example["context"][start:end].lower() == example["answers"]["text"][0].lower()
+        found += 1
+    assert found >= len(examples) * 0.9
