@@ -1,0 +1,181 @@
+"""Task models: a checkpoint's encoder with a classification, tagging or span head.
+
+The model is always a transformers `AutoModelFor<Task>` (what model/ saves, so plain
+transformers loads it). With the paper's fine-tuning head (features=last, pooling=cls) its own
+forward runs and the saved model reproduces every prediction. Other choices (mean pooling, a
+frozen encoder read at other layers: BERT Table 7, a BiLSTM) put a `FeatureHead` on the
+encoder's hidden states; it is saved beside the model as head.safetensors + head.json.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_model
+from torch import nn
+from transformers import (
+    AutoModelForQuestionAnswering,
+    AutoModelForSequenceClassification,
+    AutoModelForTokenClassification,
+    PreTrainedModel,
+)
+
+from bertology.errors import UserError
+from bertology.task_config import HeadConfig
+
+log = logging.getLogger(__name__)
+
+AUTO_CLASSES = {"classification": AutoModelForSequenceClassification,
+                "tagging": AutoModelForTokenClassification,
+                "qa": AutoModelForQuestionAnswering}
+INPUT_KEYS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+class ScalarMix(nn.Module):
+    """γ · Σ_l softmax(w)_l · h_l over all layers (Peters et al., 2018; Tenney et al., 2019)."""
+
+    def __init__(self, num_layers: int):
+        super().__init__()
+        self.weights = nn.Parameter(torch.zeros(num_layers))
+        self.gamma = nn.Parameter(torch.ones(()))
+
+    def forward(self, layers: list[torch.Tensor]) -> torch.Tensor:
+        stacked = torch.stack(layers)  # (layers, batch, seq, hidden)
+        weights = torch.softmax(self.weights, dim=0).view(-1, 1, 1, 1)
+        return self.gamma * (weights * stacked).sum(dim=0)
+
+
+def select_features(hidden: tuple[torch.Tensor, ...], features: str,
+                    mix: ScalarMix | None) -> torch.Tensor:
+    """BERT Table 7's choices over hidden states (layer 0 = embeddings ... L = last)."""
+    if features == "embeddings":
+        return hidden[0]
+    if features == "last":
+        return hidden[-1]
+    if features == "second_to_last":
+        return hidden[-2]
+    if features == "sum_last_four":
+        return torch.stack(hidden[-4:]).sum(dim=0)
+    if features == "concat_last_four":
+        return torch.cat(hidden[-4:], dim=-1)  # (batch, seq, 4 * hidden)
+    return mix(list(hidden))
+
+
+class FeatureHead(nn.Module):
+    """features → (pooling) → (2-layer BiLSTM, BERT §5.3) → dropout → linear."""
+
+    def __init__(self, cfg: HeadConfig, kind: str, num_layers: int, hidden: int, outputs: int):
+        super().__init__()
+        self.cfg, self.kind = cfg, kind
+        self.mix = ScalarMix(num_layers) if cfg.features == "scalar_mix" else None
+        width = 4 * hidden if cfg.features == "concat_last_four" else hidden
+        self.lstm = None
+        if cfg.lstm_hidden:
+            self.lstm = nn.LSTM(width, cfg.lstm_hidden, num_layers=2, bidirectional=True,
+                                batch_first=True)
+            width = 2 * cfg.lstm_hidden
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.classifier = nn.Linear(width, outputs)
+
+    def forward(self, hidden: tuple[torch.Tensor, ...], mask: torch.Tensor) -> torch.Tensor:
+        states = select_features(hidden, self.cfg.features, self.mix)  # (batch, seq, width)
+        if self.lstm is not None:
+            states, _ = self.lstm(states)
+        if self.kind == "classification":
+            states = pool(states, mask, self.cfg.pooling)  # (batch, width)
+        return self.classifier(self.dropout(states))
+
+
+def pool(states: torch.Tensor, mask: torch.Tensor, pooling: str) -> torch.Tensor:
+    if pooling == "cls":
+        return states[:, 0]
+    weights = mask.unsqueeze(-1).to(states.dtype)  # (batch, seq, 1)
+    return (states * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
+
+
+class TaskModel(nn.Module):
+    def __init__(self, model: PreTrainedModel, kind: str, head: HeadConfig):
+        super().__init__()
+        self.model, self.kind, self.head_cfg = model, kind, head
+        config = model.config
+        outputs = 2 if kind == "qa" else config.num_labels
+        self.head = None if head.standard else FeatureHead(
+            head, kind, config.num_hidden_layers + 1, config.hidden_size, outputs)
+        if head.mode == "feature":
+            self.encoder.requires_grad_(False)
+        elif head.freeze_layers:
+            freeze_lower_layers(self.encoder, head.freeze_layers)
+
+    @property
+    def encoder(self) -> nn.Module:
+        return self.model.base_model
+
+    def train(self, mode: bool = True) -> TaskModel:
+        super().train(mode)
+        if self.head_cfg.mode == "feature":  # a frozen encoder gives fixed features: no dropout
+            self.encoder.eval()
+        return self
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Logits: (batch, labels), (batch, seq, labels), or (batch, seq, 2) for start/end."""
+        inputs = {k: batch[k] for k in INPUT_KEYS if k in batch}
+        if self.head is None:
+            out = self.model(**inputs)
+            if self.kind == "qa":
+                return torch.stack([out.start_logits, out.end_logits], dim=-1)
+            return out.logits
+        with torch.set_grad_enabled(self.training and self.head_cfg.mode == "finetune"):
+            hidden = self.encoder(**inputs, output_hidden_states=True).hidden_states
+        return self.head(hidden, batch["attention_mask"])
+
+
+def freeze_lower_layers(encoder: nn.Module, k: int) -> None:
+    """Embeddings and layers 1..k stop training (the survey's 'freeze the lower layers')."""
+    layers = encoder.encoder.layer
+    if k > len(layers):
+        raise UserError(f"head.freeze_layers={k} exceeds the model's {len(layers)} layers")
+    encoder.embeddings.requires_grad_(False)
+    for layer in layers[:k]:
+        layer.requires_grad_(False)
+
+
+def layer_lr_scale(name: str, num_layers: int, decay: float) -> float:
+    """Layer-wise learning-rate decay (ELECTRA App. A): the head trains at the full rate,
+    layer i (1-based) at decay^(L - i + 1), the embeddings at decay^(L + 1)."""
+    if decay == 1.0:
+        return 1.0
+    if ".embeddings." in f".{name}":
+        return decay ** (num_layers + 1)
+    marker = ".layer."
+    if marker in name:
+        index = int(name.split(marker, 1)[1].split(".", 1)[0])  # 0-based
+        return decay ** (num_layers - index)
+    return 1.0
+
+
+def build_task_model(name_or_path: str | None, config, kind: str, labels: list[str],
+                     head: HeadConfig, random_init: bool, attn_implementation: str) -> TaskModel:
+    """From a checkpoint (or a config, for random init); the task head is newly initialised."""
+    auto = AUTO_CLASSES[kind]
+    if kind != "qa":
+        config.num_labels = len(labels)
+        config.id2label = dict(enumerate(labels))
+        config.label2id = {label: i for i, label in enumerate(labels)}
+    if random_init or name_or_path is None:
+        model = auto.from_config(config, attn_implementation=attn_implementation)
+    else:
+        model = auto.from_pretrained(name_or_path, config=config, trust_remote_code=False,
+                                     attn_implementation=attn_implementation)
+    return TaskModel(model, kind, head)
+
+
+def save_task_model(model: TaskModel, path: Path) -> None:
+    """save_pretrained (safetensors) + the FeatureHead, if any, beside it."""
+    model.model.save_pretrained(path)
+    if model.head is not None:
+        save_model(model.head, str(path / "head.safetensors"))
+        (path / "head.json").write_text(json.dumps(vars(model.head_cfg), indent=2) + "\n")
+
