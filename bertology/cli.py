@@ -20,6 +20,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from bertology.config import load_pretrain_config
 from bertology.errors import UserError
+from bertology.task_config import load_finetune_config
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
@@ -27,11 +28,13 @@ CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 # a config error answer in a fraction of a second instead of waiting for torch to load.
 PIPELINES = {
     "pretrain": "bertology.pipelines.pretrain",
+    "finetune": "bertology.pipelines.finetune",
 }
 
 # pipeline -> the check its config must pass before a run directory is made
 CONFIG_CHECKS = {
     "pretrain": load_pretrain_config,
+    "finetune": load_finetune_config,
 }
 
 USAGE = """usage: bertology <pipeline> [key=value ...] [-m key=a,b ...]
@@ -39,6 +42,8 @@ USAGE = """usage: bertology <pipeline> [key=value ...] [-m key=a,b ...]
 pipelines:
   pretrain   masked-LM pretraining (model=bert|roberta|spanbert|electra, size=tiny..large,
              data=synthetic|wikipedia|files|hub)
+  finetune   a checkpoint → a task model (task=sst2|mrpc|conll03|ud_pos|squad|synthetic_*;
+             model=minilm or model.name_or_path=<dir>; head.mode=finetune|feature)
 
 `bertology <pipeline> --help` shows its config groups and options (Hydra);
 `python -m bertology` is the same program."""

@@ -15,8 +15,10 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 # What tells runs of a sweep apart, read from each run's composed config.
-CHOICES = ("model.family", "size.hidden_size", "size.num_hidden_layers", "objective.name",
-           "model.input_format", "model.masking", "seed", "trainer.max_flops")
+CHOICES = ("model.family", "model.name_or_path", "size.hidden_size", "size.num_hidden_layers",
+           "objective.name", "model.input_format", "model.masking", "seed", "trainer.max_flops",
+           "task.name", "init", "head.mode", "head.features", "head.pooling",
+           "head.freeze_layers")
 
 
 def find_runs(roots: list[Path]) -> list[Path]:
@@ -29,7 +31,8 @@ def run_row(run: Path) -> dict[str, object]:
     config = OmegaConf.load(run / ".hydra" / "config.yaml")
     row: dict[str, object] = {"run": str(run)}
     for key in CHOICES:
-        row[key] = OmegaConf.select(config, key)
+        if OmegaConf.select(config, key) is not None:
+            row[key] = OmegaConf.select(config, key)
     row.update(json.loads((run / "metrics.json").read_text()))
     return row
 

@@ -61,6 +61,17 @@ def test_every_group_option_composes_and_checks(group):
         assert config is not None
 
 
+@pytest.mark.parametrize("group", ["task", "model", "trainer"])
+def test_every_finetune_option_composes_and_checks(group):
+    from bertology.task_config import load_finetune_config
+
+    for option in _group_options(group):
+        overrides = [f"{group}={option}"]
+        if group == "model" and option in ("spanbert", "electra"):
+            overrides.append("model.name_or_path=some/checkpoint")
+        assert load_finetune_config(compose_config("finetune", overrides)) is not None
+
+
 def test_model_picks_paper_default_objective_and_cli_overrides_it():
     assert compose_config("pretrain", ["model=bert"]).objective.name == "mlm_nsp"
     assert compose_config("pretrain", ["model=roberta"]).objective.name == "mlm"

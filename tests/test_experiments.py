@@ -22,12 +22,12 @@ ONE_STEP = ["logger=none", "trainer.max_steps=1", "trainer.batch_size=2",
             "data.max_seq_length=64"]
 
 
-def sweep_jobs(bundle: str) -> list[list[str]]:
-    """The override list of every job `bertology pretrain -m experiment=<bundle>` launches."""
+def sweep_jobs(bundle: str, pipeline: str = "pretrain") -> list[list[str]]:
+    """The override list of every job `bertology <pipeline> -m experiment=<bundle>` launches."""
     from hydra import compose, initialize_config_dir
 
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        cfg = compose("pretrain", overrides=[f"experiment={bundle}"], return_hydra_config=True)
+        cfg = compose(pipeline, overrides=[f"experiment={bundle}"], return_hydra_config=True)
     params = OmegaConf.to_container(cfg.hydra.sweeper.params)
     keys = list(params)
     grid = itertools.product(*(str(params[k]).split(",") for k in keys))
@@ -81,3 +81,13 @@ def test_a_bundle_sweeps_from_the_command_line(tmp_path):
     jobs = sorted(Path(tmp_path, "outputs", "pretrain", "multirun").glob("*/*/[0-9]"))
     choices = [OmegaConf.load(j / ".hydra" / "config.yaml").objective.mask_with for j in jobs]
     assert choices == ["mask", "unk"]
+
+
+def test_table7_bundle_sweeps_every_feature_choice_on_a_frozen_minilm():
+    from bertology.task_config import FEATURES, load_finetune_config
+
+    configs = [load_finetune_config(compose_config("finetune", job))
+               for job in sweep_jobs("finetune_table7", "finetune")]
+    assert sorted(c.head.features for c in configs) == sorted(FEATURES)
+    assert {(c.task.name, c.head.mode, c.model.name_or_path) for c in configs} == {
+        ("conll03", "feature", "sentence-transformers/all-MiniLM-L6-v2")}
