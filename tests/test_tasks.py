@@ -177,3 +177,19 @@ def test_qa_windows_recover_every_answer_inside_them(minilm_tokenizer):
         assert example["context"][start:end].lower() == example["answers"]["text"][0].lower()
         found += 1
     assert found >= len(examples) * 0.9
+
+
+def test_byte_level_bpe_words_keep_their_word_start_marker(bpe_tokenizer, tmp_path):
+    """Tagging pre-split words with RoBERTa's tokenizer: each word must be tokenised as in
+    running text ("Ġchef"), not as a continuation piece, or pretraining is wasted."""
+    from bertology.data.tokenizers import load_pretrained_tokenizer
+    from bertology.pipelines.finetune import tokenizer_options
+
+    bpe_tokenizer.save_pretrained(tmp_path)
+    tokenizer = load_pretrained_tokenizer(str(tmp_path), **tokenizer_options("roberta"))
+    words = ["the", "chef", "likes", "bread"]
+    (feature,) = encode([{"words": words, "tags": [0, 1, 2, 1]}], tokenizer,
+                        task_config("synthetic_pos"))
+    pieces = tokenizer.convert_ids_to_tokens(feature["input_ids"])
+    firsts = [p for p, label in zip(pieces, feature["labels"]) if label != IGNORE]
+    assert len(firsts) == 4 and all(p.startswith("Ġ") for p in firsts), pieces

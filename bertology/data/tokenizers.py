@@ -49,12 +49,13 @@ def train_tokenizer(corpus: Corpus, kind: str, vocab_size: int) -> PreTrainedTok
 
 
 def load_or_train_tokenizer(
-    corpus: Corpus, kind: str, vocab_size: int, cache_dir: Path
+    corpus: Corpus, kind: str, vocab_size: int, cache_dir: Path, **load_kwargs
 ) -> PreTrainedTokenizerBase:
-    """The cached tokenizer for (corpus, kind, vocab_size), trained on first use."""
+    """The cached tokenizer for (corpus, kind, vocab_size), trained on first use; load_kwargs
+    go to AutoTokenizer.from_pretrained."""
     path = cache_dir / "tokenizers" / tokenizer_cache_key(corpus, kind, vocab_size)
     if (path / "tokenizer.json").exists():
-        return AutoTokenizer.from_pretrained(path)
+        return AutoTokenizer.from_pretrained(path, **load_kwargs)
     log.info("training a %s tokenizer (vocab <= %d) on %s", kind, vocab_size, corpus.name)
     tokenizer = train_tokenizer(corpus, kind, vocab_size)
     # Written to a temporary dir and renamed, so a killed run never leaves a half cache entry.
@@ -65,12 +66,13 @@ def load_or_train_tokenizer(
         os.replace(tmp, path)
     except OSError:  # another process won the race; its copy is identical
         shutil.rmtree(tmp, ignore_errors=True)
-    return tokenizer
+    return AutoTokenizer.from_pretrained(path, **load_kwargs) if load_kwargs else tokenizer
 
 
-def load_pretrained_tokenizer(name_or_path: str) -> PreTrainedTokenizerBase:
+def load_pretrained_tokenizer(name_or_path: str, **load_kwargs) -> PreTrainedTokenizerBase:
     try:
-        return AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=False)
+        return AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=False,
+                                             **load_kwargs)
     except (OSError, ValueError) as err:
         raise UserError(
             f"model.name_or_path={name_or_path!r}: no tokenizer could be loaded "

@@ -124,7 +124,7 @@ def load_tokenizer_and_config(config: FinetuneConfig, data: TaskData):
                 f"model.name_or_path={config.model.name_or_path!r} is a "
                 f"{model_config.model_type!r} model; finetune supports: "
                 f"{', '.join(SUPPORTED_TYPES)}")
-        tokenizer = load_pretrained_tokenizer(path)
+        tokenizer = load_pretrained_tokenizer(path, **tokenizer_options(model_config.model_type))
         require(len(tokenizer) <= model_config.vocab_size,
                 f"model.name_or_path={config.model.name_or_path!r}: its tokenizer "
                 f"({len(tokenizer)} tokens) exceeds its vocabulary ({model_config.vocab_size}); "
@@ -132,12 +132,18 @@ def load_tokenizer_and_config(config: FinetuneConfig, data: TaskData):
         return tokenizer, model_config
     tokenizer = load_or_train_tokenizer(task_corpus(data, config.task.name),
                                         config.model.tokenizer, config.model.vocab_size,
-                                        config.cache_dir)
+                                        config.cache_dir, **tokenizer_options(config.model.family))
     make_config = bert_config if config.model.family == "bert" else roberta_config
     return tokenizer, make_config(config.model, config.size, tokenizer)
 
 
 SUPPORTED_TYPES = ("bert", "roberta", "electra")
+
+
+def tokenizer_options(model_type: str) -> dict:
+    """Byte-level BPE marks a word start with a space ("Ġword"): pre-split words (tagging)
+    need one added, or every word is tokenised as if glued to the previous one."""
+    return {"add_prefix_space": True} if model_type == "roberta" else {}
 
 
 def resolve_model_path(config: FinetuneConfig) -> FinetuneConfig:
