@@ -143,3 +143,17 @@ def test_a_pretrained_checkpoint_beats_the_same_architecture_from_random_init(tm
     means = {init: s["eval/accuracy"] for init, s in scores.items()}
     assert means["pretrained"] > means["random"] + 0.03, means
     assert scores["pretrained"]["eval/accuracy_median"] > scores["random"]["eval/accuracy_best"]
+
+
+def test_a_finetune_sweep_from_the_command_line(tmp_path):
+    """`bertology finetune -m head.pooling=cls,mean`: one run dir per job, each finished."""
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    result = subprocess.run([sys.executable, "-m", "bertology", "finetune", "-m", *QUIET,
+                             "task=synthetic_negation", "task.num_sentences=400",
+                             "trainer.epochs=1", "head.pooling=cls,mean"], cwd=tmp_path,
+                            env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    jobs = sorted((tmp_path / "outputs" / "finetune" / "multirun").glob("*/*/[0-9]"))
+    assert len(jobs) == 2 and all((j / "metrics.json").exists() for j in jobs)
+    assert not (jobs[0] / "model" / "head.json").exists()  # cls: the checkpoint class's head
+    assert json.loads((jobs[1] / "model" / "head.json").read_text())["pooling"] == "mean"
