@@ -31,8 +31,9 @@ def run_row(run: Path) -> dict[str, object]:
     config = OmegaConf.load(run / ".hydra" / "config.yaml")
     row: dict[str, object] = {"run": str(run)}
     for key in CHOICES:
-        if OmegaConf.select(config, key) is not None:
-            row[key] = OmegaConf.select(config, key)
+        value = OmegaConf.select(config, key)
+        if value is not None:  # keys of other pipelines stay out of the row
+            row[key] = value
     row.update(json.loads((run / "metrics.json").read_text()))
     return row
 

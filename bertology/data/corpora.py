@@ -56,9 +56,10 @@ def _fingerprint_files(paths: list[Path], extra: str = "") -> str:
     return digest.hexdigest()[:16]
 
 
-def _read_text(path: Path) -> str:
+def read_text(path: Path, encoding: str = "utf-8") -> str:
+    """A text file; anything but UTF-8 is a UserError naming the byte."""
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding=encoding)
     except UnicodeDecodeError as err:
         raise UserError(f"{path}: not UTF-8 text (byte {err.start}); convert it to UTF-8") from err
 
@@ -128,7 +129,7 @@ def build_wikipedia(cfg: DataConfig, data_dir: Path) -> Corpus:
 def iter_plain_text(path: Path) -> Iterator[Document]:
     """BERT's pretraining text format: one sentence per line, blank line between documents."""
     document: Document = []
-    for line in _read_text(path).splitlines():
+    for line in read_text(path).splitlines():
         if line.strip():
             document.append(line.strip())
         elif document:

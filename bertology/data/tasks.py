@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bertology.data import synthetic
-from bertology.data.corpora import resolve_path
+from bertology.data.corpora import read_text, resolve_path
 from bertology.errors import UserError, require
 from bertology.task_config import TaskConfig
 
@@ -37,10 +37,7 @@ class TaskData:
 def read_lines(path: Path) -> list[str]:
     require(path.is_file(), f"{path} is missing; set BERTOLOGY_DATA_DIR (paths.data_dir) to the "
             "folder that holds the data sets")
-    try:
-        text = path.read_text(encoding="utf-8-sig")  # GLUE's MRPC files start with a BOM
-    except UnicodeDecodeError as err:
-        raise UserError(f"{path}: not UTF-8 text (byte {err.start}); convert it to UTF-8") from err
+    text = read_text(path, encoding="utf-8-sig")  # GLUE's MRPC files start with a BOM
     require(text.strip(), f"{path} is empty; point the task at a file with examples")
     return text.splitlines()
 

@@ -40,7 +40,7 @@ from bertology.models.task_model import build_task_model, layer_lr_scale, save_t
 from bertology.objectives import task as task_objective
 from bertology.pipelines.pretrain import check_resume
 from bertology.task_config import FinetuneConfig, load_finetune_config
-from bertology.tracking import build_tracker, write_json_atomic
+from bertology.tracking import build_tracker, write_dir_atomic, write_json_atomic
 from bertology.training.loop import train
 
 log = logging.getLogger(__name__)
@@ -199,12 +199,7 @@ def aggregate(results: dict[int, dict[str, float]], best: int) -> dict[str, floa
 
 def promote(seed_dir: Path, out_dir: Path) -> None:
     """The best seed's model/ and predictions become the run's."""
-    tmp = out_dir / ".tmp-model"
-    shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(seed_dir / "model", tmp)
-    if (out_dir / "model").exists():
-        shutil.rmtree(out_dir / "model")
-    os.replace(tmp, out_dir / "model")
+    write_dir_atomic(out_dir / "model", lambda tmp: shutil.copytree(seed_dir / "model", tmp))
     shutil.copyfile(seed_dir / "predictions.jsonl", out_dir / ".predictions.jsonl")
     os.replace(out_dir / ".predictions.jsonl", out_dir / "predictions.jsonl")
 
@@ -216,10 +211,10 @@ def write_predictions(rows: list[dict], path: Path) -> None:
 
 
 def save_task_model_atomic(model, tokenizer, path: Path) -> None:
-    tmp = path.with_name(f".tmp-{path.name}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    save_task_model(model, tmp)
-    tokenizer.save_pretrained(tmp)
-    if path.exists():
-        shutil.rmtree(path)
-    os.replace(tmp, path)
+    """model/ appears whole or not at all, as in pretraining."""
+
+    def write(tmp: Path) -> None:
+        save_task_model(model, tmp)  # the AutoModelFor* (+ a FeatureHead beside it)
+        tokenizer.save_pretrained(tmp)
+
+    write_dir_atomic(path, write)

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
-import shutil
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -27,7 +25,7 @@ from bertology.models.build import (
 from bertology.models.electra import ElectraPair
 from bertology.models.spanbert import save_pretrained
 from bertology.objectives import OBJECTIVES
-from bertology.tracking import build_tracker
+from bertology.tracking import build_tracker, write_dir_atomic
 from bertology.training.checkpoint import list_checkpoints
 from bertology.training.loop import train
 
@@ -87,10 +85,9 @@ def save_models(model, tokenizer, out_dir: Path) -> None:
 
 def save_pretrained_atomic(model, tokenizer, path: Path) -> None:
     """model/ appears whole or not at all: written beside it, then renamed."""
-    tmp = path.with_name(f".tmp-{path.name}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    save_pretrained(model, tmp)  # safetensors (+ SpanBERT's SBO head beside it)
-    tokenizer.save_pretrained(tmp)
-    if path.exists():
-        shutil.rmtree(path)
-    os.replace(tmp, path)
+
+    def write(tmp: Path) -> None:
+        save_pretrained(model, tmp)  # safetensors (+ SpanBERT's SBO head beside it)
+        tokenizer.save_pretrained(tmp)
+
+    write_dir_atomic(path, write)

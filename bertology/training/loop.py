@@ -189,7 +189,7 @@ def train(model: torch.nn.Module, objective: Objective, data: ExampleSource, cfg
         torch.manual_seed(seed * 1_000_003 + state.step)  # dropout: a function of the step
         lr = compute_lr(state, cfg)
         for group in optimizer.param_groups:
-            group["lr"] = lr * group["lr_scale"]
+            group["lr"] = lr * group.get("lr_scale", 1.0)  # absent in older checkpoints
         step_start = time.perf_counter()
         window.tokens += _optimizer_step(model, optimizer, objective, batches, cfg,
                                          accelerator, state, count_flops)
