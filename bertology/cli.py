@@ -22,6 +22,7 @@ from bertology.config import load_pretrain_config
 from bertology.distill_config import load_distill_config
 from bertology.errors import UserError
 from bertology.probe_config import load_probe_config
+from bertology.prune_config import load_prune_config
 from bertology.task_config import load_finetune_config
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
@@ -32,6 +33,7 @@ PIPELINES = {
     "pretrain": "bertology.pipelines.pretrain",
     "finetune": "bertology.pipelines.finetune",
     "probe": "bertology.pipelines.probe",
+    "prune": "bertology.pipelines.prune",
     "distill": "bertology.pipelines.distill",
 }
 
@@ -40,6 +42,7 @@ CONFIG_CHECKS = {
     "pretrain": load_pretrain_config,
     "finetune": load_finetune_config,
     "probe": load_probe_config,
+    "prune": load_prune_config,
     "distill": load_distill_config,
 }
 
@@ -53,6 +56,9 @@ pipelines:
   probe      what a checkpoint knows, layer by layer (analysis=linear|mlp|structural|
              attention|geometry|cloze|amnesic, or a list; task=ud_pos|ud_deps|conll03|
              synthetic_pos|synthetic_depth|synthetic_agreement)
+  prune      how much of a fine-tuned model is needed (model.name_or_path=<finetune model/>
+             or model=minilm to fine-tune first; prune.experiments=[heads,removal,layers,
+             magnitude,int8,matrix]; prune.scores=[gradient,random])
   distill    a fine-tuned teacher → a smaller student (teacher.name_or_path=<finetune model/>;
              student.init=teacher_layers|random; kd.alpha, kd.temperature, TinyBERT terms)
 

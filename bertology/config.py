@@ -267,7 +267,7 @@ def _type_ok(value: Any, hint: Any) -> bool:
             return True
         if origin is int and isinstance(value, int) and not isinstance(value, bool):
             return True
-        if origin in (bool, str, list) and isinstance(value, origin):
+        if origin in (bool, str, list, dict) and isinstance(value, origin):
             return True
     return False
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,13 @@ DATA_DIR = Path(os.environ["BERTOLOGY_DATA_DIR"])
 def _tokenizer_cache(tmp_path_factory):
     """Tokenizers trained by tests go to a cache of this session, not the user's."""
     os.environ["BERTOLOGY_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+
+
+def run_cli(*args: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
+    """`python -m bertology <args>` in a fresh process, as a user would run it."""
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    return subprocess.run([sys.executable, "-m", "bertology", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
 
 
 def compose_config(pipeline: str = "pretrain", overrides: list[str] | None = None):

@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
-from conftest import REPO, compose_config
+from conftest import REPO, compose_config, run_cli
 
 from bertology.cli import CONFIG_CHECKS, PIPELINES, main
 from bertology.config import load_pretrain_config
 from bertology.errors import UserError
-
-
-def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    return subprocess.run([sys.executable, "-m", "bertology", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
 
 
 def test_pipelines_match_primary_configs():

@@ -225,7 +225,6 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-@pytest.mark.slow
 def test_the_student_beats_the_majority_class_and_keeps_the_teachers_accuracy(distill_run):
     out, metrics = distill_run
     rows = read_jsonl(out / "predictions.jsonl")
@@ -242,7 +241,6 @@ def test_the_student_beats_the_majority_class_and_keeps_the_teachers_accuracy(di
     assert "train/kd_loss" in metrics and "train/ce_loss" in metrics
 
 
-@pytest.mark.slow
 def test_the_student_reloads_in_plain_transformers(distill_run):
     out, metrics = distill_run
     model = AutoModelForSequenceClassification.from_pretrained(out / "model").eval()
@@ -255,7 +253,6 @@ def test_the_student_reloads_in_plain_transformers(distill_run):
     assert [model.config.id2label[p] for p in predicted] == [r["predicted"] for r in rows]
 
 
-@pytest.mark.slow
 def test_tinybert_terms_train_a_narrower_random_student(teacher_dir, tmp_path):
     metrics = run_distill(tmp_path, [
         f"teacher.name_or_path={teacher_dir}", "trainer.max_steps=8", "student.init=random",
@@ -265,7 +262,6 @@ def test_tinybert_terms_train_a_narrower_random_student(teacher_dir, tmp_path):
     assert metrics["distill/student/parameters"] < metrics["distill/teacher/parameters"]
 
 
-@pytest.mark.slow
 def test_with_no_teacher_one_is_fine_tuned_first(tmp_path):
     metrics = run_distill(tmp_path, ["task.num_sentences=300", "teacher.trainer.epochs=1",
                                      "trainer.max_steps=4"])

@@ -5,14 +5,12 @@ CLI's answers to bad input."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from conftest import REPO, compose_config
+from conftest import REPO, compose_config, run_cli
 
 from bertology.analysis import features as feats
 from bertology.analysis import probes
@@ -251,11 +249,6 @@ def test_a_second_analysis_reads_the_cache_instead_of_the_model(linear_run, tmp_
     assert "mlp/layer_02/selectivity" in metrics
 
 
-def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bertology", "probe", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=300)
-
-
 @pytest.mark.parametrize("args,words", [
     (["analysis=sentiment"], "analysis/sentiment"),
     (["task=sst2"], "no word labels"),
@@ -263,8 +256,8 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     (["task=ud_pos", "task.path=no_such_treebank"], "no_such_treebank"),
 ])
 def test_bad_probe_input_exits_2_in_one_line_without_run_dir(tmp_path, args, words):
-    result = run_cli(*args, "logger=none", "max_train_sentences=20", "max_eval_sentences=10",
-                     cwd=tmp_path)
+    result = run_cli("probe", *args, "logger=none", "max_train_sentences=20",
+                     "max_eval_sentences=10", cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     error_lines = [line for line in result.stderr.splitlines() if "error:" in line]
     assert len(error_lines) == 1 and words in error_lines[0], result.stderr

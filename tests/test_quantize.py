@@ -4,6 +4,7 @@ timings with median <= p90."""
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import math
 
@@ -13,6 +14,7 @@ from torch import nn
 from transformers import BertConfig, BertForSequenceClassification
 
 from bertology.errors import UserError
+from bertology.models.heads import prune_heads
 from bertology.models.latency import build_latency_batch, measure_latency
 from bertology.models.quantize import linear_weight_bytes, quantize_int8, size_on_disk
 
@@ -58,6 +60,19 @@ def test_int8_logits_stay_close_to_fp32(model, backend):
     agreement = (fp32.argmax(-1) == int8.argmax(-1)).float().mean().item()
     assert agreement >= 0.9
     assert (fp32 - int8).abs().max() <= 0.1 * fp32.abs().max()
+
+
+def test_a_layer_without_heads_keeps_its_empty_projections(model):
+    """Head pruning can empty a layer's attention (0-row q/k/v, 0-column output): nothing to
+    quantise there, and the rest is still int8."""
+    pruned = copy.deepcopy(model)
+    prune_heads(pruned, {0: [0, 1, 2, 3], 1: [2]})
+    quantized = quantize_int8(pruned, "torch_ao")
+    batch = inputs(8)
+    with torch.inference_mode():
+        fp32, int8 = pruned(**batch).logits, quantized(**batch).logits
+    assert (fp32 - int8).abs().max() <= 0.1 * fp32.abs().max()
+    assert linear_weight_bytes(quantized) <= 0.30 * linear_weight_bytes(pruned)
 
 
 def test_original_model_is_untouched():

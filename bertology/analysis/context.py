@@ -20,11 +20,11 @@ from bertology.analysis.features import Features, extract_or_load, fingerprint_m
 from bertology.analysis.sentences import ProbeSentence, ProbeSplits
 from bertology.errors import UserError, require
 from bertology.models.build import load_checkpoint_config, resolve_checkpoint
+from bertology.models.task_model import SUPPORTED_TYPES
 from bertology.probe_config import ProbeConfig
 
 log = logging.getLogger(__name__)
 
-SUPPORTED_TYPES = ("bert", "roberta", "electra")
 ENCODERS = ("model", "random", "compare")
 
 

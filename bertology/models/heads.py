@@ -223,7 +223,7 @@ def drop_layers(model: nn.Module, keep: list[int]) -> None:
         layer.attention.self.layer_idx = new  # cache slot; unused by encoders, kept consistent
     model.config.num_hidden_layers = len(keep)
     model.config.pruned_heads = {new: pruned[old] for new, old in enumerate(keep) if old in pruned}
-    log.info("kept layers %s", list(keep))
+    log.debug("kept layers %s", list(keep))
 
 
 def alternate_layers(num_layers: int, count: int, start: int) -> list[int]:

@@ -51,8 +51,11 @@ def quantize_with_torch_ao(model: nn.Module) -> nn.Module:
         # Deprecation notices (torch.ao -> torchao, quantized tensor creation) on every call.
         warnings.filterwarnings("ignore", message="torch.ao.quantization is deprecated")
         warnings.filterwarnings("ignore", message="torch.quantize_per_")
-        return quantize_dynamic(model, {nn.Linear: per_channel_dynamic_qconfig},
-                                dtype=torch.qint8, inplace=True)
+        # by module name: a linear layer with no weights (a layer that lost all its heads,
+        # bertology/models/heads.py) has no channels to scale and stays as it is
+        spec = {name: per_channel_dynamic_qconfig for name, module in model.named_modules()
+                if isinstance(module, nn.Linear) and module.weight.numel() > 0}
+        return quantize_dynamic(model, spec, dtype=torch.qint8, inplace=True)
 
 
 def quantize_with_torchao(model: nn.Module) -> nn.Module:

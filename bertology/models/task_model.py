@@ -20,10 +20,11 @@ from transformers import (
     AutoModelForQuestionAnswering,
     AutoModelForSequenceClassification,
     AutoModelForTokenClassification,
+    PretrainedConfig,
     PreTrainedModel,
 )
 
-from bertology.errors import UserError
+from bertology.errors import UserError, require
 from bertology.task_config import HeadConfig
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,11 @@ AUTO_CLASSES = {"classification": AutoModelForSequenceClassification,
                 "tagging": AutoModelForTokenClassification,
                 "qa": AutoModelForQuestionAnswering}
 INPUT_KEYS = ("input_ids", "attention_mask", "token_type_ids")
+SUPPORTED_TYPES = ("bert", "roberta", "electra")  # the encoder families every pipeline handles
+# what `bertology finetune` saves for each task kind: <Family><suffix>
+ARCHITECTURE_SUFFIXES = {"classification": "ForSequenceClassification",
+                         "tagging": "ForTokenClassification",
+                         "qa": "ForQuestionAnswering"}
 
 
 class ScalarMix(nn.Module):
@@ -179,3 +185,33 @@ def save_task_model(model: TaskModel, path: Path) -> None:
         save_model(model.head, str(path / "head.safetensors"))
         (path / "head.json").write_text(json.dumps(vars(model.head_cfg), indent=2) + "\n")
 
+
+
+def is_task_checkpoint(config: PretrainedConfig, kind: str) -> bool:
+    """Whether a checkpoint already carries a head for this kind of task."""
+    return any(a.endswith(ARCHITECTURE_SUFFIXES[kind]) for a in config.architectures or [])
+
+
+def check_task_checkpoint(path: str, config: PretrainedConfig, key: str, kind: str,
+                          task_name: str, labels: list[str]) -> None:
+    """A checkpoint fine-tuned on this task with the standard head (what `bertology finetune`
+    writes to model/): a supported family, the task's head and label count. `key` names the
+    option the path came from, for the error line."""
+    require(config.model_type in SUPPORTED_TYPES,
+            f"{key}={path!r} is a {config.model_type!r} model; supported: "
+            f"{', '.join(SUPPORTED_TYPES)}")
+    require(is_task_checkpoint(config, kind),
+            f"{key}={path!r} is not a {kind} model (architectures: {config.architectures}); "
+            f"give a finetune run's model/ for task={task_name}")
+    require(not (Path(path) / "head.json").exists(),
+            f"{key}={path!r} has a bertology feature head (head.json); this needs the standard "
+            "fine-tuning head (finetune head.mode=finetune head.features=last head.pooling=cls)")
+    if kind == "qa":
+        return
+    require(config.num_labels == len(labels),
+            f"{key}={path!r} predicts {config.num_labels} labels but task={task_name} has "
+            f"{len(labels)}; give a model fine-tuned on this task")
+    names = [config.id2label[i] for i in range(config.num_labels)]
+    if names != list(labels):
+        log.warning("%s's labels %s are named differently from task %s's %s; they are matched "
+                    "by position", path, names, task_name, labels)

@@ -8,7 +8,6 @@ parameters, time them on CPU → the student in model/, loadable by plain transf
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
@@ -26,9 +25,14 @@ from bertology.evaluation import evaluate_task
 from bertology.models.build import count_parameters, load_checkpoint_config, resolve_checkpoint
 from bertology.models.latency import measure_latency
 from bertology.models.student import build_student, check_layer_map, default_layer_map
-from bertology.models.task_model import INPUT_KEYS, TaskModel, build_task_model
+from bertology.models.task_model import (
+    INPUT_KEYS,
+    TaskModel,
+    build_task_model,
+    check_task_checkpoint,
+)
 from bertology.objectives import kd
-from bertology.pipelines import finetune
+from bertology.pipelines import finetune, run_nested
 from bertology.pipelines.pretrain import check_resume
 from bertology.task_config import HeadConfig
 from bertology.tracking import build_tracker
@@ -75,43 +79,16 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
 def build_teacher(config: DistillConfig, teacher_dir: Path) -> str:
     """teacher.name_or_path=null: fine-tune teacher.model on the task with `bertology
     finetune` into <run>/teacher (a finished one is reused); its model/ is the teacher."""
-    if not (teacher_dir / "metrics.json").exists():
-        log.info("no teacher.name_or_path: fine-tuning one into %s", teacher_dir)
-        teacher_dir.mkdir(parents=True, exist_ok=True)
-        finetune.run(config.teacher_finetune, teacher_dir)
-    scores = json.loads((teacher_dir / "metrics.json").read_text())
-    log.info("teacher: %s", " ".join(f"{k}={v:.4f}" for k, v in sorted(scores.items())
-                                     if k.startswith("eval/")))
+    run_nested(finetune.run, config.teacher_finetune, teacher_dir,
+               "no teacher.name_or_path: fine-tuning the teacher")
     return str(teacher_dir / "model")
 
 
-ARCHITECTURE_SUFFIXES = {"classification": "ForSequenceClassification",
-                         "tagging": "ForTokenClassification"}
-
-
 def load_teacher_config(path: str, config: DistillConfig, data: TaskData) -> PretrainedConfig:
-    """The teacher checkpoint's config, checked: a supported family, fine-tuned on this task
-    with the standard head (what `bertology finetune` writes to model/)."""
-    key = f"teacher.name_or_path={path!r}"
+    """The teacher checkpoint's config, checked: fine-tuned on this task, standard head."""
     teacher_config = load_checkpoint_config(path)
-    require(teacher_config.model_type in finetune.SUPPORTED_TYPES,
-            f"{key} is a {teacher_config.model_type!r} model; distill supports: "
-            f"{', '.join(finetune.SUPPORTED_TYPES)}")
-    suffix = ARCHITECTURE_SUFFIXES[config.task.kind]
-    require(any(a.endswith(suffix) for a in teacher_config.architectures or []),
-            f"{key} is not a {config.task.kind} model (architectures: "
-            f"{teacher_config.architectures}); give a finetune run's model/ for task="
-            f"{config.task.name}")
-    require(not (Path(path) / "head.json").exists(),
-            f"{key} has a bertology feature head (head.json); distill needs the standard "
-            "fine-tuning head (finetune head.mode=finetune head.features=last head.pooling=cls)")
-    require(teacher_config.num_labels == len(data.labels),
-            f"{key} predicts {teacher_config.num_labels} labels but task={config.task.name} has "
-            f"{len(data.labels)}; give a teacher fine-tuned on this task")
-    names = [teacher_config.id2label[i] for i in range(teacher_config.num_labels)]
-    if names != list(data.labels):
-        log.warning("the teacher's labels %s are named differently from task %s's %s; they "
-                    "are matched by position", names, config.task.name, data.labels)
+    check_task_checkpoint(path, teacher_config, "teacher.name_or_path", config.task.kind,
+                          config.task.name, data.labels)
     return teacher_config
 
 

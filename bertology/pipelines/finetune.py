@@ -39,7 +39,12 @@ from bertology.models.build import (
     resolve_checkpoint,
     roberta_config,
 )
-from bertology.models.task_model import build_task_model, layer_lr_scale, save_task_model
+from bertology.models.task_model import (
+    SUPPORTED_TYPES,
+    build_task_model,
+    layer_lr_scale,
+    save_task_model,
+)
 from bertology.objectives import task as task_objective
 from bertology.pipelines.pretrain import check_resume
 from bertology.task_config import FinetuneConfig, load_finetune_config
@@ -139,8 +144,6 @@ def load_tokenizer_and_config(config: FinetuneConfig, data: TaskData):
     make_config = bert_config if config.model.family == "bert" else roberta_config
     return tokenizer, make_config(config.model, config.size, tokenizer)
 
-
-SUPPORTED_TYPES = ("bert", "roberta", "electra")
 
 
 def resolve_model_path(config: FinetuneConfig) -> FinetuneConfig:

@@ -1,0 +1,192 @@
+"""What every prune experiment reads: the fine-tuned model, its task data, the examples heads
+are scored on, the batch latency is timed on, and the unpruned model's scores.
+
+Everything runs on the CPU in fp32: latency is a CPU measurement (int8 kernels are CPU ones),
+and the metric of a pruned model is compared with the unpruned one's under the same numerics.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+from transformers import PreTrainedTokenizerBase
+
+from bertology.analysis.output import save_figure
+from bertology.data.encode import build_collate, encode
+from bertology.data.tasks import TaskData
+from bertology.evaluation import evaluate_task
+from bertology.models.build import count_parameters
+from bertology.models.heads import HeadGates, kept_heads
+from bertology.models.importance import (
+    compute_ablation_importance,
+    compute_entropy_importance,
+    compute_gradient_importance,
+    compute_random_importance,
+    importance_shape,
+    mark_removed,
+)
+from bertology.models.latency import measure_latency
+from bertology.models.quantize import linear_weight_bytes
+from bertology.models.task_model import INPUT_KEYS, TaskModel
+from bertology.objectives.task import task_loss
+from bertology.prune_config import PruneConfig
+from bertology.task_config import HeadConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Curve:
+    """One pruning order: per step the fraction and count of heads masked, the metric, and
+    the gates (layers, heads) after the step."""
+
+    score: str
+    seed: int | None
+    fractions: list[float] = field(default_factory=list)
+    counts: list[int] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
+    gates: list[torch.Tensor] = field(default_factory=list)
+    first_scores: np.ndarray | None = None  # the importance of the whole model, step 0
+
+
+@dataclass
+class PruneContext:
+    config: PruneConfig
+    out_dir: Path
+    model: TaskModel  # the fine-tuned model, CPU, eval mode; experiments prune copies of it
+    tokenizer: PreTrainedTokenizerBase
+    data: TaskData
+    model_path: str
+    eval_features: list[dict]
+    importance_batches: list[dict]
+    latency_batch: dict[str, torch.Tensor]
+    base: dict[str, float] = field(default_factory=dict)  # the unpruned model's eval scores
+    curves: dict[tuple[str, int | None], Curve] = field(default_factory=dict)
+    pruned: TaskModel | None = None  # removal's model, saved to model/
+    student_path: str | None = None  # the matrix's distilled student
+
+    @property
+    def metric(self) -> str:
+        return self.config.task.metric
+
+    @property
+    def base_metric(self) -> float:
+        return self.base[self.metric]
+
+    @property
+    def total_heads(self) -> int:
+        return sum(len(heads) for heads in kept_heads(self.model.model))
+
+    def evaluate(self, model: TaskModel | None = None, gates: torch.Tensor | None = None
+                 ) -> dict[str, float]:
+        """Task scores on the whole eval set, with `gates` applied to `model`'s heads."""
+        model = self.model if model is None else model
+        if gates is None:
+            return evaluate_task(model, self.config.task, self.data.eval, self.eval_features,
+                                 self.data.labels, self.tokenizer.pad_token_id)[0]
+        with HeadGates(model.model, gates):
+            return self.evaluate(model)
+
+    def compare_latency(self, models: dict[str, nn.Module], rounds: int = 3
+                        ) -> dict[str, float]:
+        """Median CPU milliseconds per forward pass of each model on the latency batch, timed
+        in interleaved rounds (the median of the rounds' medians), so that drift in a shared
+        machine's speed falls on every model alike."""
+        times: dict[str, list[float]] = {name: [] for name in models}
+        for _ in range(rounds):
+            for name, model in models.items():
+                times[name].append(measure_latency(model, self.latency_batch)["median_ms"])
+        return {name: float(np.median(values)) for name, values in times.items()}
+
+    def copy_model(self) -> TaskModel:
+        return copy.deepcopy(self.model)
+
+    def score_heads(self, score: str, gates: torch.Tensor, seed: int | None,
+                    model: TaskModel | None = None) -> np.ndarray:
+        """(layers, heads) importance by `score` of `model` with `gates` applied (masked heads
+        still get a score; the schedule skips them)."""
+        model = self.model if model is None else model
+        return SCORERS[score](self, model, gates, seed)
+
+
+def task_loss_fn(kind: str):
+    """loss_fn(hf_model, batch) for the importance functions: the fine-tuning loss."""
+    return lambda hf_model, batch: task_loss(TaskModel(hf_model, kind, HeadConfig()), batch)[0]
+
+
+def score_gradient(ctx: PruneContext, model: TaskModel, gates, seed) -> np.ndarray:
+    return compute_gradient_importance(model.model, ctx.importance_batches,
+                                       task_loss_fn(model.kind), gates=gates)
+
+
+def score_attention(name: str):
+    def score(ctx: PruneContext, model: TaskModel, gates, seed) -> np.ndarray:
+        with HeadGates(model.model, gates):
+            return compute_entropy_importance(model.model, ctx.importance_batches, name)
+    return score
+
+
+def score_ablation(ctx: PruneContext, model: TaskModel, gates, seed) -> np.ndarray:
+    loss_fn = task_loss_fn(model.kind)
+    return compute_ablation_importance(model.model, ctx.importance_batches,
+                                       lambda m, batch: -float(loss_fn(m, batch)), gates=gates)
+
+
+def score_random(ctx: PruneContext, model: TaskModel, gates, seed) -> np.ndarray:
+    return mark_removed(model.model,
+                        compute_random_importance(importance_shape(model.model), seed or 0))
+
+
+# score name -> (ctx, model, gates, seed) -> (layers, heads) importance, higher = keep
+SCORERS = {
+    "gradient": score_gradient,  # Michel et al. (2019) §4.1
+    "confidence": score_attention("confidence"),  # Voita et al. (2019)
+    "entropy": score_attention("entropy"),
+    "ablation": score_ablation,  # the metric is minus the loss on the scoring examples
+    "random": score_random,
+}
+
+
+def build_importance_batches(data: TaskData, tokenizer, config: PruneConfig) -> list[dict]:
+    """Up to prune.importance_examples training examples (a seeded sample), batched: heads are
+    scored on training data, so the eval set only ever measures."""
+    examples = list(data.train)
+    count = min(config.prune.importance_examples, len(examples))
+    chosen = random.Random(config.seed).sample(examples, count)
+    features = encode(chosen, tokenizer, config.task)
+    collate = build_collate(tokenizer.pad_token_id)
+    size = config.prune.batch_size
+    return [collate(features[i: i + size]) for i in range(0, len(features), size)]
+
+
+def build_latency_batch(features: list[dict], pad_token_id: int, size: int
+                        ) -> dict[str, torch.Tensor]:
+    """The first `size` eval sequences, padded: what every model variant is timed on."""
+    batch = build_collate(pad_token_id)(features[:size])
+    return {k: batch[k] for k in INPUT_KEYS if k in batch}
+
+
+def describe(model: nn.Module) -> dict[str, float]:
+    """Sizes of a model for the tables: parameters and linear-weight megabytes."""
+    return {"parameters": float(count_parameters(model)),
+            "linear_weight_mb": linear_weight_bytes(model) / 2**20}
+
+
+def save_curve_plot(ctx: PruneContext, figure, axis, xlabel: str, title: str, name: str) -> None:
+    """What every pruning curve shows: the loss budget under the original metric, labelled
+    axes, the task in the title; then plots/<name>.png."""
+    axis.axhline(ctx.base_metric - ctx.config.prune.max_loss, color="grey", linestyle="--",
+                 label=f"original − {ctx.config.prune.max_loss:g}")
+    axis.set_xlabel(xlabel)
+    axis.set_ylabel(f"eval {ctx.metric}")
+    axis.set_title(f"{title}: {ctx.config.task.name}")
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8)
+    save_figure(figure, ctx.out_dir, name)

@@ -1,0 +1,144 @@
+"""bertology prune: how much of a fine-tuned BERT is needed (the survey's §6).
+
+config → the model to prune (a finetune run's model/, or one fine-tuned here first) → task data
+and tokenizer → its original scores → each experiment (heads, removal, layers, magnitude,
+int8, matrix) → tables, plots, metrics; the structurally pruned model in model/.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from bertology.analysis import compression, head_pruning
+from bertology.analysis.prune_context import (
+    PruneContext,
+    build_importance_batches,
+    build_latency_batch,
+)
+from bertology.data.encode import encode
+from bertology.data.tasks import load_task
+from bertology.data.tokenizers import load_pretrained_tokenizer, tokenizer_options
+from bertology.errors import require
+from bertology.models.build import load_checkpoint_config, resolve_checkpoint
+from bertology.models.heads import load_pruned, read_pruned_heads
+from bertology.models.task_model import (
+    AUTO_CLASSES,
+    TaskModel,
+    check_task_checkpoint,
+    is_task_checkpoint,
+)
+from bertology.pipelines import distill, finetune, run_nested
+from bertology.prune_config import PruneConfig, load_prune_config
+from bertology.task_config import HeadConfig
+from bertology.tracking import build_tracker
+
+log = logging.getLogger(__name__)
+
+# experiment name -> run(ctx) -> metrics, in the order they run (removal reuses the heads
+# experiment's masks; the matrix reuses removal's model). In sync with prune_config.EXPERIMENTS.
+EXPERIMENTS = {
+    "heads": head_pruning.run_heads,
+    "removal": head_pruning.run_removal,
+    "layers": compression.run_layers,
+    "magnitude": compression.run_magnitude,
+    "int8": compression.run_int8,
+    "matrix": compression.run_matrix,
+}
+
+
+def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
+    config = load_prune_config(cfg)
+    check_schedule(config)
+    model_path = resolve_task_model(config, out_dir / "finetune")
+    ctx = build_context(config, model_path, out_dir)
+    if "matrix" in config.prune.experiments:
+        ctx.student_path = resolve_student(config, model_path, out_dir / "distill")
+    tracker = build_tracker(config.logger, out_dir, OmegaConf.to_container(cfg, resolve=True),
+                            name=f"prune-{config.task.name}-{out_dir.name}")
+    metrics = {f"prune/original/{k}": v for k, v in ctx.base.items()}
+    metrics.update({f"eval/{k}": v for k, v in ctx.base.items()})
+    for name in (n for n in EXPERIMENTS if n in config.prune.experiments):
+        log.info("experiment %s on task %s", name, config.task.name)
+        metrics.update(EXPERIMENTS[name](ctx))
+    if ctx.pruned is not None:
+        finetune.save_task_model_atomic(ctx.pruned, ctx.tokenizer, out_dir / "model")
+    return tracker.finish(metrics)
+
+
+def count_heads(config: PruneConfig) -> int:
+    """Heads in the model to prune, from its config.json (or size= for a random one)."""
+    if config.name_or_path is None:
+        size = config.finetune.size
+        return size.num_hidden_layers * size.num_attention_heads
+    model_config = load_checkpoint_config(resolve_checkpoint(config.name_or_path))
+    removed = sum(len(heads) for heads in read_pruned_heads(model_config).values())
+    return model_config.num_hidden_layers * model_config.num_attention_heads - removed
+
+
+def check_schedule(config: PruneConfig) -> None:
+    """A removal that would leave no head fails now, before any fine-tuning or scoring."""
+    fraction = config.prune.remove_fraction
+    if fraction is None or "removal" not in config.prune.experiments:
+        return
+    total = count_heads(config)
+    require(round(fraction * total) < total,
+            f"prune.remove_fraction={fraction} would remove every head of the model "
+            f"({round(fraction * total)} of {total}); lower it so at least one head stays")
+
+
+def resolve_task_model(config: PruneConfig, finetune_dir: Path) -> str:
+    """model.name_or_path as it is when it is a task model already; otherwise (an encoder, or
+    null for a random tiny one) fine-tuned on the task first, by `bertology finetune`, into
+    <run>/finetune (a finished one is reused)."""
+    path = config.name_or_path
+    if path is not None:
+        path = resolve_checkpoint(path)
+        if is_task_checkpoint(load_checkpoint_config(path), config.task.kind):
+            return path
+    run_nested(finetune.run, config.finetune_cfg, finetune_dir,
+               f"{path or 'a random-initialised model'} is not fine-tuned on "
+               f"{config.task.name} yet: fine-tuning it")
+    return str(finetune_dir / "model")
+
+
+def resolve_student(config: PruneConfig, teacher_path: str, distill_dir: Path) -> str:
+    """compression.student_path, or a student distilled here from the model being pruned
+    (`bertology distill` into <run>/distill; a finished one is reused)."""
+    if config.compression.student_path is not None:
+        return resolve_checkpoint(config.compression.student_path)
+    distill_cfg = config.distill_cfg.copy()
+    distill_cfg.teacher.name_or_path = teacher_path
+    run_nested(distill.run, distill_cfg, distill_dir, "distilling the matrix's student")
+    return str(distill_dir / "model")
+
+
+def load_task_model(path: str, config: PruneConfig, labels: list[str]) -> TaskModel:
+    """The fine-tuned model, checked, in fp32 on the CPU; a head-pruned one keeps its heads."""
+    model_config = load_checkpoint_config(path)
+    check_task_checkpoint(path, model_config, "model.name_or_path", config.task.kind,
+                          config.task.name, labels)
+    model = load_pruned(path, AUTO_CLASSES[config.task.kind], attn_implementation="sdpa")
+    return TaskModel(model.to("cpu", torch.float32), config.task.kind, HeadConfig()).eval()
+
+
+def build_context(config: PruneConfig, model_path: str, out_dir: Path) -> PruneContext:
+    data = load_task(config.task, config.data_dir, config.trainer.max_train_examples)
+    model = load_task_model(model_path, config, data.labels)
+    tokenizer = load_pretrained_tokenizer(
+        model_path, **tokenizer_options(model.model.config.model_type))
+    eval_features = encode(data.eval, tokenizer, config.task)
+    ctx = PruneContext(
+        config=config, out_dir=out_dir, model=model, tokenizer=tokenizer, data=data,
+        model_path=model_path, eval_features=eval_features,
+        importance_batches=build_importance_batches(data, tokenizer, config),
+        latency_batch=build_latency_batch(eval_features, tokenizer.pad_token_id,
+                                          config.prune.batch_size))
+    ctx.base = ctx.evaluate()
+    log.info("%s: %d heads in %d layers; %d eval examples; original %s %.4f", model_path,
+             ctx.total_heads, model.model.config.num_hidden_layers, len(eval_features),
+             ctx.metric, ctx.base_metric)
+    return ctx
