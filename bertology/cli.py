@@ -23,6 +23,7 @@ from bertology.distill_config import load_distill_config
 from bertology.errors import UserError
 from bertology.probe_config import load_probe_config
 from bertology.prune_config import load_prune_config
+from bertology.report_config import load_report_config
 from bertology.task_config import load_finetune_config
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
@@ -35,6 +36,7 @@ PIPELINES = {
     "probe": "bertology.pipelines.probe",
     "prune": "bertology.pipelines.prune",
     "distill": "bertology.pipelines.distill",
+    "report": "bertology.report",
 }
 
 # pipeline -> the check its config must pass before a run directory is made
@@ -44,6 +46,7 @@ CONFIG_CHECKS = {
     "probe": load_probe_config,
     "prune": load_prune_config,
     "distill": load_distill_config,
+    "report": load_report_config,
 }
 
 USAGE = """usage: bertology <pipeline> [key=value ...] [-m key=a,b ...]
@@ -61,6 +64,9 @@ pipelines:
              magnitude,int8,matrix]; prune.scores=[gradient,random])
   distill    a fine-tuned teacher → a smaller student (teacher.name_or_path=<finetune model/>;
              student.init=teacher_layers|random; kd.alpha, kd.temperature, TinyBERT terms)
+
+  report     run dirs → REPORT.md: metrics over seeds and a verdict per survey finding
+             (bertology report outputs/probe/multirun/<date>/<time> [more dirs])
 
 `bertology <pipeline> --help` shows its config groups and options (Hydra);
 `python -m bertology` is the same program."""
@@ -147,12 +153,24 @@ def launch(pipeline: str, overrides: list[str]) -> int:
     return 0
 
 
+def report_overrides(args: list[str]) -> list[str]:
+    """`bertology report DIR [DIR ...] [key=value ...]`: the dirs become runs=[...]."""
+    paths = [a for a in args if "=" not in a and not a.startswith("-")]
+    rest = [a for a in args if a not in paths]
+    if not paths:
+        return rest
+    quoted = ",".join("'" + p.replace("\\", "\\\\").replace("'", "\\'") + "'" for p in paths)
+    return [f"runs=[{quoted}]", *rest]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help", "help"):
         print(USAGE)
         return 0
     pipeline, overrides = args[0], args[1:]
+    if pipeline == "report":
+        overrides = report_overrides(overrides)
     if pipeline not in PIPELINES:
         return fail(pipeline, f"unknown pipeline {pipeline!r}; use one of: "
                     f"{', '.join(PIPELINES)} (bertology --help)")
