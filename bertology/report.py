@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 
 LAYER = re.compile(r"layer_(\d+)")
 EXPECTATIONS = ("greater", "less")
+HEADLINE = ("eval/", "distill/retained", "distill/speedup", "prune/heads_remaining")
+MAX_HEADLINES = 8  # per group in REPORT.md; the CSV has them all
 
 
 @dataclass
@@ -114,8 +116,14 @@ def reduce_top_minus_bottom(layers: list[int], values: list[float]) -> float:
     return float(np.mean(values[-half:]) - np.mean(values[:half]))
 
 
+def reduce_peak_off_middle(layers: list[int], values: list[float]) -> float:
+    """How far the peak lies from the middle of the depth: |argmax fraction − 0.5|."""
+    return abs(reduce_argmax_fraction(layers, values) - 0.5)
+
+
 REDUCTIONS = {
     "argmax_fraction": reduce_argmax_fraction,
+    "peak_off_middle": reduce_peak_off_middle,
     "trend": reduce_trend,
     "top_minus_bottom": reduce_top_minus_bottom,
     "max": lambda layers, values: float(max(values)),
@@ -316,16 +324,28 @@ def write_report(results: list[FindingResult], runs: list[Run], out_dir: Path) -
              f"{len(runs)} finished runs; {len(results)} findings judged. Values are means over "
              "seeds ± std [95% t-interval]; a verdict holds when the interval of a − b lies "
              "beyond the margin in the expected direction (bertology/report.py).", "",
-             "| finding | claim | source | evidence | a | b | a − b | seeds | verdict | figure |",
-             "|---|---|---|---|---|---|---|---:|---|---|"]
+             "## Findings", ""]
+    if not results:
+        lines.append("None of these runs belongs to a finding (conf/experiment/finding_*.yaml).")
+    else:
+        lines += ["| finding | claim | source | evidence | a | b | a − b | seeds | verdict "
+                  "| figure |", "|---|---|---|---|---|---|---|---:|---|---|"]
     for r in results:
         figure = plot_finding(r, out_dir)
         lines.append(f"| {r.id} | {r.claim} | {r.source} | `{r.evidence}` "
                      f"| {format_summary(r.a)} | {format_summary(r.b)} "
                      f"| {format_summary(r.diff)} | {r.diff.n} "
                      f"| **{r.verdict}** | ![]({figure}) |")
-    lines += ["", "Every metric of every group of runs: `tables/metrics.csv`; verdicts: "
-              "`tables/findings.csv`.", ""]
+    lines += ["", "## Runs", "", "Runs that differ only in their seed form a group; its "
+              "evaluation metrics (all metrics: `tables/metrics.csv`):", "",
+              "| group | runs | seeds | metric | mean ± std |", "|---:|---|---:|---|---|"]
+    for index, group in enumerate(group_runs(runs).values()):
+        names = sorted({k for r in group for k in r.metrics if k.startswith(HEADLINE)})
+        for name in names[:MAX_HEADLINES]:
+            s = summarise([r.metrics[name] for r in group if name in r.metrics])
+            lines.append(f"| {index} | {group[0].path}{' …' if len(group) > 1 else ''} "
+                         f"| {len(group)} | {name} | {format_summary(s)} |")
+    lines += ["", "Verdicts as CSV: `tables/findings.csv`.", ""]
     path = out_dir / "REPORT.md"
     tmp = path.with_name(".REPORT.md.tmp")
     tmp.write_text("\n".join(lines))

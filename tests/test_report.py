@@ -72,6 +72,7 @@ def test_layer_reductions():
                                          "probe/layer_*/accuracy")
     assert layers == [0, 1, 2, 3, 4]
     assert report.REDUCTIONS["argmax_fraction"](layers, values) == 0.25
+    assert report.REDUCTIONS["peak_off_middle"](layers, values) == 0.25
     assert report.REDUCTIONS["trend"](layers, [0.1, 0.2, 0.3, 0.5, 0.4]) == pytest.approx(0.9)
     assert report.REDUCTIONS["top_minus_bottom"](layers, values) == pytest.approx(
         (0.7 + 0.6) / 2 - (0.5 + 0.9) / 2)
@@ -115,6 +116,7 @@ def test_report_pipeline_writes_markdown_tables_and_figures(tmp_path):
     assert metrics["report/findings"] == 1 and metrics["report/holds"] == 1
     text = (out / "REPORT.md").read_text()
     assert "| demo | a beats b | a paper, Table 1 |" in text and "**holds**" in text
+    assert "| eval/accuracy | 0.5 |" in text  # the plain run's group, in the runs section
     assert (out / "plots" / "finding_demo.png").stat().st_size > 0
     with (out / "tables" / "findings.csv").open() as handle:
         assert next(csv.DictReader(handle))["verdict"] == "holds"
