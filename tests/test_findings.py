@@ -1,15 +1,18 @@
 """Every conf/experiment/finding_*.yaml: its header gives the command that runs it, its
-`finding:` block is complete, it composes and passes its pipeline's checks, and its smoke
-variant runs one step end to end and gets a computed verdict from `bertology report`."""
+`finding:` block is complete, it composes and passes its pipeline's checks (every job of its
+sweep), and its smoke variant runs one step end to end, producing the evidence the report reads
+(and, for a finding within one run, a computed verdict)."""
 
 from __future__ import annotations
 
 import importlib
 import re
+from pathlib import Path
 
 import pytest
 from conftest import REPO, compose_config
 from omegaconf import OmegaConf
+from test_experiments import sweep_jobs
 
 from bertology import report
 from bertology.cli import CONFIG_CHECKS, PIPELINES
@@ -31,11 +34,19 @@ def pipeline_of(name: str) -> str:
 def test_a_finding_composes_and_is_complete(name):
     pipeline = pipeline_of(name)
     cfg = compose_config(pipeline, [f"experiment={name}", "seed=0"])
-    CONFIG_CHECKS[pipeline](cfg)
     finding = OmegaConf.to_container(cfg.finding, resolve=True)
     assert {"id", "claim", "source", "compare", "smoke"} <= set(finding)
     assert f"finding_{finding['id']}" == name
     assert finding["compare"]["expect"] in report.EXPECTATIONS
+    jobs = []
+    for overrides in sweep_jobs(name, pipeline):
+        job = compose_config(pipeline, overrides)
+        CONFIG_CHECKS[pipeline](job)
+        jobs.append(report.Run(Path(name), {}, OmegaConf.to_container(job, resolve=True),
+                               finding))
+    for side in (finding["compare"]["a"], finding["compare"]["b"]):
+        if not isinstance(side, (int, float)):  # each side is some job of the sweep
+            assert any(report.selects(job, side) for job in jobs), side
 
 
 @pytest.mark.parametrize("name", FINDINGS)
@@ -47,5 +58,11 @@ def test_a_finding_runs_one_step_and_gets_a_verdict(name, tmp_path):
     (run_dir / ".hydra").mkdir(parents=True)
     OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")  # as Hydra saves a run's config
     importlib.import_module(PIPELINES[pipeline]).run(cfg, run_dir)
-    result = report.judge(name.removeprefix("finding_"), report.find_runs([run_dir]))
-    assert result.verdict in VERDICTS and result.diff.n == 1
+    (run,) = report.find_runs([run_dir])
+    compare = run.finding["compare"]
+    sides = [side for side in (compare["a"], compare["b"]) if not isinstance(side, (int, float))]
+    for side in sides:  # the run produced the evidence (a sweep's arm aside)
+        assert isinstance(report.evidence_value(run, side), float)
+    if not any(isinstance(side, dict) and side.get("where") for side in sides):
+        result = report.judge(name.removeprefix("finding_"), [run])
+        assert result.verdict in VERDICTS and result.diff.n == 1

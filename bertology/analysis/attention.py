@@ -305,6 +305,10 @@ def run_head_stats(ctx, settings: AttentionSettings, features, sentences) -> dic
             key = "change/layer_{:02d}/mean" if name == "change" else "layer_{:02d}/" + name
             metrics["attention/" + key.format(layer + 1)] = value
     write_table(ctx.out_dir, f"attention_{task}", rows)
+    # Clark et al. (2019) §3: many heads put most of their attention on [CLS], [SEP] or
+    # punctuation; the share of heads whose mass on them exceeds one half
+    special = columns["cls"] + columns["sep"] + columns["punct"]  # (layers, heads)
+    metrics["attention/special_heads_fraction"] = float((special > 0.5).mean())
     if settings.heatmaps:
         for name, values in columns.items():
             plot_head_heatmap(values, f"{name} ({task})", ctx.out_dir,
