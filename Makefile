@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 TORCH   ?= torch==2.13.0
 export BERTOLOGY_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: help setup test test-slow lint bench clean
+.PHONY: help setup test test-slow lint bench reproduce clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -25,6 +25,9 @@ test-slow:  ## the slow end-to-end tests
 
 lint:  ## ruff
 	$(BIN)/ruff check bertology tests bench
+
+reproduce:  ## every finding at CPU scale, then the report (outputs/reproduce/<stamp>/report/REPORT.md)
+	$(BIN)/python -m bertology.reproduce
 
 bench:  ## benchmarks; figures go to bench/RESULTS.md
 	$(BIN)/python bench/bench_pretrain.py

@@ -35,12 +35,13 @@ def test_a_finding_composes_and_is_complete(name):
     pipeline = pipeline_of(name)
     cfg = compose_config(pipeline, [f"experiment={name}", "seed=0"])
     finding = OmegaConf.to_container(cfg.finding, resolve=True)
-    assert {"id", "claim", "source", "compare", "smoke"} <= set(finding)
+    assert {"id", "claim", "source", "compare", "smoke", "reproduce"} <= set(finding)
     assert f"finding_{finding['id']}" == name
     assert finding["compare"]["expect"] in report.EXPECTATIONS
+    reproduce = [o.replace("{sst2_model}", "outputs/some/model") for o in finding["reproduce"]]
     jobs = []
     for overrides in sweep_jobs(name, pipeline):
-        job = compose_config(pipeline, overrides)
+        job = compose_config(pipeline, [*overrides, *reproduce])
         CONFIG_CHECKS[pipeline](job)
         jobs.append(report.Run(Path(name), {}, OmegaConf.to_container(job, resolve=True),
                                finding))
@@ -66,3 +67,11 @@ def test_a_finding_runs_one_step_and_gets_a_verdict(name, tmp_path):
     if not any(isinstance(side, dict) and side.get("where") for side in sides):
         result = report.judge(name.removeprefix("finding_"), [run])
         assert result.verdict in VERDICTS and result.diff.n == 1
+
+
+def test_reproduce_runs_every_finding():
+    from bertology.reproduce import load_findings
+
+    findings = load_findings(None)
+    assert {f"finding_{name}" for name in findings} == set(FINDINGS)
+    assert all(spec["pipeline"] in PIPELINES for spec in findings.values())
