@@ -218,6 +218,7 @@ class PretrainConfig:
     resume: str
     data_dir: Path
     cache_dir: Path
+    downstream: DictConfig | None = None  # the finetune config of model/, or None
 
     def __post_init__(self) -> None:
         one_of(self.resume, ("auto", "true", "false"), "resume")
@@ -323,4 +324,19 @@ def load_pretrain_config(cfg: DictConfig) -> PretrainConfig:
         resume=str(container["resume"]).lower(),
         data_dir=data_dir,
         cache_dir=cache_dir,
+        downstream=check_downstream(container),
     )
+
+
+def check_downstream(container: dict) -> DictConfig | None:
+    """downstream.task: the finetune config of the pretrained model/, checked now."""
+    from bertology.downstream import build_downstream_cfg
+    from bertology.task_config import load_finetune_config
+
+    cfg = build_downstream_cfg(container, "<this run's model/>")
+    if cfg is not None:
+        try:
+            load_finetune_config(cfg)
+        except UserError as err:
+            raise UserError(f"downstream (fine-tuning model/): {err}") from err
+    return cfg

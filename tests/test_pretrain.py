@@ -18,6 +18,8 @@ from conftest import compose_config
 from safetensors.torch import load_model
 from transformers import AutoModelForMaskedLM, AutoModelForPreTraining, AutoTokenizer
 
+from bertology.config import load_pretrain_config
+from bertology.errors import UserError
 from bertology.pipelines import pretrain
 
 SMOKE = ["logger=none", "trainer=smoke", "data.num_sentences=800", "data.eval_docs=20"]
@@ -107,8 +109,6 @@ def test_continue_from_a_checkpoint_dir(bert_run, tmp_path):
 
 
 def test_resume_false_refuses_a_dir_with_checkpoints(bert_run):
-    from bertology.errors import UserError
-
     out, _ = bert_run
     with pytest.raises(UserError, match="resume=false"):
         run_pretrain(out, ["resume=false"])
@@ -223,3 +223,21 @@ def test_sweep_over_the_four_variants_learns_and_saves_loadable_models(tmp_path)
                       "ElectraForPreTraining"]
     assert AutoModelForMaskedLM.from_pretrained(jobs[3] / "generator").config.model_type == \
         "electra"
+
+
+def test_downstream_fine_tunes_model_and_reports_its_scores(tmp_path):
+    cfg = compose_config("pretrain", [
+        "logger=none", "trainer.max_steps=4", "trainer.batch_size=4", "trainer.eval_batches=1",
+        "data.num_sentences=300", "data.eval_docs=5", "data.max_seq_length=64",
+        "downstream.task=synthetic_pos", "+downstream.trainer.max_train_examples=60",
+        "+downstream.trainer.epochs=1"])
+    metrics = pretrain.run(cfg, tmp_path)
+    assert 0.0 <= metrics["downstream/eval/accuracy"] <= 1.0
+    saved = json.loads((tmp_path / "downstream" / "metrics.json").read_text())
+    assert saved["eval/accuracy"] == metrics["downstream/eval/accuracy"]
+    assert (tmp_path / "downstream" / "model" / "model.safetensors").exists()
+
+
+def test_an_unknown_downstream_task_fails_before_pretraining():
+    with pytest.raises(UserError, match="downstream: no task 'sst3'"):
+        load_pretrain_config(compose_config("pretrain", ["downstream.task=sst3"]))

@@ -33,9 +33,9 @@ from bertology.models.task_model import (
 )
 from bertology.objectives import kd
 from bertology.pipelines import finetune, run_nested
-from bertology.pipelines.pretrain import check_resume
 from bertology.task_config import HeadConfig
 from bertology.tracking import build_tracker
+from bertology.training.checkpoint import check_resume
 from bertology.training.loop import train
 
 log = logging.getLogger(__name__)

@@ -46,9 +46,9 @@ from bertology.models.task_model import (
     save_task_model,
 )
 from bertology.objectives import task as task_objective
-from bertology.pipelines.pretrain import check_resume
 from bertology.task_config import FinetuneConfig, load_finetune_config
 from bertology.tracking import build_tracker, write_dir_atomic, write_json_atomic
+from bertology.training.checkpoint import check_resume
 from bertology.training.loop import train
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,6 @@ from bertology.config import PretrainConfig, load_pretrain_config
 from bertology.data.corpora import Corpus, build_corpus
 from bertology.data.stream import PretrainData
 from bertology.data.tokenizers import load_or_train_tokenizer, load_pretrained_tokenizer
-from bertology.errors import require
 from bertology.models.build import (
     build_model,
     checkpoint_family,
@@ -25,8 +24,9 @@ from bertology.models.build import (
 from bertology.models.electra import ElectraPair
 from bertology.models.spanbert import save_pretrained
 from bertology.objectives import OBJECTIVES
+from bertology.pipelines import finetune, run_nested
 from bertology.tracking import build_tracker, write_dir_atomic
-from bertology.training.checkpoint import list_checkpoints
+from bertology.training.checkpoint import check_resume
 from bertology.training.loop import train
 
 log = logging.getLogger(__name__)
@@ -52,14 +52,20 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     metrics = train(model, objective, data, config.trainer, out_dir, tracker, config.seed)
     save_models(model, tokenizer, out_dir)
     metrics["model/parameters"] = float(count_parameters(model))
+    metrics.update(run_downstream(config, out_dir))
     return tracker.finish(metrics)
 
 
-def check_resume(config: PretrainConfig, out_dir: Path) -> None:
-    if config.resume == "false":
-        require(not list_checkpoints(out_dir / "checkpoints"),
-                f"{out_dir} already holds checkpoints and resume=false; pick another "
-                "hydra.run.dir or drop resume=false to continue that run")
+def run_downstream(config: PretrainConfig, out_dir: Path) -> dict[str, float]:
+    """downstream.task: model/ fine-tuned by `bertology finetune` into <run>/downstream;
+    its eval/* as downstream/eval/*."""
+    if config.downstream is None:
+        return {}
+    cfg = config.downstream.copy()
+    cfg.model.name_or_path = str(out_dir / "model")
+    scores = run_nested(finetune.run, cfg, out_dir / "downstream",
+                        f"fine-tuning model/ on {cfg.task.name}")
+    return {f"downstream/{k}": v for k, v in scores.items() if k.startswith("eval/")}
 
 
 def load_tokenizer(config: PretrainConfig, corpus: Corpus):

@@ -16,6 +16,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_model, save_model
 
+from bertology.errors import require
+
 log = logging.getLogger(__name__)
 
 PREFIX = "step_"
@@ -65,3 +67,12 @@ def load_checkpoint(path: Path, model: torch.nn.Module, optimizer) -> dict:
     optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
     log.info("resumed from %s", path)
     return json.loads((path / "state.json").read_text())
+
+
+def check_resume(config, out_dir: Path) -> None:
+    """resume=false refuses a run dir that already holds checkpoints (any pipeline's config
+    with a `resume` field)."""
+    if config.resume == "false":
+        require(not list_checkpoints(out_dir / "checkpoints"),
+                f"{out_dir} already holds checkpoints and resume=false; pick another "
+                "hydra.run.dir or drop resume=false to continue that run")
