@@ -328,6 +328,16 @@ def load_pretrain_config(cfg: DictConfig) -> PretrainConfig:
     )
 
 
+def check_nested(load: typing.Callable[[DictConfig], Any], cfg: DictConfig, what: str) -> Any:
+    """load(cfg) for a pipeline run nested in another (distill's teacher, prune's student,
+    pretrain's downstream fine-tuning), checked before any work; a bad value's error line
+    says which nested run it belongs to."""
+    try:
+        return load(cfg)
+    except UserError as err:
+        raise UserError(f"{what}: {err}") from err
+
+
 def check_downstream(container: dict) -> DictConfig | None:
     """downstream.task: the finetune config of the pretrained model/, checked now."""
     from bertology.downstream import build_downstream_cfg
@@ -335,8 +345,5 @@ def check_downstream(container: dict) -> DictConfig | None:
 
     cfg = build_downstream_cfg(container, "<this run's model/>")
     if cfg is not None:
-        try:
-            load_finetune_config(cfg)
-        except UserError as err:
-            raise UserError(f"downstream (fine-tuning model/): {err}") from err
+        check_nested(load_finetune_config, cfg, "downstream (fine-tuning model/)")
     return cfg

@@ -11,20 +11,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from bertology.config import (
     LoggerConfig,
     SizeConfig,
     TrainerConfig,
     build_group,
+    check_nested,
     one_of,
     positive,
     resolve_container,
     resolve_paths,
 )
-from bertology.errors import UserError, require
-from bertology.task_config import TaskConfig, load_finetune_config
+from bertology.errors import require
+from bertology.task_config import TaskConfig, build_finetune_cfg, load_finetune_config
 
 STUDENT_INITS = ("teacher_layers", "random")
 # first: drop the top layers (Sajjad et al., 2020's best strategy); alternate: one layer out of
@@ -103,18 +104,6 @@ class DistillConfig:
 TEACHER_KEYS = ("name_or_path", "model", "size", "trainer")
 
 
-def build_teacher_finetune(container: dict) -> DictConfig:
-    """The `finetune` config of the built-in teacher: teacher.model / size / trainer on the
-    distillation task, with the paper's fine-tuning head, written to <run>/teacher."""
-    teacher = container["teacher"]
-    return OmegaConf.create({
-        "model": teacher["model"], "size": teacher["size"], "trainer": teacher["trainer"],
-        "task": container["task"], "head": {}, "logger": container["logger"],
-        "seed": container["seed"], "seeds": None, "init": "pretrained",
-        "resume": container["resume"], "paths": container["paths"],
-    })
-
-
 def load_distill_config(cfg: DictConfig) -> DistillConfig:
     """Check a composed `distill` config and return its typed view (raises UserError)."""
     container = resolve_container(cfg)
@@ -128,11 +117,10 @@ def load_distill_config(cfg: DictConfig) -> DistillConfig:
             f"teacher.name_or_path={path!r} must be a finetune run's model/ dir (or null)")
     finetune_cfg = None
     if path is None:
-        finetune_cfg = build_teacher_finetune(container)
-        try:  # the built-in teacher's values, checked now
-            load_finetune_config(finetune_cfg)
-        except UserError as err:
-            raise UserError(f"teacher (built by finetune): {err}") from err
+        # the built-in teacher, fine-tuned on the distillation task into <run>/teacher
+        finetune_cfg = build_finetune_cfg(container, teacher["model"], teacher["size"],
+                                          teacher["trainer"], container["task"])
+        check_nested(load_finetune_config, finetune_cfg, "teacher (built by finetune)")
     return DistillConfig(
         teacher_path=path,
         teacher_finetune=finetune_cfg,

@@ -15,6 +15,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from bertology.errors import require
+from bertology.task_config import build_finetune_cfg
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
@@ -39,9 +40,5 @@ def build_downstream_cfg(container: dict, model_path: str) -> DictConfig | None:
     trainer = OmegaConf.merge(load_group_file("trainer", "finetune"),
                               downstream.get("trainer") or {})
     model = {**container["model"], "name_or_path": model_path}
-    return OmegaConf.create({
-        "model": model, "size": container["size"], "task": load_group_file("task", str(task)),
-        "trainer": OmegaConf.to_container(trainer), "head": {}, "logger": container["logger"],
-        "seed": container["seed"], "seeds": None, "init": "pretrained",
-        "resume": container["resume"], "paths": container["paths"],
-    })
+    return build_finetune_cfg(container, model, container["size"],
+                              OmegaConf.to_container(trainer), load_group_file("task", str(task)))

@@ -12,11 +12,23 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from bertology.config import LoggerConfig, TrainerConfig, build_group, one_of, resolve_container
+from bertology.config import (
+    LoggerConfig,
+    TrainerConfig,
+    build_group,
+    check_nested,
+    one_of,
+    resolve_container,
+)
 from bertology.distill_config import KDConfig, StudentConfig, load_distill_config
-from bertology.errors import UserError, require
+from bertology.errors import require
 from bertology.models.heads import LAYER_DROPPING
-from bertology.task_config import FinetuneConfig, TaskConfig, load_finetune_config
+from bertology.task_config import (
+    FinetuneConfig,
+    TaskConfig,
+    build_finetune_cfg,
+    load_finetune_config,
+)
 
 EXPERIMENTS = ("heads", "removal", "layers", "magnitude", "int8", "matrix")
 SCORES = ("gradient", "confidence", "entropy", "ablation", "random")
@@ -101,17 +113,6 @@ class PruneConfig:
         return self.finetune.model.name_or_path
 
 
-def build_finetune_cfg(container: dict) -> DictConfig:
-    """The `finetune` config that makes the model to prune when it is not a task model yet:
-    the paper's fine-tuning head, one seed, into <run>/finetune."""
-    return OmegaConf.create({
-        "model": container["model"], "size": container["size"], "trainer": container["trainer"],
-        "task": container["task"], "head": {}, "logger": container["logger"],
-        "seed": container["seed"], "seeds": None, "init": "pretrained",
-        "resume": container["resume"], "paths": container["paths"],
-    })
-
-
 def build_distill_cfg(container: dict, teacher_path: str) -> DictConfig:
     """The `distill` config of the matrix's student: the fine-tuned model as the teacher."""
     compression = container["compression"]
@@ -126,7 +127,9 @@ def build_distill_cfg(container: dict, teacher_path: str) -> DictConfig:
 def load_prune_config(cfg: DictConfig) -> PruneConfig:
     """Check a composed `prune` config and return its typed view (raises UserError)."""
     container = resolve_container(cfg)
-    finetune_cfg = build_finetune_cfg(container)
+    # when model.name_or_path is not a task model yet, it is fine-tuned into <run>/finetune
+    finetune_cfg = build_finetune_cfg(container, container["model"], container["size"],
+                                      container["trainer"], container["task"])
     finetune = load_finetune_config(finetune_cfg)
     settings = build_group(PruneSettings, container["prune"], "prune")
     compression = build_group(CompressionConfig, container["compression"], "compression")
@@ -136,10 +139,8 @@ def load_prune_config(cfg: DictConfig) -> PruneConfig:
     if "matrix" in settings.experiments and compression.student_path is None:
         # checked now with a stand-in teacher path; run() fills in the fine-tuned model's
         distill_cfg = build_distill_cfg(container, "<the model to prune>")
-        try:
-            load_distill_config(distill_cfg)
-        except UserError as err:
-            raise UserError(f"compression (the student, built by distill): {err}") from err
+        check_nested(load_distill_config, distill_cfg,
+                     "compression (the student, built by distill)")
     return PruneConfig(
         finetune=finetune, finetune_cfg=finetune_cfg, prune=settings, compression=compression,
         distill_cfg=distill_cfg, task=finetune.task, trainer=finetune.trainer,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from bertology.config import (
     LoggerConfig,
@@ -132,6 +132,19 @@ class FinetuneConfig:
                     f"finetune builds random-initialised bert or roberta models; "
                     f"model={self.model.family} needs model.name_or_path (a pretrained run's "
                     "model/ dir)")
+
+
+def build_finetune_cfg(container: dict, model: dict, size: dict, trainer: dict, task: dict
+                       ) -> DictConfig:
+    """The `finetune` config of a fine-tuning run nested in another pipeline (distill's
+    teacher, prune's model, pretrain's downstream task): the given model, size, trainer and
+    task, the paper's fine-tuning head, one seed, and the outer run's logger, seed, resume
+    and paths."""
+    return OmegaConf.create({
+        "model": model, "size": size, "trainer": trainer, "task": task, "head": {},
+        "logger": container["logger"], "seed": container["seed"], "seeds": None,
+        "init": "pretrained", "resume": container["resume"], "paths": container["paths"],
+    })
 
 
 def load_finetune_config(cfg: DictConfig) -> FinetuneConfig:
