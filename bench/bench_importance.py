@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import random
 import tempfile
 import time
 from pathlib import Path
@@ -34,8 +33,7 @@ from hydra import compose, initialize_config_dir  # noqa: E402
 from scipy.stats import spearmanr  # noqa: E402
 from transformers import AutoModelForSequenceClassification  # noqa: E402
 
-from bertology.analysis.prune_context import task_loss_fn  # noqa: E402
-from bertology.data.encode import build_collate, encode  # noqa: E402
+from bertology.analysis.prune_context import build_importance_batches, task_loss_fn  # noqa: E402
 from bertology.data.tasks import load_task  # noqa: E402
 from bertology.data.tokenizers import load_pretrained_tokenizer  # noqa: E402
 from bertology.models.importance import (  # noqa: E402
@@ -64,10 +62,8 @@ def load_batches(model_path: Path, examples: int, batch_size: int) -> list[dict]
     config = load_finetune_config(compose_finetune(["task=sst2"]))
     data = load_task(config.task, config.data_dir, None)
     tokenizer = load_pretrained_tokenizer(str(model_path))
-    chosen = random.Random(0).sample(list(data.train), examples)
-    features = encode(chosen, tokenizer, config.task)
-    collate = build_collate(tokenizer.pad_token_id)
-    return [collate(features[i: i + batch_size]) for i in range(0, len(features), batch_size)]
+    return build_importance_batches(data.train, tokenizer, config.task, examples, batch_size,
+                                    seed=0)
 
 
 def timed(fn):

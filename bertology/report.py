@@ -227,6 +227,17 @@ def side_values(runs: list[Run], evidence) -> tuple[list[float], list[int | None
     return [evidence_value(r, evidence) for r in chosen], [r.seed for r in chosen]
 
 
+def align_by_seed(b: list[float], seeds_a: list, seeds_b: list) -> list[float] | None:
+    """b in the order of a's seeds when the two sides can be paired (the same seeds, one run
+    each, in any order); None when they cannot."""
+    if seeds_a == seeds_b:
+        return b
+    if len(set(seeds_a)) != len(seeds_a) or sorted(map(str, seeds_a)) != sorted(map(str, seeds_b)):
+        return None
+    position = {seed: i for i, seed in enumerate(seeds_b)}
+    return [b[position[seed]] for seed in seeds_a]
+
+
 def judge(finding_id: str, runs: list[Run]) -> FindingResult:
     spec = runs[0].finding
     compare = spec["compare"]
@@ -235,13 +246,10 @@ def judge(finding_id: str, runs: list[Run]) -> FindingResult:
     if len(b) == 1 and len(a) > 1 and isinstance(compare["b"], (int, float)):
         b = b * len(a)  # a constant threshold: compare each seed with it
         seeds_b = seeds_a
-    paired = seeds_a == seeds_b or (len(set(seeds_a)) == len(a) and sorted(
-        map(str, seeds_a)) == sorted(map(str, seeds_b)))
-    if paired and seeds_a != seeds_b:  # same seeds, different order: align them
-        order = {s: i for i, s in enumerate(seeds_b)}
-        b = [b[order[s]] for s in seeds_a]
+    aligned = align_by_seed(b, seeds_a, seeds_b)
+    b = b if aligned is None else aligned
     verdict, diff = compute_verdict(a, b, compare.get("expect", "greater"),
-                                    float(compare.get("margin", 0.0)), paired)
+                                    float(compare.get("margin", 0.0)), aligned is not None)
     symbol = ">" if compare.get("expect", "greater") == "greater" else "<"
     margin = f" {float(compare['margin']):+g}" if compare.get("margin") else ""
     evidence = (f"{describe_evidence(compare['a'])} {symbol} "

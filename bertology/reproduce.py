@@ -34,15 +34,20 @@ SST2_MODEL = ["finetune", "model=minilm", "task=sst2", "trainer=finetune_cpu",
 log = logging.getLogger("bertology.reproduce")
 
 
+def pipeline_of(bundle: Path) -> str:
+    """The pipeline a bundle runs on, from the command its header gives."""
+    match = re.search(rf"bertology (\w+) -m experiment={bundle.stem}\b", bundle.read_text())
+    require(match is not None, f"{bundle}: the header must give `bertology <pipeline> -m "
+            f"experiment={bundle.stem}`")
+    return match.group(1)
+
+
 def load_findings(only: list[str] | None) -> dict[str, dict]:
     """finding id -> {pipeline, overrides} from conf/experiment/finding_*.yaml."""
     findings = {}
     for path in sorted(EXPERIMENTS.glob("finding_*.yaml")):
         spec = OmegaConf.to_container(OmegaConf.load(path))["finding"]
-        match = re.search(rf"bertology (\w+) -m experiment={path.stem}\b", path.read_text())
-        require(match is not None, f"{path}: the header must give `bertology <pipeline> -m "
-                f"experiment={path.stem}`")
-        pipeline = match.group(1)
+        pipeline = pipeline_of(path)
         if only and spec["id"] not in only:
             continue
         findings[spec["id"]] = {"pipeline": pipeline, "bundle": path.stem,

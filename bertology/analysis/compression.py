@@ -20,7 +20,7 @@ import shutil
 import matplotlib.pyplot as plt
 from tqdm.auto import tqdm
 
-from bertology.analysis.head_pruning import build_pruned, removal_gates
+from bertology.analysis.head_pruning import build_pruned, masked_heads, removal_gates
 from bertology.analysis.output import save_figure, write_table
 from bertology.analysis.prune_context import PruneContext, describe, save_curve_plot
 from bertology.errors import require
@@ -169,8 +169,7 @@ def prune_student(ctx: PruneContext, student: TaskModel, fraction: float) -> Tas
         scores = ctx.score_heads(ctx.config.prune.scores[0], gates, 0, model=pruned)
         for layer, head in select_heads_to_mask(scores, gates, count):
             gates[layer, head] = 0.0
-        prune_heads(pruned.model, {layer: [h for h in range(gates.shape[1]) if gates[layer, h] == 0]
-                                   for layer in range(gates.shape[0])})
+        prune_heads(pruned.model, masked_heads(pruned, gates))
     return pruned.eval()
 
 

@@ -24,7 +24,6 @@ from tqdm.auto import tqdm
 
 from bertology.analysis.output import plot_head_heatmap, write_table
 from bertology.analysis.prune_context import Curve, PruneContext, describe, save_curve_plot
-from bertology.errors import require
 from bertology.models.heads import HeadGates, build_gates, kept_heads, prune_heads
 from bertology.models.pruning import (
     compute_curve_area,
@@ -149,9 +148,7 @@ def removal_gates(ctx: PruneContext) -> torch.Tensor:
         within = compute_fraction_within_loss(curve.fractions, curve.values, ctx.base_metric,
                                               settings.max_loss)
         return curve.gates[max(1, curve.fractions.index(within))].clone()
-    target = round(settings.remove_fraction * total)
-    require(target < total, f"prune.remove_fraction={settings.remove_fraction} would remove "
-            f"every head of the model ({target} of {total}); lower it so at least one stays")
+    target = round(settings.remove_fraction * total)  # < total: pipelines/prune.check_schedule
     step = max(i for i, count in enumerate(curve.counts) if count <= target)
     gates = curve.gates[step].clone()
     if target > curve.counts[step]:  # between two steps: mask the next heads by the score

@@ -37,7 +37,7 @@ from bertology.models.quantize import linear_weight_bytes
 from bertology.models.task_model import INPUT_KEYS, TaskModel
 from bertology.objectives.task import task_loss
 from bertology.prune_config import PruneConfig
-from bertology.task_config import HeadConfig
+from bertology.task_config import HeadConfig, TaskConfig
 
 log = logging.getLogger(__name__)
 
@@ -154,16 +154,15 @@ SCORERS = {
 }
 
 
-def build_importance_batches(data: TaskData, tokenizer, config: PruneConfig) -> list[dict]:
-    """Up to prune.importance_examples training examples (a seeded sample), batched: heads are
-    scored on training data, so the eval set only ever measures."""
-    examples = list(data.train)
-    count = min(config.prune.importance_examples, len(examples))
-    chosen = random.Random(config.seed).sample(examples, count)
-    features = encode(chosen, tokenizer, config.task)
+def build_importance_batches(examples: list[dict], tokenizer, task: TaskConfig, count: int,
+                             batch_size: int, seed: int) -> list[dict]:
+    """Up to `count` training examples (a seeded sample), batched: heads are scored on
+    training data, so the eval set only ever measures."""
+    chosen = random.Random(seed).sample(list(examples), min(count, len(examples)))
+    features = encode(chosen, tokenizer, task)
     collate = build_collate(tokenizer.pad_token_id)
-    size = config.prune.batch_size
-    return [collate(features[i: i + size]) for i in range(0, len(features), size)]
+    return [collate(features[i: i + batch_size])
+            for i in range(0, len(features), batch_size)]
 
 
 def build_latency_batch(features: list[dict], pad_token_id: int, size: int

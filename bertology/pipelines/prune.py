@@ -80,9 +80,10 @@ def count_heads(config: PruneConfig) -> int:
 
 
 def check_schedule(config: PruneConfig) -> None:
-    """A removal that would leave no head fails now, before any fine-tuning or scoring."""
+    """A removal that would leave no head fails now, before any fine-tuning or scoring (the
+    matrix removes the same heads as the removal experiment)."""
     fraction = config.prune.remove_fraction
-    if fraction is None or "removal" not in config.prune.experiments:
+    if fraction is None or not {"removal", "matrix"} & set(config.prune.experiments):
         return
     total = count_heads(config)
     require(round(fraction * total) < total,
@@ -134,7 +135,9 @@ def build_context(config: PruneConfig, model_path: str, out_dir: Path) -> PruneC
     ctx = PruneContext(
         config=config, out_dir=out_dir, model=model, tokenizer=tokenizer, data=data,
         model_path=model_path, eval_features=eval_features,
-        importance_batches=build_importance_batches(data, tokenizer, config),
+        importance_batches=build_importance_batches(
+            data.train, tokenizer, config.task, config.prune.importance_examples,
+            config.prune.batch_size, config.seed),
         latency_batch=build_latency_batch(eval_features, tokenizer.pad_token_id,
                                           config.prune.batch_size))
     ctx.base = ctx.evaluate()
