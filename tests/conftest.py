@@ -69,3 +69,19 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+# A small slice of the synthetic negation task: a tiny BERT learns it in ~100 steps.
+NEGATION = ["task=synthetic_negation", "task.num_sentences=1500"]
+
+
+@pytest.fixture(scope="session")
+def negation_model(tmp_path_factory) -> Path:
+    """A tiny BERT briefly fine-tuned on the synthetic negation task by `bertology finetune`:
+    the teacher distillation tests use and the model pruning tests prune."""
+    from bertology.pipelines import finetune
+
+    out = tmp_path_factory.mktemp("negation_model")
+    finetune.run(compose_config("finetune", ["logger=none", *NEGATION, "trainer.epochs=3",
+                                             "trainer.lr=2e-3"]), out)
+    return out / "model"

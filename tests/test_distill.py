@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import compose_config
+from conftest import NEGATION, compose_config
 from transformers import (
     AutoModelForSequenceClassification,
     AutoTokenizer,
@@ -26,13 +26,12 @@ from bertology.models.student import build_student, choose_layers, default_layer
 from bertology.models.task_model import TaskModel
 from bertology.objectives import kd
 from bertology.objectives.kd import compute_attention_mse, compute_hidden_mse, compute_kd_loss
-from bertology.pipelines import distill, finetune
+from bertology.pipelines import distill
 from bertology.task_config import HeadConfig
 from bertology.training.loop import build_optimizer
 
 QUIET = ["logger=none"]
-# A small slice of the synthetic negation task: the teacher learns it in ~100 steps.
-TASK = ["task=synthetic_negation", "task.num_sentences=1500"]
+TASK = NEGATION
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -201,23 +200,14 @@ def test_the_optimizer_sees_the_student_and_projection_never_the_teacher():
 # ---------------------------------------------------------------- the pipeline
 
 
-@pytest.fixture(scope="module")
-def teacher_dir(tmp_path_factory) -> Path:
-    """A tiny BERT briefly fine-tuned on the synthetic negation task by `bertology finetune`."""
-    out = tmp_path_factory.mktemp("teacher")
-    finetune.run(compose_config("finetune", QUIET + TASK + ["trainer.epochs=3",
-                                                            "trainer.lr=2e-3"]), out)
-    return out / "model"
-
-
 def run_distill(out: Path, overrides: list[str]) -> dict[str, float]:
     return distill.run(compose_config("distill", QUIET + TASK + overrides), out)
 
 
 @pytest.fixture(scope="module")
-def distill_run(teacher_dir, tmp_path_factory):
+def distill_run(negation_model, tmp_path_factory):
     out = tmp_path_factory.mktemp("distill")
-    return out, run_distill(out, [f"teacher.name_or_path={teacher_dir}", "trainer.epochs=2",
+    return out, run_distill(out, [f"teacher.name_or_path={negation_model}", "trainer.epochs=2",
                                   "trainer.lr=1e-3"])
 
 
@@ -253,9 +243,9 @@ def test_the_student_reloads_in_plain_transformers(distill_run):
     assert [model.config.id2label[p] for p in predicted] == [r["predicted"] for r in rows]
 
 
-def test_tinybert_terms_train_a_narrower_random_student(teacher_dir, tmp_path):
+def test_tinybert_terms_train_a_narrower_random_student(negation_model, tmp_path):
     metrics = run_distill(tmp_path, [
-        f"teacher.name_or_path={teacher_dir}", "trainer.max_steps=8", "student.init=random",
+        f"teacher.name_or_path={negation_model}", "trainer.max_steps=8", "student.init=random",
         "size.num_hidden_layers=1", "size.hidden_size=64", "size.num_attention_heads=2",
         "size.intermediate_size=128", "kd.hidden_weight=1.0", "kd.attention_weight=1.0"])
     assert metrics["train/hidden_loss"] > 0 and metrics["train/attention_loss"] > 0

@@ -6,7 +6,6 @@ sweep), and its smoke variant runs one step end to end, producing the evidence t
 from __future__ import annotations
 
 import importlib
-import re
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from conftest import REPO, compose_config
 from omegaconf import OmegaConf
 from test_experiments import sweep_jobs
 
-from bertology import report
+from bertology import report, reproduce
 from bertology.cli import CONFIG_CHECKS, PIPELINES
 
 FINDINGS = sorted(p.stem for p in (REPO / "conf" / "experiment").glob("finding_*.yaml"))
@@ -24,10 +23,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def pipeline_of(name: str) -> str:
-    text = (REPO / "conf" / "experiment" / f"{name}.yaml").read_text()
-    match = re.search(rf"bertology (\w+) -m experiment={name}\b", text)
-    assert match, f"{name}: the header must give `bertology <pipeline> -m experiment={name}`"
-    return match.group(1)
+    return reproduce.pipeline_of(REPO / "conf" / "experiment" / f"{name}.yaml")
 
 
 @pytest.mark.parametrize("name", FINDINGS)
@@ -70,8 +66,6 @@ def test_a_finding_runs_one_step_and_gets_a_verdict(name, tmp_path):
 
 
 def test_reproduce_runs_every_finding():
-    from bertology.reproduce import load_findings
-
-    findings = load_findings(None)
+    findings = reproduce.load_findings(None)
     assert {f"finding_{name}" for name in findings} == set(FINDINGS)
     assert all(spec["pipeline"] in PIPELINES for spec in findings.values())

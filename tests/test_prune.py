@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import compose_config, run_cli
+from conftest import NEGATION, compose_config, run_cli
 from transformers import AutoModelForSequenceClassification, BertConfig, BertModel
 
 from bertology.errors import UserError
@@ -25,11 +25,11 @@ from bertology.models.pruning import (
     prune_magnitude,
     select_heads_to_mask,
 )
-from bertology.pipelines import finetune, prune
+from bertology.pipelines import prune
 from bertology.prune_config import load_prune_config
 
 QUIET = ["logger=none"]
-TASK = ["task=synthetic_negation", "task.num_sentences=1500"]
+TASK = NEGATION
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -89,19 +89,10 @@ def test_magnitude_pruning_zeroes_the_smallest_weights_globally():
 
 
 @pytest.fixture(scope="module")
-def finetuned(tmp_path_factory) -> Path:
-    """A tiny BERT briefly fine-tuned on the synthetic negation task by `bertology finetune`."""
-    out = tmp_path_factory.mktemp("finetuned")
-    finetune.run(compose_config("finetune", QUIET + TASK + ["trainer.epochs=3",
-                                                            "trainer.lr=2e-3"]), out)
-    return out / "model"
-
-
-@pytest.fixture(scope="module")
-def prune_run(finetuned, tmp_path_factory):
+def prune_run(negation_model, tmp_path_factory):
     out = tmp_path_factory.mktemp("prune")
     cfg = compose_config("prune", QUIET + TASK + [
-        f"model.name_or_path={finetuned}", "prune.importance_examples=64",
+        f"model.name_or_path={negation_model}", "prune.importance_examples=64",
         "prune.experiments=[heads,removal,layers,magnitude,int8,matrix]",
         "prune.scores=[gradient,confidence,random]", "prune.random_seeds=[0,1]",
         "prune.sparsities=[0.3,0.9]", "trainer.max_steps=10"])
@@ -135,7 +126,7 @@ def test_heads_curves_start_at_the_original_and_mask_in_steps(prune_run):
         assert (out / "plots" / f"{plot}.png").stat().st_size > 0
 
 
-def test_removed_heads_give_the_masked_logits_and_reload(prune_run, finetuned):
+def test_removed_heads_give_the_masked_logits_and_reload(prune_run, negation_model):
     out, metrics = prune_run
     assert metrics["prune/removal/max_logit_diff"] < 1e-5
     assert metrics["prune/removal/accuracy"] == metrics["prune/removal/masked/accuracy"]
@@ -144,7 +135,7 @@ def test_removed_heads_give_the_masked_logits_and_reload(prune_run, finetuned):
     pruned = load_pruned(out / "model", AutoModelForSequenceClassification)
     heads = kept_heads(pruned)
     assert sum(len(h) for h in heads) == metrics["prune/heads_remaining"] < 4
-    original = AutoModelForSequenceClassification.from_pretrained(finetuned).eval()
+    original = AutoModelForSequenceClassification.from_pretrained(negation_model).eval()
     gates = build_gates(original)
     for layer, kept in enumerate(heads):
         gates[layer] = torch.tensor([float(h in kept) for h in range(gates.shape[1])])
