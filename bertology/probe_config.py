@@ -175,6 +175,7 @@ class ProbeConfig:
     logger: LoggerConfig
     seed: int
     seeds: list[int]
+    sample_seed: int
     init: str
     pooling: str
     batch_size: int
@@ -219,6 +220,7 @@ def load_probe_config(cfg: DictConfig) -> ProbeConfig:
         logger=build_group(LoggerConfig, container["logger"], "logger"),
         seed=int(container["seed"]),
         seeds=list(seeds),
+        sample_seed=int(container["sample_seed"]),
         init=str(container["init"]),
         pooling=str(container["pooling"]),
         batch_size=int(container["batch_size"]),

@@ -113,22 +113,23 @@ def load_synthetic_sentences(task: TaskConfig) -> ProbeSplits:
 
 
 def load_probe_sentences(task: TaskConfig, data_dir: Path, max_train: int | None,
-                         max_eval: int | None) -> ProbeSplits:
-    """The task's train (probe fitting) and eval (probe scoring) sentences, subsampled."""
+                         max_eval: int | None, seed: int = 0) -> ProbeSplits:
+    """The task's train (probe fitting) and eval (probe scoring) sentences, subsampled with
+    `seed` (train) and `seed + 1` (eval): runs with other seeds see other sentences."""
     if task.format == "synthetic":
         full = load_synthetic_sentences(task)
-        splits = ProbeSplits(subsample(full.train, max_train, seed=0),
-                             subsample(full.eval, max_eval, seed=1))
+        splits = ProbeSplits(subsample(full.train, max_train, seed),
+                             subsample(full.eval, max_eval, seed + 1))
     elif task.format == "conllu":
         root = resolve_path(task.path, data_dir, "task.path")
         splits = ProbeSplits(
-            load_conllu_sentences(root / task.train_file, task.label_field, max_train, seed=0),
-            load_conllu_sentences(root / task.eval_file, task.label_field, max_eval, seed=1))
+            load_conllu_sentences(root / task.train_file, task.label_field, max_train, seed),
+            load_conllu_sentences(root / task.eval_file, task.label_field, max_eval, seed + 1))
     elif task.format == "conll03":
         root = resolve_path(task.path, data_dir, "task.path")
         splits = ProbeSplits(
-            subsample(load_conll03_sentences(root / task.train_file, task), max_train, seed=0),
-            subsample(load_conll03_sentences(root / task.eval_file, task), max_eval, seed=1))
+            subsample(load_conll03_sentences(root / task.train_file, task), max_train, seed),
+            subsample(load_conll03_sentences(root / task.eval_file, task), max_eval, seed + 1))
     else:
         raise UserError(f"task={task.name} ({task.format}) has no word labels to probe; use a "
                         "tagging task: ud_pos, ud_deps, conll03, synthetic_pos, synthetic_depth, "

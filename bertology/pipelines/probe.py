@@ -57,7 +57,7 @@ def build_context(config: ProbeConfig, out_dir: Path) -> ProbeContext:
     """The sentences (whole under every tokenizer in use) and the encoders; what would make
     an analysis fail late (no MLM head) is checked now, before any extraction."""
     splits = load_probe_sentences(config.task, config.data_dir, config.max_train_sentences,
-                                  config.max_eval_sentences)
+                                  config.max_eval_sentences, config.sample_seed)
     ctx = ProbeContext(config, splits, out_dir,
                        attention=any(name in READS_ATTENTION for name in config.analyses))
     if config.model.name_or_path is None:
