@@ -1,11 +1,14 @@
 """`bertology <pipeline> [hydra overrides]`: one dispatch dict, one primary config per pipeline.
 
 Bad input (an unknown option, a value out of range, a missing file) is one line on stderr and
-exit status 2, with no traceback and no run directory left behind.
+exit status 2, with no traceback and no run directory left behind. A run that fails on its own
+(a non-finite loss, a failed write) is one line and exit 1, its dir kept and marked failed; a
+SIGTERM writes a checkpoint and exits 143 (bertology/errors.py, bertology/rundir.py).
 """
 
 from __future__ import annotations
 
+import errno
 import importlib
 import logging
 import shutil
@@ -20,10 +23,18 @@ from omegaconf.errors import OmegaConfBaseException
 
 from bertology.config import load_pretrain_config
 from bertology.distill_config import load_distill_config
-from bertology.errors import UserError
+from bertology.errors import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_USER_ERROR,
+    Interrupted,
+    RunFailed,
+    UserError,
+)
 from bertology.probe_config import load_probe_config
 from bertology.prune_config import load_prune_config
 from bertology.report_config import load_report_config
+from bertology.rundir import RunInUse, check_not_in_use, run_status
 from bertology.task_config import load_finetune_config
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
@@ -90,9 +101,9 @@ def _one_line(err: BaseException) -> str:
     return text
 
 
-def fail(pipeline: str, message: str) -> int:
+def fail(pipeline: str, message: str, status: int = EXIT_USER_ERROR) -> int:
     print(f"bertology {pipeline}: error: {message}", file=sys.stderr)
-    return 2
+    return status
 
 
 def _latest_unfinished_run(pipeline: str) -> Path:
@@ -114,9 +125,10 @@ def precheck(pipeline: str, overrides: list[str]) -> list[str]:
     except (HydraException, OmegaConfBaseException) as err:
         raise UserError(_one_line(err)) from err
     CONFIG_CHECKS[pipeline](cfg)
-    if str(cfg.get("resume")).lower() == "true" and not any(
-        o.startswith("hydra.run.dir=") for o in overrides
-    ):
+    run_dirs = [o.split("=", 1)[1] for o in overrides if o.startswith("hydra.run.dir=")]
+    if run_dirs:  # before Hydra writes its config into a dir another run is using
+        check_not_in_use(Path(run_dirs[-1]))
+    elif str(cfg.get("resume")).lower() == "true":
         overrides = [*overrides, f"hydra.run.dir={_latest_unfinished_run(pipeline)}"]
     return overrides
 
@@ -126,17 +138,44 @@ def load_pipeline(pipeline: str):
     return importlib.import_module(PIPELINES[pipeline]).run
 
 
+# A write the machine refused: disk or quota full, a read-only or forbidden dir, an I/O error.
+WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO}
+
+
+def _os_error_message(err: OSError) -> str:
+    """A failed write (disk full, read-only dir) in one line, with what to do about it."""
+    where = f": {err.filename}" if err.filename else ""
+    return (f"{err.strerror or err}{where}; free disk space or make the run dir writable "
+            "(hydra.run.dir=...), then rerun the same command to resume")
+
+
 def _run_job(pipeline: str, cfg: DictConfig) -> None:
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     fresh = not (out_dir / "checkpoints").exists() and not (out_dir / "model").exists()
     try:
-        metrics = load_pipeline(pipeline)(cfg, out_dir)
+        with run_status(out_dir, pipeline):
+            metrics = load_pipeline(pipeline)(cfg, out_dir)
+    except RunInUse as err:  # another process's dir: touch nothing
+        sys.exit(fail(pipeline, str(err)))
     except UserError as err:
         if fresh:  # leave nothing that could pass for a run
             shutil.rmtree(out_dir, ignore_errors=True)
         else:  # a resumed run keeps its log, which records why this attempt stopped
             log.error("%s", err)
         sys.exit(fail(pipeline, str(err)))
+    except RunFailed as err:
+        log.error("%s", err)
+        sys.exit(fail(pipeline, f"{err} (run dir kept: {out_dir})", EXIT_FAILED))
+    except OSError as err:
+        if err.errno not in WRITE_ERRORS:
+            raise
+        log.error("%s", err)
+        sys.exit(fail(pipeline, _os_error_message(err), EXIT_FAILED))
+    except Interrupted as err:
+        message = f"{err}; rerun with hydra.run.dir={out_dir} to resume"
+        log.warning("%s", message)
+        print(f"bertology {pipeline}: {message}", file=sys.stderr)
+        sys.exit(EXIT_INTERRUPTED)
     summary = " ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items()))
     log.info("finished: %s", summary)
     log.info("run dir: %s", out_dir)

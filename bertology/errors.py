@@ -1,9 +1,29 @@
-"""The one exception type for bad input: the CLI prints its message on one line and exits 2."""
+"""The exceptions the CLI turns into one line and an exit status (DESIGN §4).
+
+UserError    bad input (a config value, a data file, a checkpoint): exit 2, and a fresh run
+             dir is removed, so nothing is left that could pass for a run
+RunFailed    the run itself went wrong (a non-finite loss, a failed write): exit 1, the run dir
+             and its checkpoints are kept and marked failed
+Interrupted  SIGTERM (how SLURM preempts): a checkpoint was written; exit 143 (128 + 15), and a
+             rerun into the same dir resumes
+"""
 
 
 class UserError(Exception):
-    """Bad input (a config value, a data file, a checkpoint). The message names the problem
-    and the fix; the CLI shows it without a traceback."""
+    """Bad input. The message names the problem and the fix; shown without a traceback."""
+
+
+class RunFailed(Exception):
+    """A run that cannot go on; its checkpoints stay, its status says failed."""
+
+
+class Interrupted(Exception):
+    """Stopped by a signal after writing a checkpoint."""
+
+
+EXIT_USER_ERROR = 2
+EXIT_FAILED = 1
+EXIT_INTERRUPTED = 143  # the shell's code for a process ended by SIGTERM (128 + 15)
 
 
 def require(condition: bool, message: str) -> None:

@@ -36,6 +36,7 @@ from scipy import stats
 from bertology.analysis.output import save_figure, write_table
 from bertology.errors import UserError, require
 from bertology.report_config import load_report_config
+from bertology.rundir import is_finished
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ def find_runs(roots: list[Path]) -> list[Run]:
     for root in roots:
         for metrics in sorted(root.rglob("metrics.json")):
             config = metrics.parent / ".hydra" / "config.yaml"
-            if config.exists():
+            if config.exists() and is_finished(metrics.parent):
                 runs.append(load_run(metrics.parent))
     require(bool(runs), f"no finished runs (metrics.json + .hydra/config.yaml) under "
             f"{', '.join(map(str, roots))}")

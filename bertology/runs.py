@@ -14,6 +14,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from bertology.rundir import is_finished
+
 # What tells runs of a sweep apart, read from each run's composed config.
 CHOICES = ("model.family", "model.name_or_path", "size.hidden_size", "size.num_hidden_layers",
            "objective.name", "model.input_format", "model.masking", "seed", "trainer.max_flops",
@@ -22,8 +24,9 @@ CHOICES = ("model.family", "model.name_or_path", "size.hidden_size", "size.num_h
 
 
 def find_runs(roots: list[Path]) -> list[Path]:
-    """Finished run dirs (those with metrics.json) under the given dirs, in path order."""
-    runs = {p.parent for root in roots for p in root.rglob("metrics.json")}
+    """Finished run dirs (metrics.json, status finished) under the given dirs, in path order."""
+    runs = {p.parent for root in roots for p in root.rglob("metrics.json")
+            if is_finished(p.parent)}
     return sorted(runs)
 
 

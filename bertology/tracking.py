@@ -29,6 +29,19 @@ def write_json_atomic(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
+# Metric-name fragments that measure the machine, not the model: they differ between two runs
+# of the same config and seed, and everything else must not (issue 9's determinism bar).
+WALL_CLOCK = ("per_s", "latency", "speedup", "_ms")
+
+
+def without_wall_clock(metrics: dict[str, float]) -> dict[str, float]:
+    return {k: v for k, v in metrics.items() if not any(part in k for part in WALL_CLOCK)}
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text())
+
+
 def write_dir_atomic(path: Path, write: Callable[[Path], None]) -> None:
     """write(tmp) fills a dir beside `path`, which then replaces it: a reader (or a resumed
     run) sees the old dir or the whole new one, never half of it."""
@@ -105,17 +118,28 @@ def _wandb_mode(cfg: LoggerConfig) -> str:
     return os.environ.get("WANDB_MODE") or ("online" if _logged_in() else "offline")
 
 
-def start_wandb(cfg: LoggerConfig, out_dir: Path, config: dict, name: str) -> NullRun | WandbRun:
-    try:
-        import wandb
+def _init_wandb(cfg: LoggerConfig, mode: str, out_dir: Path, config: dict, name: str) -> Any:
+    import wandb
 
-        run = wandb.init(project=cfg.project, entity=cfg.entity, mode=_wandb_mode(cfg),
-                         dir=str(out_dir), config=config, name=name, tags=list(cfg.tags),
-                         settings=wandb.Settings(silent=True, console="off"))
-        return WandbRun(run)
-    except Exception as err:
-        log.warning("wandb could not start (%s); logging to metrics.jsonl only", err)
-        return NullRun()
+    return wandb.init(project=cfg.project, entity=cfg.entity, mode=mode, dir=str(out_dir),
+                      config=config, name=name, tags=list(cfg.tags),
+                      settings=wandb.Settings(silent=True, console="off"))
+
+
+def start_wandb(cfg: LoggerConfig, out_dir: Path, config: dict, name: str) -> NullRun | WandbRun:
+    """An online run that cannot start (no network, a revoked key) falls back to an offline
+    one; if that fails too, the run goes on with the metric files alone."""
+    mode = _wandb_mode(cfg)
+    modes = [mode, "offline"] if mode == "online" else [mode]
+    for attempt in modes:
+        try:
+            return WandbRun(_init_wandb(cfg, attempt, out_dir, config, name))
+        except Exception as err:  # W&B must never take a run down with it
+            log.warning("wandb (%s) could not start (%s); %s", attempt,
+                        str(err).splitlines()[0] if str(err) else type(err).__name__,
+                        "trying offline" if attempt != modes[-1] else
+                        "logging to metrics.jsonl only")
+    return NullRun()
 
 
 class Tracker:

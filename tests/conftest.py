@@ -85,3 +85,29 @@ def negation_model(tmp_path_factory) -> Path:
     finetune.run(compose_config("finetune", ["logger=none", *NEGATION, "trainer.epochs=3",
                                              "trainer.lr=2e-3"]), out)
     return out / "model"
+
+
+# ---------------------------------------------------------------- the reliability tables
+
+
+RELIABILITY = REPO / "outputs" / "reliability"
+
+
+def write_markdown_table(name: str, header: list[str], rows: list[list[str]]) -> None:
+    """outputs/reliability/<name>: what the README's reliability section shows."""
+    if not rows:
+        return
+    RELIABILITY.mkdir(parents=True, exist_ok=True)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |"
+              for row in rows]
+    (RELIABILITY / name).write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture
+def fresh_logging():
+    """Hydra's previous in-process run left log handlers on streams pytest has since closed."""
+    import logging
+
+    for handler in logging.root.handlers[:]:
+        logging.root.removeHandler(handler)

@@ -110,7 +110,7 @@ def test_minilm_squad_runs_end_to_end(tmp_path):
     (["head.mode=frozen"], "head.mode='frozen' is not an option"),
     (["seeds=[0,0]"], "repeats a seed"),
     (["init=random"], "init=random draws new weights"),
-    (["model.name_or_path=/nonexistent/model"], "is not a loadable checkpoint"),
+    (["model.name_or_path=/nonexistent/model"], "does not exist"),
     (["trainer.epochs=-1"], "trainer.epochs=-1 must be positive"),
 ])
 def test_bad_finetune_input_is_one_line_and_exit_2(tmp_path, overrides, message):

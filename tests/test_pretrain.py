@@ -6,10 +6,8 @@ from __future__ import annotations
 import json
 import math
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -122,44 +120,7 @@ def test_wandb_offline_run_is_written(tmp_path):
     assert (tmp_path / "metrics.json").exists()
 
 
-# ---------------------------------------------------------------- kill and resume
-
-RESUME_ARGS = ["logger=none", "trainer=smoke", "data.num_sentences=800", "data.eval_docs=20",
-               "trainer.max_steps=60", "trainer.save_every=10", "trainer.log_every=5",
-               "trainer.eval_every=20", "objective.whole_word=true"]
-
-
-def _cli(run_dir: Path, cwd: Path) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
-    return subprocess.Popen([sys.executable, "-m", "bertology", "pretrain", *RESUME_ARGS,
-                             f"hydra.run.dir={run_dir}"], cwd=cwd, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-
-
-def _comparable(metrics: dict[str, float]) -> dict[str, float]:
-    """Everything but wall-clock rates."""
-    return {k: v for k, v in metrics.items() if "per_s" not in k}
-
-
-@pytest.mark.slow
-def test_sigkill_mid_training_resumes_to_the_same_metrics(tmp_path):
-    straight, killed = tmp_path / "straight", tmp_path / "killed"
-    assert _cli(straight, tmp_path).wait(timeout=600) == 0
-    process = _cli(killed, tmp_path)
-    deadline = time.time() + 600
-    while not (killed / "checkpoints" / "step_00000030").exists():
-        assert process.poll() is None and time.time() < deadline, "run ended before the kill"
-        time.sleep(0.05)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
-    assert not (killed / "metrics.json").exists()
-    assert _cli(killed, tmp_path).wait(timeout=600) == 0
-    a = json.loads((straight / "metrics.json").read_text())
-    b = json.loads((killed / "metrics.json").read_text())
-    assert _comparable(a) == _comparable(b)
-    rows_a = [_comparable(r) for r in read_jsonl(straight / "metrics.jsonl")]
-    rows_b = [_comparable(r) for r in read_jsonl(killed / "metrics.jsonl")]
-    assert rows_a == rows_b
+# A killed run resuming to the same metrics: tests/test_faults.py.
 
 
 # ---------------------------------------------------------------- the main job and a sweep

@@ -146,7 +146,7 @@ def run_int8(ctx: PruneContext) -> dict[str, float]:
 
 def load_student(ctx: PruneContext, path: str) -> TaskModel:
     """A distill run's model/: the same task, head and tokenizer vocabulary as the original."""
-    config = load_checkpoint_config(path)
+    config = load_checkpoint_config(path, "compression.student_path")
     check_task_checkpoint(path, config, "compression.student_path", ctx.config.task.kind,
                           ctx.config.task.name, ctx.data.labels)
     vocab = ctx.model.model.config.vocab_size

@@ -21,6 +21,7 @@ from bertology.analysis.sentences import ProbeSentence, ProbeSplits
 from bertology.errors import UserError, require
 from bertology.models.build import load_checkpoint_config, resolve_checkpoint
 from bertology.models.task_model import SUPPORTED_TYPES
+from bertology.models.weights import load_safetensors_model
 from bertology.probe_config import ProbeConfig
 
 log = logging.getLogger(__name__)
@@ -50,8 +51,8 @@ def load_encoder(name_or_path: str, attention: bool) -> tuple[PreTrainedModel,
     config = load_checkpoint_config(path)
     require(config.model_type in SUPPORTED_TYPES, f"{name_or_path!r} is a {config.model_type!r} "
             f"model; probe supports: {', '.join(SUPPORTED_TYPES)}")
-    model = AutoModel.from_pretrained(path, trust_remote_code=False,
-                                      attn_implementation="eager" if attention else "sdpa")
+    model = load_safetensors_model(AutoModel, path,
+                                   attn_implementation="eager" if attention else "sdpa")
     tokenizer = load_pretrained_tokenizer(path, **tokenizer_options(config.model_type))
     return model, tokenizer
 
@@ -125,8 +126,8 @@ class ProbeContext:
         require(path is not None, "this analysis needs a checkpoint with an MLM head; set "
                 "model.name_or_path (e.g. the model/ of a bertology pretrain run)")
         resolved = resolve_checkpoint(path)
-        model, info = AutoModelForMaskedLM.from_pretrained(resolved, trust_remote_code=False,
-                                                           output_loading_info=True)
+        model, info = load_safetensors_model(AutoModelForMaskedLM, resolved,
+                                             output_loading_info=True)
         head_missing = [k for k in info["missing_keys"]
                         if k.startswith(("cls.", "lm_head.", "generator_"))]
         if head_missing:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from bertology.data import synthetic
 from bertology.data.corpora import resolve_path
-from bertology.data.tasks import read_lines, subsample
+from bertology.data.tasks import check_conllu_lines, conllu_error, read_lines, subsample
 from bertology.errors import UserError, require
 from bertology.task_config import TaskConfig
 
@@ -41,7 +41,9 @@ class ProbeSplits:
 def split_conllu_blocks(path: Path) -> list[str]:
     """The file's sentence blocks (blank-line separated), unparsed: sampling before parsing
     keeps a 2,000-sentence probe from parsing all 12,544 of EWT's train sentences."""
-    text = "\n".join(read_lines(path))
+    lines = read_lines(path)
+    check_conllu_lines(path, lines)
+    text = "\n".join(lines)
     return [block for block in text.split("\n\n") if block.strip()]
 
 
@@ -55,7 +57,7 @@ def load_conllu_sentences(path: Path, label_field: str, limit: int | None = None
     try:
         parsed = conllu.parse("\n\n".join(blocks) + "\n")
     except conllu.exceptions.ParseException as err:
-        raise UserError(f"{path}: not valid CoNLL-U ({err}); fix the line it names") from err
+        raise conllu_error(path, err) from err
     return [s for s in (conllu_sentence(path, sentence, label_field) for sentence in parsed)
             if s is not None]
 

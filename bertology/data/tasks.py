@@ -15,6 +15,7 @@ import csv
 import json
 import logging
 import random
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,15 +97,42 @@ def load_conll03(path: Path, task: TaskConfig) -> list[dict]:
     return examples
 
 
+CONLLU_ID = re.compile(r"\d+(-\d+|\.\d+)?")  # a word, a multi-word token range, an empty node
+
+
+def check_conllu_lines(path: Path, lines: list[str]) -> None:
+    """The conllu parser takes a line with 11 fields, or a bad ID, without a word, or names a
+    field rather than the line: every line must be a comment, a blank, or ten tab-separated
+    fields with a valid ID. The error names the first line that is not."""
+    for number, line in enumerate(lines, 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        fields = line.split("\t")
+        if len(fields) != 10:
+            problem = f"{len(fields)} tab-separated fields, CoNLL-U has 10"
+        elif not CONLLU_ID.fullmatch(fields[0]):
+            problem = f"ID {fields[0]!r} is not a number, a range or a decimal"
+        else:
+            continue
+        raise UserError(f"{path}:{number}: not valid CoNLL-U ({problem}); fix or remove that "
+                        "line")
+
+
+def conllu_error(path: Path, err: Exception) -> UserError:
+    return UserError(f"{path}: not valid CoNLL-U ({str(err).splitlines()[0]}); fix the file")
+
+
 def load_conllu(path: Path, task: TaskConfig) -> list[dict]:
     """Syntactic words of a CoNLL-U file (multi-word token lines and empty nodes skipped) with
     the annotation `task.label_field` (upos, deprel, ...) as the tag."""
     import conllu
 
+    lines = read_lines(path)
+    check_conllu_lines(path, lines)
     try:
-        sentences = conllu.parse("\n".join(read_lines(path)))
+        sentences = conllu.parse("\n".join(lines))
     except conllu.exceptions.ParseException as err:
-        raise UserError(f"{path}: not valid CoNLL-U ({err}); fix the line it names") from err
+        raise conllu_error(path, err) from err
     examples = []
     for sentence in sentences:
         tokens = [t for t in sentence if isinstance(t["id"], int)]

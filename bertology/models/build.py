@@ -24,6 +24,7 @@ from bertology.config import ModelConfig, SizeConfig
 from bertology.errors import UserError, require
 from bertology.models.electra import ElectraPair, build_electra_pair, electra_configs
 from bertology.models.spanbert import attach_sbo_head
+from bertology.models.weights import load_safetensors_model
 
 log = logging.getLogger(__name__)
 
@@ -83,14 +84,20 @@ def resolve_checkpoint(name_or_path: str) -> str:
     return str(Path(spec.origin).parent / folder)
 
 
-def load_checkpoint_config(name_or_path: str) -> PretrainedConfig:
+def load_checkpoint_config(name_or_path: str, key: str = "model.name_or_path") -> PretrainedConfig:
+    """The checkpoint's config.json; `key` names the option the path came from, for the error.
+    A path (it has a slash or starts with a dot) that is not a dir is named as missing rather
+    than reported as a malformed hub id."""
+    name = str(name_or_path)
+    if name.startswith((".", "/", "~")) and not Path(name).expanduser().is_dir():
+        raise UserError(f"{key}={name!r} does not exist; give a model dir (e.g. a finetune "
+                        "run's model/) or a hub id")
     try:
-        return AutoConfig.from_pretrained(name_or_path, trust_remote_code=False)
+        return AutoConfig.from_pretrained(name, trust_remote_code=False)
     except (OSError, ValueError) as err:
-        raise UserError(
-            f"model.name_or_path={name_or_path!r} is not a loadable checkpoint "
-            f"({str(err).splitlines()[0]}); give a local model dir or a hub id"
-        ) from err
+        raise UserError(f"{key}={name!r} is not a loadable checkpoint "
+                        f"({str(err).splitlines()[0]}); give a model dir with a config.json "
+                        "or a hub id") from err
 
 
 def checkpoint_family(name_or_path: str, requested: str) -> str:
@@ -127,8 +134,8 @@ def build_model(model: ModelConfig, size: SizeConfig, tokenizer: PreTrainedToken
 def load_pretrained_model(model: ModelConfig, model_class, tokenizer) -> PreTrainedModel:
     log.info("continuing from %s (heads missing from it are newly initialised)",
              model.name_or_path)
-    loaded = model_class.from_pretrained(model.name_or_path, trust_remote_code=False,
-                                         attn_implementation=model.attn_implementation)
+    loaded = load_safetensors_model(model_class, model.name_or_path,
+                          attn_implementation=model.attn_implementation)
     if loaded.config.vocab_size < len(tokenizer):
         raise UserError(f"model.name_or_path={model.name_or_path!r}: its vocabulary "
                         f"({loaded.config.vocab_size}) is smaller than its tokenizer's "

@@ -32,6 +32,7 @@ from transformers import AutoConfig, PretrainedConfig, PreTrainedModel
 from transformers.pytorch_utils import prune_linear_layer
 
 from bertology.errors import UserError, require
+from bertology.models.weights import load_safetensors_model
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +202,7 @@ def load_pruned(path: str | Path, auto_class, attn_implementation: str | None = 
     pruned = read_pruned_heads(config)
     kwargs = {"attn_implementation": attn_implementation} if attn_implementation else {}
     if not pruned:
-        return auto_class.from_pretrained(path, **kwargs)
+        return load_safetensors_model(auto_class, path, **kwargs)
     config.pruned_heads = {}
     model = auto_class.from_config(config, **kwargs)
     prune_heads(model, pruned)

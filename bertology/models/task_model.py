@@ -25,6 +25,7 @@ from transformers import (
 )
 
 from bertology.errors import UserError, require
+from bertology.models.weights import load_safetensors_model
 from bertology.task_config import HeadConfig
 
 log = logging.getLogger(__name__)
@@ -173,8 +174,8 @@ def build_task_model(name_or_path: str | None, config, kind: str, labels: list[s
     if random_init or name_or_path is None:
         model = auto.from_config(config, attn_implementation=attn_implementation)
     else:
-        model = auto.from_pretrained(name_or_path, config=config, trust_remote_code=False,
-                                     attn_implementation=attn_implementation)
+        model = load_safetensors_model(auto, name_or_path, config=config,
+                             attn_implementation=attn_implementation)
     return TaskModel(model, kind, head)
 
 

@@ -86,7 +86,7 @@ def build_teacher(config: DistillConfig, teacher_dir: Path) -> str:
 
 def load_teacher_config(path: str, config: DistillConfig, data: TaskData) -> PretrainedConfig:
     """The teacher checkpoint's config, checked: fine-tuned on this task, standard head."""
-    teacher_config = load_checkpoint_config(path)
+    teacher_config = load_checkpoint_config(path, "teacher.name_or_path")
     check_task_checkpoint(path, teacher_config, "teacher.name_or_path", config.task.kind,
                           config.task.name, data.labels)
     return teacher_config

@@ -2,11 +2,14 @@
 
 Each checkpoint is built in a hidden temporary dir and renamed into place, so a run killed at
 any moment leaves only complete checkpoints. Weights are safetensors; the optimizer state is
-plain tensors and numbers, loaded with weights_only=True (nothing is unpickled).
+plain tensors and numbers, loaded with weights_only=True (nothing is unpickled). Every file's
+sha256 goes to checksums.json, so a checkpoint damaged later (a bad disk, a truncated copy) is
+found before it is loaded, and resume falls back to the one before it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -21,6 +24,7 @@ from bertology.errors import require
 log = logging.getLogger(__name__)
 
 PREFIX = "step_"
+CHECKSUMS = "checksums.json"
 
 
 def _fsync_dir(path: Path) -> None:
@@ -31,18 +35,38 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def save_checkpoint(root: Path, step: int, model: torch.nn.Module, optimizer, state: dict,
-                    keep: int) -> Path:
-    final = root / f"{PREFIX}{step:08d}"
-    tmp = root / f".tmp-{PREFIX}{step:08d}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+def compute_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _write_files(tmp: Path, model: torch.nn.Module, optimizer, state: dict) -> None:
     save_model(model, str(tmp / "model.safetensors"))  # handles tied embeddings
     torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
     (tmp / "state.json").write_text(json.dumps(state, indent=2))
+    sums = {file.name: compute_sha256(file) for file in sorted(tmp.iterdir())}
+    (tmp / CHECKSUMS).write_text(json.dumps(sums, indent=2))
     for file in tmp.iterdir():
         with file.open("rb") as handle:
             os.fsync(handle.fileno())
+
+
+def save_checkpoint(root: Path, step: int, model: torch.nn.Module, optimizer, state: dict,
+                    keep: int) -> Path:
+    """Write the checkpoint beside its final name, then rename. A failed write (disk full,
+    read-only dir) removes the partial dir and raises; the earlier checkpoints stay."""
+    final = root / f"{PREFIX}{step:08d}"
+    tmp = root / f".tmp-{PREFIX}{step:08d}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        tmp.mkdir(parents=True)
+        _write_files(tmp, model, optimizer, state)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)
@@ -58,6 +82,25 @@ def list_checkpoints(root: Path) -> list[Path]:
         return []
     return sorted(p for p in root.iterdir()
                   if p.name.startswith(PREFIX) and (p / "state.json").exists())
+
+
+def find_damage(path: Path) -> str | None:
+    """Why the checkpoint cannot be trusted, or None when every file matches its checksum.
+    Checkpoints written before checksums existed are trusted as they are."""
+    sums_file = path / CHECKSUMS
+    if not sums_file.exists():
+        return None
+    try:
+        sums = json.loads(sums_file.read_text())
+    except (OSError, ValueError):
+        return f"{CHECKSUMS} is unreadable"
+    for name, expected in sums.items():
+        file = path / name
+        if not file.exists():
+            return f"{name} is missing"
+        if compute_sha256(file) != expected:
+            return f"{name} does not match its checksum"
+    return None
 
 
 def load_checkpoint(path: Path, model: torch.nn.Module, optimizer) -> dict:

@@ -5,15 +5,23 @@ gradient accumulation, clipping, mixed precision where the device has it, period
 evaluation, atomic checkpoints and exact resume. Resume is exact because everything random is
 a function of (seed, step): the data cursor is saved, masks are seeded per example, and the
 torch generator (dropout) is reseeded at every step.
+
+Faults: resume skips a checkpoint that fails its checksum (with a warning) for the one before
+it; SIGTERM (SLURM's preemption) finishes the step, writes a checkpoint and raises Interrupted;
+a non-finite loss or gradient norm raises RunFailed before the optimizer applies it, so the
+checkpoints on disk are all from finite steps.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import random
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -25,9 +33,15 @@ from tqdm.auto import tqdm
 
 from bertology.config import TrainerConfig
 from bertology.data.stream import Cursor, ExampleSource
+from bertology.errors import Interrupted, RunFailed
 from bertology.objectives.base import Objective
 from bertology.tracking import Tracker
-from bertology.training.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
+from bertology.training.checkpoint import (
+    find_damage,
+    list_checkpoints,
+    load_checkpoint,
+    save_checkpoint,
+)
 from bertology.training.flops import masked_lm_flops
 
 log = logging.getLogger(__name__)
@@ -130,10 +144,33 @@ def evaluate(model: torch.nn.Module, objective: Objective, data: ExampleSource,
 
 
 def _restore(out_dir: Path, model, optimizer) -> LoopState:
-    checkpoints = list_checkpoints(out_dir / "checkpoints")
-    if not checkpoints:
-        return LoopState()
-    return LoopState(**load_checkpoint(checkpoints[-1], model, optimizer))
+    """The newest checkpoint that passes its checksum; a damaged one is renamed out of the
+    way (kept for inspection) and the one before it is tried."""
+    for checkpoint in reversed(list_checkpoints(out_dir / "checkpoints")):
+        damage = find_damage(checkpoint)
+        if damage is None:
+            return LoopState(**load_checkpoint(checkpoint, model, optimizer))
+        aside = checkpoint.with_name(f"damaged-{checkpoint.name}")
+        log.warning("checkpoint %s is damaged (%s): moved to %s; resuming from the one before "
+                    "it", checkpoint, damage, aside.name)
+        checkpoint.rename(aside)
+    return LoopState()
+
+
+@contextmanager
+def sigterm_flag() -> Iterator[threading.Event]:
+    """An event SIGTERM sets, for the loop to check between steps (a handler that raised
+    mid-step could leave the optimizer half-updated). Outside the main thread, where Python
+    allows no handlers, the event is never set."""
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def budget_progress(state: LoopState, cfg: TrainerConfig) -> float:
@@ -185,26 +222,35 @@ def train(model: torch.nn.Module, objective: Objective, data: ExampleSource, cfg
     progress = tqdm(total=cfg.max_steps, initial=state.step, desc=desc, unit="step",
                     disable=not accelerator.is_main_process, dynamic_ncols=True)
     window = Window()
-    while budget_progress(state, cfg) < 1.0:
-        torch.manual_seed(seed * 1_000_003 + state.step)  # dropout: a function of the step
-        lr = compute_lr(state, cfg)
-        for group in optimizer.param_groups:
-            group["lr"] = lr * group.get("lr_scale", 1.0)  # absent in older checkpoints
-        step_start = time.perf_counter()
-        window.tokens += _optimizer_step(model, optimizer, objective, batches, cfg,
-                                         accelerator, state, count_flops)
-        state.step += 1
-        state.train_seconds += time.perf_counter() - step_start
-        if state.step == cfg.warmup_steps:
-            state.warmup_progress = budget_progress(state, cfg)
-        _after_step(state, cfg, lr, window, progress, tracker,
-                    lambda: evaluate(model, objective, data, cfg, accelerator))
-        if state.step % cfg.save_every == 0 and accelerator.is_main_process:
-            save_checkpoint(out_dir / "checkpoints", state.step, accelerator.unwrap_model(model),
-                            optimizer, asdict(state), cfg.keep_checkpoints)
-        progress.update(1)
+    with sigterm_flag() as stop:
+        while budget_progress(state, cfg) < 1.0:
+            torch.manual_seed(seed * 1_000_003 + state.step)  # dropout: a function of the step
+            lr = compute_lr(state, cfg)
+            for group in optimizer.param_groups:
+                group["lr"] = lr * group.get("lr_scale", 1.0)  # absent in older checkpoints
+            step_start = time.perf_counter()
+            window.tokens += _optimizer_step(model, optimizer, objective, batches, cfg,
+                                             accelerator, state, count_flops)
+            state.step += 1
+            state.train_seconds += time.perf_counter() - step_start
+            if state.step == cfg.warmup_steps:
+                state.warmup_progress = budget_progress(state, cfg)
+            _after_step(state, cfg, lr, window, progress, tracker,
+                        lambda: evaluate(model, objective, data, cfg, accelerator))
+            if state.step % cfg.save_every == 0 or stop.is_set():
+                _save(out_dir, state, model, optimizer, cfg, accelerator)
+            progress.update(1)
+            if stop.is_set():
+                raise Interrupted(f"SIGTERM: checkpoint written at step {state.step}")
     progress.close()
     return _final_metrics(state)
+
+
+def _save(out_dir: Path, state: LoopState, model, optimizer, cfg: TrainerConfig,
+          accelerator: Accelerator) -> None:
+    if accelerator.is_main_process:
+        save_checkpoint(out_dir / "checkpoints", state.step, accelerator.unwrap_model(model),
+                        optimizer, asdict(state), cfg.keep_checkpoints)
 
 
 @dataclass
@@ -251,10 +297,23 @@ def _optimizer_step(model, optimizer, objective, batches, cfg, accelerator, stat
         tokens += batch_tokens
     grad_norm = accelerator.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
     _accumulate(state, {"grad_norm": float(grad_norm)}, 1)
+    _check_finite(float(loss), float(grad_norm), state, accelerator)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     state.window_steps += 1
     return tokens
+
+
+def _check_finite(loss: float, grad_norm: float, state: LoopState,
+                  accelerator: Accelerator) -> None:
+    """Stop before a NaN or inf reaches the weights. Under fp16 an inf gradient is routine: the
+    loss scaler skips that step and lowers its scale, so only the loss is checked there."""
+    scaled = accelerator.scaler is not None
+    if math.isfinite(loss) and (scaled or math.isfinite(grad_norm)):
+        return
+    raise RunFailed(f"non-finite training loss ({loss:g}, gradient norm {grad_norm:g}) at step "
+                    f"{state.step + 1}; lower trainer.lr or raise trainer.warmup_steps, the "
+                    "checkpoints written before it are kept")
 
 
 def _accumulate(state: LoopState, logs: dict, divisor: int) -> None:
