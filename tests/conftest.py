@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -93,15 +94,28 @@ def negation_model(tmp_path_factory) -> Path:
 RELIABILITY = REPO / "outputs" / "reliability"
 
 
+def _table_rows(path: Path) -> list[list[str]]:
+    """The body rows of a markdown table written by write_markdown_table (escaped pipes kept)."""
+    if not path.exists():
+        return []
+    lines = path.read_text().splitlines()[2:]
+    return [[cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]] for line in lines]
+
+
 def write_markdown_table(name: str, header: list[str], rows: list[list[str]]) -> None:
-    """outputs/reliability/<name>: what the README's reliability section shows."""
+    """outputs/reliability/<name>: what the README's reliability section shows. Rows update
+    those of an earlier session by their first two cells, so `make test` and `make test-slow`
+    together fill one table."""
     if not rows:
         return
+    path = RELIABILITY / name
+    table = {tuple(row[:2]): row for row in _table_rows(path)}
+    for row in rows:
+        table[tuple(row[:2])] = [cell.replace("|", "\\|") for cell in row]
     RELIABILITY.mkdir(parents=True, exist_ok=True)
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |"
-              for row in rows]
-    (RELIABILITY / name).write_text("\n".join(lines) + "\n")
+    lines += ["| " + " | ".join(row) + " |" for row in table.values()]
+    path.write_text("\n".join(lines) + "\n")
 
 
 @pytest.fixture

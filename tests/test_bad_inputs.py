@@ -282,7 +282,7 @@ def test_bad_input_is_one_line_exit_2(case, tmp_path, monkeypatch, capsys, model
 def test_the_suite_covers_every_pipeline_with_30_cases():
     assert len(CASES) >= 30
     assert {c.pipeline for c in CASES} == set(cli.PIPELINES)
-    assert len({c.id for c in CASES}) == len(CASES)
+    assert len({c.id for c in CASES}) == len({(c.pipeline, c.what) for c in CASES}) == len(CASES)
 
 
 @pytest.fixture(scope="module", autouse=True)
