@@ -297,7 +297,7 @@ def _optimizer_step(model, optimizer, objective, batches, cfg, accelerator, stat
         tokens += batch_tokens
     grad_norm = accelerator.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
     _accumulate(state, {"grad_norm": float(grad_norm)}, 1)
-    _check_finite(float(loss), float(grad_norm), state, accelerator)
+    _check_finite(float(loss.detach()), float(grad_norm), state, accelerator)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     state.window_steps += 1
