@@ -31,12 +31,14 @@ def run_cli(*args: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedPr
                           capture_output=True, text=True, timeout=timeout)
 
 
-def compose_config(pipeline: str = "pretrain", overrides: list[str] | None = None):
+def compose_config(pipeline: str = "pretrain", overrides: list[str] | None = None,
+                   return_hydra_config: bool = False):
     """The real composed config with overrides, as `bertology <pipeline>` would see it."""
     from hydra import compose, initialize_config_dir
 
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        return compose(config_name=pipeline, overrides=overrides or [])
+        return compose(config_name=pipeline, overrides=overrides or [],
+                       return_hydra_config=return_hydra_config)
 
 
 @pytest.fixture(scope="session")
