@@ -118,11 +118,28 @@ def _wandb_mode(cfg: LoggerConfig) -> str:
     return os.environ.get("WANDB_MODE") or ("online" if _logged_in() else "offline")
 
 
+def sweep_context() -> tuple[str | None, list[str]]:
+    """(group, tags) of a Hydra multirun job: the sweep dir groups its jobs in W&B, and each
+    job is tagged with the overrides that make it differ (`model=electra`, `seed=1`; W&B caps
+    a tag at 64 characters). (None, []) outside a sweep."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return None, []
+    hydra_cfg = HydraConfig.get()
+    group = "/".join(Path(hydra_cfg.sweep.dir).parts[-3:])
+    tags = [o.lstrip("+~")[:64] for o in hydra_cfg.overrides.task if not o.startswith("hydra")]
+    return group, tags
+
+
 def _init_wandb(cfg: LoggerConfig, mode: str, out_dir: Path, config: dict, name: str) -> Any:
     import wandb
 
+    group, sweep_tags = sweep_context()
     return wandb.init(project=cfg.project, entity=cfg.entity, mode=mode, dir=str(out_dir),
-                      config=config, name=name, tags=list(cfg.tags),
+                      config=config, name=name, group=group,
+                      tags=list(dict.fromkeys([*cfg.tags, *sweep_tags])),
                       settings=wandb.Settings(silent=True, console="off"))
 
 
