@@ -34,7 +34,7 @@ from bertology.errors import (
 from bertology.probe_config import load_probe_config
 from bertology.prune_config import load_prune_config
 from bertology.report_config import load_report_config
-from bertology.rundir import RunInUse, check_not_in_use, run_status
+from bertology.rundir import RunInUse, check_not_in_use, is_finished, run_status
 from bertology.task_config import load_finetune_config
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
@@ -108,7 +108,7 @@ def fail(pipeline: str, message: str, status: int = EXIT_USER_ERROR) -> int:
 
 def _latest_unfinished_run(pipeline: str) -> Path:
     runs = sorted(Path("outputs", pipeline).glob("*/*/checkpoints"))
-    runs = [p.parent for p in runs if not (p.parent / "metrics.json").exists()]
+    runs = [p.parent for p in runs if not is_finished(p.parent)]
     if not runs:
         raise UserError(f"resume=true: no unfinished {pipeline} run with checkpoints under "
                         f"outputs/{pipeline}; start a fresh run without resume=true")
