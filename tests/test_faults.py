@@ -303,13 +303,17 @@ def test_metrics_json_and_finished_status_only_for_a_finished_run(tmp_path):
 def test_same_seed_same_metrics_other_seed_other_metrics(args, tmp_path):
     runs = {}
     for name, seed in (("a", 0), ("b", 0), ("c", 1)):
-        assert main([*args, f"seed={seed}"], tmp_path / name) == 0
+        # Each run learns its own tokenizer (its own cache dir): the vocabulary is part of what
+        # must come out the same (tests/test_wordpiece.py has the bug this caught).
+        cache = f"paths.cache_dir={tmp_path / f'cache_{name}'}"
+        assert main([*args, f"seed={seed}", cache], tmp_path / name) == 0
         runs[name] = final_metrics(tmp_path / name)
     assert runs["a"] == runs["b"]
     changed = [k for k in runs["a"] if runs["a"][k] != runs["c"].get(k)]
     assert any(k.startswith(("train/loss", "eval/")) for k in changed), changed
     record("the same config and seed twice; another seed", args[0],
-           f"identical metrics.json ({len(runs['a'])} keys, wall-clock aside); seed 1 changed "
+           f"identical metrics.json ({len(runs['a'])} keys, wall-clock aside, each run with its "
+           f"own tokenizer cache); seed 1 changed "
            f"{len(changed)} of them")
 
 

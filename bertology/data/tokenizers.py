@@ -14,6 +14,7 @@ from pathlib import Path
 
 from transformers import AutoTokenizer, BertTokenizer, PreTrainedTokenizerBase, RobertaTokenizer
 
+from bertology.data import wordpiece
 from bertology.data.corpora import Corpus
 from bertology.errors import UserError
 
@@ -23,6 +24,7 @@ log = logging.getLogger(__name__)
 # and post-processor ([CLS] A [SEP] B [SEP] for BERT, <s> A </s></s> B </s> for RoBERTa).
 TOKENIZERS = {"wordpiece": BertTokenizer, "bpe": RobertaTokenizer}
 TRAINING_SENTENCES = 200_000  # enough text for a vocabulary; a large corpus is not read whole
+LEARNER_VERSION = 2  # 2: the deterministic WordPiece learner; older cached vocabularies differ
 
 
 def _training_text(corpus: Corpus, limit: int) -> Iterator[list[str]]:
@@ -36,16 +38,31 @@ def _training_text(corpus: Corpus, limit: int) -> Iterator[list[str]]:
 
 
 def tokenizer_cache_key(corpus: Corpus, kind: str, vocab_size: int) -> str:
-    key = f"{corpus.fingerprint}:{kind}:{vocab_size}:{TRAINING_SENTENCES}"
+    key = f"{corpus.fingerprint}:{kind}:{vocab_size}:{TRAINING_SENTENCES}:{LEARNER_VERSION}"
     return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def _train_wordpiece(text: Iterator[list[str]], vocab_size: int) -> BertTokenizer:
+    """Our own deterministic learner (wordpiece.py): `tokenizers`' trainer gives a different
+    vocabulary from run to run (huggingface/tokenizers#1794). Its byte-level BPE trainer has
+    no such problem and is used as it is."""
+    base = BertTokenizer()
+    backend = base.backend_tokenizer
+    counts = wordpiece.word_counts(text, backend.normalizer.normalize_str,
+                                   backend.pre_tokenizer.pre_tokenize_str)
+    specials = sorted(base.get_vocab(), key=base.get_vocab().get)  # [PAD] [UNK] [CLS] ...: by id
+    vocab = wordpiece.learn_vocabulary(counts, specials, vocab_size)
+    return BertTokenizer(vocab=vocab)
 
 
 def train_tokenizer(corpus: Corpus, kind: str, vocab_size: int) -> PreTrainedTokenizerBase:
     if kind not in TOKENIZERS:
         raise UserError(f"model.tokenizer={kind!r} is unknown; use one of: {', '.join(TOKENIZERS)}")
-    base = TOKENIZERS[kind]()
     text = _training_text(corpus, TRAINING_SENTENCES)
-    return base.train_new_from_iterator(text, vocab_size=vocab_size, show_progress=False)
+    if kind == "wordpiece":
+        return _train_wordpiece(text, vocab_size)
+    return TOKENIZERS[kind]().train_new_from_iterator(text, vocab_size=vocab_size,
+                                                      show_progress=False)
 
 
 def load_or_train_tokenizer(
