@@ -119,18 +119,22 @@ def _wandb_mode(cfg: LoggerConfig) -> str:
 
 
 def sweep_context() -> tuple[str | None, list[str]]:
-    """(group, tags) of a Hydra multirun job: the sweep dir groups its jobs in W&B, and each
-    job is tagged with the overrides that make it differ (`model=electra`, `seed=1`; W&B caps
-    a tag at 64 characters). (None, []) outside a sweep."""
+    """(group, tags) of a sweep job. A Hydra multirun groups its jobs by the sweep dir; a W&B
+    agent's run (WANDB_SWEEP_ID set) is grouped by W&B's own sweep. Either way the job is
+    tagged with the overrides that make it differ (`model=electra`, `seed=1`; W&B caps a tag
+    at 64 characters). (None, []) outside a sweep."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+    if not HydraConfig.initialized():
         return None, []
     hydra_cfg = HydraConfig.get()
-    group = "/".join(Path(hydra_cfg.sweep.dir).parts[-3:])
     tags = [o.lstrip("+~")[:64] for o in hydra_cfg.overrides.task if not o.startswith("hydra")]
-    return group, tags
+    if hydra_cfg.mode == RunMode.MULTIRUN:
+        return "/".join(Path(hydra_cfg.sweep.dir).parts[-3:]), tags
+    if os.environ.get("WANDB_SWEEP_ID"):
+        return None, tags
+    return None, []
 
 
 def _init_wandb(cfg: LoggerConfig, mode: str, out_dir: Path, config: dict, name: str) -> Any:

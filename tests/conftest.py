@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,36 @@ def fresh_logging():
 
     for handler in logging.root.handlers[:]:
         logging.root.removeHandler(handler)
+
+
+@dataclass
+class FakeWandb:
+    """What wandb.init was called with, and how many runs were finished."""
+
+    calls: list[dict] = field(default_factory=list)
+    finished: int = 0
+
+    def init(self, **kwargs):
+        self.calls.append(kwargs)
+        fake = self
+
+        class Run:
+            summary: dict = {}
+
+            def log(self, *args, **kwargs):
+                pass
+
+            def finish(self):
+                fake.finished += 1
+
+        return Run()
+
+
+@pytest.fixture
+def fake_wandb(monkeypatch) -> FakeWandb:
+    """wandb.init replaced by a recorder: no W&B process, no files."""
+    import wandb
+
+    fake = FakeWandb()
+    monkeypatch.setattr(wandb, "init", fake.init)
+    return fake

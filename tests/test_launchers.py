@@ -82,3 +82,61 @@ def test_the_slurm_preset_makes_a_valid_sbatch_script(tmp_path, monkeypatch):
     for line in ("--partition=gpu", "--time=240", "--gpus-per-node=1", "--cpus-per-task=8",
                  "--mem=64GB", "--signal=USR2@120", "--nodes=1"):
         assert f"#SBATCH {line}" in script, script
+
+
+# ---------------------------------------------------------------- W&B sweeps
+
+WANDB_SWEEP = Path(__file__).parents[1] / "conf" / "wandb_sweep" / "pretrain_masking.yaml"
+
+
+def agent_command(sweep_config: dict, args: dict, monkeypatch, tmp_path) -> list[str]:
+    """The command line a `wandb agent` runs for one point of the sweep: wandb's own Agent
+    builds it (macros expanded, ${args_no_hyphens} filled in); only the process start is
+    replaced, to capture it."""
+    from wandb import wandb_agent
+
+    captured = []
+
+    class Capture:
+        def __init__(self, command=None, **kwargs):
+            captured.append(command)
+
+    monkeypatch.setattr(wandb_agent, "AgentProcess", Capture)
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    agent = wandb_agent.Agent.__new__(wandb_agent.Agent)  # no server: only the command part
+    agent._sweep_command, agent._function, agent._in_jupyter = sweep_config["command"], None, False
+    agent._run_processes, agent._forward_signals = {}, False
+    agent._command_run({"run_id": "run0", "program": sweep_config["program"],
+                        "args": {key: {"value": value} for key, value in args.items()}})
+    return captured[0]
+
+
+def test_the_wandb_sweep_file_drives_the_cli_with_hydra_overrides(tmp_path, monkeypatch,
+                                                                   fresh_logging, fake_wandb):
+    import itertools
+
+    import yaml
+
+    from bertology import cli
+
+    sweep_config = yaml.safe_load(WANDB_SWEEP.read_text())
+    grid = sweep_config["parameters"]
+    points = [dict(zip(grid, values))
+              for values in itertools.product(*(grid[key]["values"] for key in grid))]
+    command = agent_command(sweep_config, points[-1], monkeypatch, tmp_path)
+    assert command[:3] == ["/usr/bin/env", "bertology", "pretrain"]
+    overrides = command[3:]
+    assert overrides[-3:] == ["model=roberta", "objective.mask_prob=0.4", "seed=2"]
+    for point in points:  # every point of the grid composes
+        fixed = [o for o in overrides if o.split("=")[0] not in point]
+        compose_config("pretrain", [*fixed, *(f"{k}={v}" for k, v in point.items())])
+
+    monkeypatch.setenv("WANDB_SWEEP_ID", "sweep0")  # what the agent sets for its child
+    run_dir = tmp_path / "run"
+    tiny = ["trainer.max_steps=4", "data.num_sentences=300", "data.eval_docs=5"]
+    assert cli.main([*command[2:], *tiny, f"hydra.run.dir={run_dir}"]) == 0
+    [call] = fake_wandb.calls
+    assert fake_wandb.finished == 1 and call["group"] is None
+    assert set(overrides) <= set(call["tags"])
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert sweep_config["metric"]["name"] in metrics  # the metric the sweep optimises exists

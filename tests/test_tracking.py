@@ -68,34 +68,18 @@ def test_auto_mode_is_offline_unless_logged_in(tmp_path, monkeypatch, env, netrc
     assert tracking._wandb_mode(LoggerConfig(name="wandb")) == expected
 
 
-def test_sweep_jobs_are_grouped_and_tagged_in_wandb(tmp_path, monkeypatch, fresh_logging):
+def test_sweep_jobs_are_grouped_and_tagged_in_wandb(tmp_path, monkeypatch, fresh_logging,
+                                                    fake_wandb):
     """Each job of a multirun is its own W&B run, in a group named by the sweep dir and tagged
     with the overrides it was launched with; each run is finished."""
-    import wandb
-
     from bertology import cli
 
-    calls, finished = [], []
-
-    class Run:
-        summary: dict = {}
-
-        def log(self, *args, **kwargs):
-            pass
-
-        def finish(self):
-            finished.append(True)
-
-    def fake_init(**kwargs):
-        calls.append(kwargs)
-        return Run()
-
-    monkeypatch.setattr(wandb, "init", fake_init)
+    calls = fake_wandb.calls
     monkeypatch.chdir(tmp_path)
     status = cli.main(["pretrain", "-m", "trainer=smoke", "trainer.max_steps=4",
                        "data.num_sentences=300", "data.eval_docs=5", "seed=0,1",
                        f"hydra.sweep.dir={tmp_path / 'sweep' / 'day' / 'time'}"])
-    assert status == 0 and len(calls) == 2 and len(finished) == 2
+    assert status == 0 and len(calls) == 2 and fake_wandb.finished == 2
     assert {c["group"] for c in calls} == {"sweep/day/time"}
     assert [c["tags"] for c in calls] == [["trainer=smoke", "trainer.max_steps=4",
                                           "data.num_sentences=300", "data.eval_docs=5",
