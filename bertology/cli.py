@@ -12,6 +12,7 @@ import errno
 import importlib
 import logging
 import shutil
+import signal
 import sys
 from pathlib import Path
 
@@ -172,6 +173,8 @@ def _run_job(pipeline: str, cfg: DictConfig) -> None:
         log.error("%s", err)
         sys.exit(fail(pipeline, _os_error_message(err), EXIT_FAILED))
     except Interrupted as err:
+        if err.handover is not None:
+            _requeue(pipeline, err, out_dir)
         message = f"{err}; rerun with hydra.run.dir={out_dir} to resume"
         log.warning("%s", message)
         print(f"bertology {pipeline}: {message}", file=sys.stderr)
@@ -179,6 +182,20 @@ def _run_job(pipeline: str, cfg: DictConfig) -> None:
     summary = " ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items()))
     log.info("finished: %s", summary)
     log.info("run dir: %s", out_dir)
+
+
+def _requeue(pipeline: str, err: Interrupted, out_dir: Path) -> None:
+    """A submitit job (SLURM or local): the checkpoint is on disk and the status says
+    interrupted, so hand over to submitit's preemption handler, which resubmits the same
+    Hydra job (same config, same run dir, which resumes) and exits. Further signals are
+    ignored so a late one cannot requeue the job twice."""
+    from bertology.training.loop import preempt_signal
+
+    log.warning("%s; handing over to submitit to requeue the job into %s", err, out_dir)
+    print(f"bertology {pipeline}: {err}; requeued by submitit", file=sys.stderr)
+    for signum in (signal.SIGTERM, preempt_signal()):
+        signal.signal(signum, signal.SIG_IGN)
+    err.handover(preempt_signal(), None)
 
 
 def launch(pipeline: str, overrides: list[str]) -> int:

@@ -5,7 +5,8 @@ UserError    bad input (a config value, a data file, a checkpoint): exit 2, and 
 RunFailed    the run itself went wrong (a non-finite loss, a failed write): exit 1, the run dir
              and its checkpoints are kept and marked failed
 Interrupted  SIGTERM (how SLURM preempts): a checkpoint was written; exit 143 (128 + 15), and a
-             rerun into the same dir resumes
+             rerun into the same dir resumes. Under submitit the job is requeued instead, and
+             the requeued job resumes from that checkpoint
 """
 
 
@@ -18,7 +19,12 @@ class RunFailed(Exception):
 
 
 class Interrupted(Exception):
-    """Stopped by a signal after writing a checkpoint."""
+    """Stopped by a signal after writing a checkpoint. `handover`: submitit's preemption
+    handler, which requeues the job; the CLI calls it once the run's status is written."""
+
+    def __init__(self, message: str, handover=None):
+        super().__init__(message)
+        self.handover = handover
 
 
 EXIT_USER_ERROR = 2

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,7 @@ from conftest import compose_config
 from omegaconf import OmegaConf
 
 from bertology.rundir import is_finished
+from bertology.tracking import without_wall_clock
 
 SWEEP = ["logger=none", "trainer.max_steps=20", "data.num_sentences=400", "data.eval_docs=10"]
 
@@ -53,6 +57,46 @@ def test_joblib_runs_seeds_in_parallel(tmp_path):
     assert len(jobs) == 2 and all(is_finished(job) for job in jobs)
     losses = [json.loads((job / "metrics.json").read_text())["train/loss"] for job in jobs]
     assert losses[0] != losses[1]  # each job ran its own seed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGUSR2], ids=["SIGTERM", "SIGUSR2"])
+def test_a_preempted_submitit_job_checkpoints_and_the_requeued_job_resumes(signum, tmp_path,
+                                                                           fresh_logging):
+    """SLURM preempts with SIGTERM, and submitit signals USR2 before a time limit. Either way
+    the job finishes its step, writes a checkpoint, and hands over to submitit, which requeues
+    it (the local executor restarts it, as SLURM would); the requeued job resumes and ends with
+    the metrics of a run never interrupted."""
+    from bertology import cli
+
+    budget = ["trainer=smoke", "trainer.max_steps=60", "trainer.save_every=5"]
+    sweep_dir = tmp_path / "sweep"
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.Popen([sys.executable, "-m", "bertology", "pretrain", "-m",
+                             "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=15",
+                             *SWEEP, *budget, f"hydra.sweep.dir={sweep_dir}"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    job = sweep_dir / "0"
+    deadline = time.monotonic() + 300
+    while not list(job.glob("checkpoints/step_*")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    first_pid = json.loads((job / "status.json").read_text())["pid"]
+    os.kill(first_pid, signum)
+    output = proc.communicate(timeout=600)[0]
+    assert proc.returncode == 0, output[-3000:]
+    status = json.loads((job / "status.json").read_text())
+    assert is_finished(job) and status["pid"] != first_pid  # a second process finished it
+    logs = "".join(p.read_text() for p in (sweep_dir / ".submitit").rglob("*.out"))
+    logs += "".join(p.read_text() for p in (sweep_dir / ".submitit").rglob("*.err"))
+    stopped = re.search(r"checkpoint written at step (\d+)", logs)
+    assert stopped and "Requeued job" in logs, logs[-3000:]
+    assert 0 < int(stopped.group(1)) < 60  # stopped mid-run, not at the end
+
+    plain = tmp_path / "plain"
+    assert cli.main(["pretrain", *SWEEP, *budget, f"hydra.run.dir={plain}"]) == 0
+    resumed = without_wall_clock(json.loads((job / "metrics.json").read_text()))
+    assert resumed == without_wall_clock(json.loads((plain / "metrics.json").read_text()))
 
 
 def test_the_slurm_preset_makes_a_valid_sbatch_script(tmp_path, monkeypatch):

@@ -7,7 +7,8 @@ a function of (seed, step): the data cursor is saved, masks are seeded per examp
 torch generator (dropout) is reseeded at every step.
 
 Faults: resume skips a checkpoint that fails its checksum (with a warning) for the one before
-it; SIGTERM (SLURM's preemption) finishes the step, writes a checkpoint and raises Interrupted;
+it; SIGTERM (SLURM's preemption), and under submitit its own preemption signal, finishes the
+step, writes a checkpoint and raises Interrupted, which the CLI hands to submitit to requeue;
 a non-finite loss or gradient norm raises RunFailed before the optimizer applies it, so the
 checkpoints on disk are all from finite steps.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import random
 import signal
 import threading
@@ -157,20 +159,48 @@ def _restore(out_dir: Path, model, optimizer) -> LoopState:
     return LoopState()
 
 
+def preempt_signal() -> signal.Signals:
+    """The signal submitit sends a job before its time limit or on preemption (USR2 unless
+    SUBMITIT_PREEMPT_SIGNAL says otherwise)."""
+    name = os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2")
+    return getattr(signal, f"SIG{name.removeprefix('SIG')}", signal.SIGUSR2)
+
+
+@dataclass
+class StopRequest:
+    """Set by SIGTERM (or the preemption signal) for the loop to check between steps: a
+    handler that raised mid-step could leave the optimizer half-updated. `handover` is the
+    handler the preemption signal had before the loop started (submitit's checkpoint and
+    requeue, under a submitit job), to be called once the checkpoint is written."""
+
+    event: threading.Event = field(default_factory=threading.Event)
+    handover: Callable | None = None
+
+    def is_set(self) -> bool:
+        return self.event.is_set()
+
+
 @contextmanager
-def sigterm_flag() -> Iterator[threading.Event]:
-    """An event SIGTERM sets, for the loop to check between steps (a handler that raised
-    mid-step could leave the optimizer half-updated). Outside the main thread, where Python
-    allows no handlers, the event is never set."""
-    stop = threading.Event()
+def stop_signals() -> Iterator[StopRequest]:
+    """SIGTERM, and under submitit its preemption signal, set the stop request. Outside the
+    main thread, where Python allows no handlers, it is never set."""
+    stop = StopRequest()
     if threading.current_thread() is not threading.main_thread():
         yield stop
         return
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    preempt = preempt_signal()
+    previous_preempt = signal.getsignal(preempt)
+    # A Python handler on the preemption signal means a submitit job (submitit installs one).
+    if callable(previous_preempt):
+        stop.handover = previous_preempt
+    watched = [signal.SIGTERM, preempt] if stop.handover else [signal.SIGTERM]
+    previous = {signum: signal.signal(signum, lambda signum, frame: stop.event.set())
+                for signum in watched}
     try:
         yield stop
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def budget_progress(state: LoopState, cfg: TrainerConfig) -> float:
@@ -222,7 +252,7 @@ def train(model: torch.nn.Module, objective: Objective, data: ExampleSource, cfg
     progress = tqdm(total=cfg.max_steps, initial=state.step, desc=desc, unit="step",
                     disable=not accelerator.is_main_process, dynamic_ncols=True)
     window = Window()
-    with sigterm_flag() as stop:
+    with stop_signals() as stop:
         while budget_progress(state, cfg) < 1.0:
             torch.manual_seed(seed * 1_000_003 + state.step)  # dropout: a function of the step
             lr = compute_lr(state, cfg)
@@ -241,7 +271,8 @@ def train(model: torch.nn.Module, objective: Objective, data: ExampleSource, cfg
                 _save(out_dir, state, model, optimizer, cfg, accelerator)
             progress.update(1)
             if stop.is_set():
-                raise Interrupted(f"SIGTERM: checkpoint written at step {state.step}")
+                raise Interrupted(f"stopped by a signal: checkpoint written at step "
+                                  f"{state.step}", handover=stop.handover)
     progress.close()
     return _final_metrics(state)
 
