@@ -24,6 +24,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from bertology.config import load_pretrain_config
 from bertology.distill_config import load_distill_config
+from bertology.distributed import is_main_process, run_dir_overrides
 from bertology.errors import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -127,7 +128,7 @@ def precheck(pipeline: str, overrides: list[str]) -> list[str]:
         raise UserError(_one_line(err)) from err
     CONFIG_CHECKS[pipeline](cfg)
     run_dirs = [o.split("=", 1)[1] for o in overrides if o.startswith("hydra.run.dir=")]
-    if run_dirs:  # before Hydra writes its config into a dir another run is using
+    if run_dirs and is_main_process():  # before Hydra writes into a dir another run is using
         check_not_in_use(Path(run_dirs[-1]))
     elif str(cfg.get("resume")).lower() == "true":
         overrides = [*overrides, f"hydra.run.dir={_latest_unfinished_run(pipeline)}"]
@@ -152,6 +153,9 @@ def _os_error_message(err: OSError) -> str:
 
 def _run_job(pipeline: str, cfg: DictConfig) -> None:
     out_dir = Path(HydraConfig.get().runtime.output_dir)
+    if not is_main_process():  # rank 0 owns the run dir: its status, lock and clean-up
+        _run_worker(pipeline, cfg, out_dir)
+        return
     fresh = not (out_dir / "checkpoints").exists() and not (out_dir / "model").exists()
     try:
         with run_status(out_dir, pipeline):
@@ -184,6 +188,19 @@ def _run_job(pipeline: str, cfg: DictConfig) -> None:
     log.info("run dir: %s", out_dir)
 
 
+def _run_worker(pipeline: str, cfg: DictConfig, out_dir: Path) -> None:
+    """A process other than rank 0 of a multi-process run: it trains and writes nothing; its
+    errors end it with the same statuses (rank 0 reports them, and writes the status)."""
+    try:
+        load_pipeline(pipeline)(cfg, out_dir)
+    except UserError as err:
+        sys.exit(fail(pipeline, str(err)))
+    except RunFailed as err:
+        sys.exit(fail(pipeline, str(err), EXIT_FAILED))
+    except Interrupted:
+        sys.exit(EXIT_INTERRUPTED)
+
+
 def _requeue(pipeline: str, err: Interrupted, out_dir: Path) -> None:
     """A submitit job (SLURM or local): the checkpoint is on disk and the status says
     interrupted, so hand over to submitit's preemption handler, which resubmits the same
@@ -200,6 +217,8 @@ def _requeue(pipeline: str, err: Interrupted, out_dir: Path) -> None:
 
 def launch(pipeline: str, overrides: list[str]) -> int:
     """Hand over to Hydra (single run or -m sweep) with the pipeline's primary config."""
+    if "-m" not in overrides and "--multirun" not in overrides:
+        overrides = run_dir_overrides(CONF_DIR / f"{pipeline}.yaml", overrides)
     sys.argv = [f"bertology {pipeline}", *overrides]
 
     def task(cfg: DictConfig) -> None:

@@ -15,6 +15,8 @@ from bertology.config import PretrainConfig, load_pretrain_config
 from bertology.data.corpora import Corpus, build_corpus
 from bertology.data.stream import PretrainData
 from bertology.data.tokenizers import load_or_train_tokenizer, load_pretrained_tokenizer
+from bertology.distributed import is_main_process, world_size
+from bertology.errors import require
 from bertology.models.build import (
     build_model,
     checkpoint_family,
@@ -34,6 +36,9 @@ log = logging.getLogger(__name__)
 
 def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     config = load_pretrain_config(cfg)
+    require(world_size() == 1 or config.downstream is None,
+            "downstream.task runs in one process; pretrain with several processes without it, "
+            "then run `bertology finetune model.name_or_path=<run>/model`")
     check_resume(config, out_dir)
     corpus = build_corpus(config.data, config.data_dir)
     config, tokenizer = load_tokenizer(config, corpus)
@@ -48,9 +53,11 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
                         pair_head=objective.pair_task is not None, seed=config.seed)
     log.info("%s: %.2fM parameters", type(model).__name__, count_parameters(model) / 1e6)
     tracker = build_tracker(config.logger, out_dir, OmegaConf.to_container(cfg, resolve=True),
-                            name=f"pretrain-{config.model.family}-{out_dir.name}")
+                            name=f"pretrain-{config.model.family}-{out_dir.name}",
+                            main_process=is_main_process())
     metrics = train(model, objective, data, config.trainer, out_dir, tracker, config.seed)
-    save_models(model, tokenizer, out_dir)
+    if is_main_process():  # every process holds the same weights; one writes them
+        save_models(model, tokenizer, out_dir)
     metrics["model/parameters"] = float(count_parameters(model))
     metrics.update(run_downstream(config, out_dir))
     return tracker.finish(metrics)

@@ -35,7 +35,8 @@ from tqdm.auto import tqdm
 
 from bertology.config import TrainerConfig
 from bertology.data.stream import Cursor, ExampleSource
-from bertology.errors import Interrupted, RunFailed
+from bertology.distributed import accelerator_options
+from bertology.errors import Interrupted, RunFailed, UserError
 from bertology.objectives.base import Objective
 from bertology.tracking import Tracker
 from bertology.training.checkpoint import (
@@ -145,17 +146,18 @@ def evaluate(model: torch.nn.Module, objective: Objective, data: ExampleSource,
     return {f"eval/{k}": v for k, v in objective.metrics(sums, batches).items()}
 
 
-def _restore(out_dir: Path, model, optimizer) -> LoopState:
+def _restore(out_dir: Path, model, optimizer, main_process: bool = True) -> LoopState:
     """The newest checkpoint that passes its checksum; a damaged one is renamed out of the
-    way (kept for inspection) and the one before it is tried."""
+    way (kept for inspection, by the main process only) and the one before it is tried."""
     for checkpoint in reversed(list_checkpoints(out_dir / "checkpoints")):
         damage = find_damage(checkpoint)
         if damage is None:
             return LoopState(**load_checkpoint(checkpoint, model, optimizer))
-        aside = checkpoint.with_name(f"damaged-{checkpoint.name}")
-        log.warning("checkpoint %s is damaged (%s): moved to %s; resuming from the one before "
-                    "it", checkpoint, damage, aside.name)
-        checkpoint.rename(aside)
+        if main_process:
+            aside = checkpoint.with_name(f"damaged-{checkpoint.name}")
+            log.warning("checkpoint %s is damaged (%s): moved to %s; resuming from the one "
+                        "before it", checkpoint, damage, aside.name)
+            checkpoint.rename(aside)
     return LoopState()
 
 
@@ -240,12 +242,15 @@ def train(model: torch.nn.Module, objective: Objective, data: ExampleSource, cfg
     # each with its own precision, so the previous job's state is cleared (the distributed
     # state it sits on is kept).
     AcceleratorState._reset_state()
-    accelerator = Accelerator(mixed_precision=resolve_precision(cfg, model))
+    accelerator = Accelerator(mixed_precision=resolve_precision(cfg, model),
+                              **accelerator_options())
+    check_shardable(cfg, accelerator.num_processes)
     optimizer = build_optimizer(model, cfg, lr_scale)
-    state = _restore(out_dir, model, optimizer)
+    state = _restore(out_dir, model, optimizer, accelerator.is_main_process)
     tracker.truncate_after(state.step)
-    model, optimizer = accelerator.prepare(model, optimizer)
-    model.train()
+    model = model.to(accelerator.device)
+    trainable, optimizer = accelerator.prepare(ObjectiveModule(model, objective.loss), optimizer)
+    trainable.train()
     batches = iter_batches(data, objective, Cursor(state.epoch, state.offset),
                            state.group_batches, cfg.batch_size)
     count_flops = objective.flops or masked_lm_flops
@@ -259,18 +264,21 @@ def train(model: torch.nn.Module, objective: Objective, data: ExampleSource, cfg
             for group in optimizer.param_groups:
                 group["lr"] = lr * group.get("lr_scale", 1.0)  # absent in older checkpoints
             step_start = time.perf_counter()
-            window.tokens += _optimizer_step(model, optimizer, objective, batches, cfg,
+            window.tokens += _optimizer_step(trainable, optimizer, batches, cfg,
                                              accelerator, state, count_flops)
             state.step += 1
             state.train_seconds += time.perf_counter() - step_start
+            if accelerator.num_processes > 1 and cfg.max_time_s is not None:
+                state.train_seconds = _from_main(state.train_seconds, accelerator)
             if state.step == cfg.warmup_steps:
                 state.warmup_progress = budget_progress(state, cfg)
-            _after_step(state, cfg, lr, window, progress, tracker,
+            _after_step(state, cfg, lr, window, progress, tracker, accelerator,
                         lambda: evaluate(model, objective, data, cfg, accelerator))
-            if state.step % cfg.save_every == 0 or stop.is_set():
+            stopping = _any_process(stop.is_set(), accelerator)
+            if state.step % cfg.save_every == 0 or stopping:
                 _save(out_dir, state, model, optimizer, cfg, accelerator)
             progress.update(1)
-            if stop.is_set():
+            if stopping:
                 raise Interrupted(f"stopped by a signal: checkpoint written at step "
                                   f"{state.step}", handover=stop.handover)
     progress.close()
@@ -280,7 +288,7 @@ def train(model: torch.nn.Module, objective: Objective, data: ExampleSource, cfg
 def _save(out_dir: Path, state: LoopState, model, optimizer, cfg: TrainerConfig,
           accelerator: Accelerator) -> None:
     if accelerator.is_main_process:
-        save_checkpoint(out_dir / "checkpoints", state.step, accelerator.unwrap_model(model),
+        save_checkpoint(out_dir / "checkpoints", state.step, model,
                         optimizer, asdict(state), cfg.keep_checkpoints)
 
 
@@ -292,10 +300,11 @@ class Window:
     start: float = field(default_factory=time.perf_counter)
 
 
-def _after_step(state, cfg, lr, window, progress, tracker, run_eval) -> None:
+def _after_step(state, cfg, lr, window, progress, tracker, accelerator, run_eval) -> None:
     """Log the window and evaluate on schedule, and always at the last step."""
     last = budget_progress(state, cfg) >= 1.0
     if state.step % cfg.log_every == 0 or last:
+        state.window = _mean_over_processes(state.window, accelerator)
         rate = window.tokens / max(1e-9, time.perf_counter() - window.start)
         state.last_train = _window_metrics(state, lr, rate)
         tracker.log(state.last_train, state.step)
@@ -308,31 +317,87 @@ def _after_step(state, cfg, lr, window, progress, tracker, run_eval) -> None:
         log.info("step %d: %s", state.step, _fmt(state.last_eval))
 
 
-def _optimizer_step(model, optimizer, objective, batches, cfg, accelerator, state,
+class ObjectiveModule(torch.nn.Module):
+    """The model with its objective's loss as forward. Losses reach into the model's parts
+    (the MLM head runs only at masked positions), and DDP or FSDP see, and synchronise, only
+    the work done inside the forward of the module they wrap: this one."""
+
+    def __init__(self, model: torch.nn.Module, loss: Callable):
+        super().__init__()
+        self.model, self.loss = model, loss
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict]:
+        return self.loss(self.model, batch)
+
+
+def _optimizer_step(trainable, optimizer, batches, cfg, accelerator, state,
                     count_flops) -> int:
     """One optimizer step over grad_accum_steps micro-batches; returns the tokens seen."""
     tokens = 0
     for micro in range(cfg.grad_accum_steps):
         batch, (group, served), batch_tokens = next(batches)
-        batch = {k: v.to(accelerator.device) for k, v in batch.items()}
+        # FLOPs are counted on the global batch, so every process agrees on the budget.
+        state.flops += count_flops(accelerator.unwrap_model(trainable).model, batch)
+        batch = {k: v.to(accelerator.device) for k, v in shard(batch, accelerator).items()}
         with accelerator.autocast():
-            loss, logs = objective.loss(model, batch)
+            loss, logs = trainable(batch)
         # Only the last micro-batch synchronises gradients across processes.
         sync = micro == cfg.grad_accum_steps - 1
-        with nullcontext() if sync else accelerator.no_sync(model):
+        with nullcontext() if sync else accelerator.no_sync(trainable):
             accelerator.backward(loss / cfg.grad_accum_steps)
         _accumulate(state, {"loss": loss.detach(), **logs}, cfg.grad_accum_steps)
         state.epoch, state.offset, state.group_batches = group.epoch, group.offset, served
         state.tokens += batch_tokens
-        state.flops += count_flops(accelerator.unwrap_model(model), batch)
         tokens += batch_tokens
-    grad_norm = accelerator.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+    grad_norm = accelerator.clip_grad_norm_(trainable.parameters(), cfg.max_grad_norm)
     _accumulate(state, {"grad_norm": float(grad_norm)}, 1)
     _check_finite(float(loss.detach()), float(grad_norm), state, accelerator)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     state.window_steps += 1
     return tokens
+
+
+def check_shardable(cfg: TrainerConfig, processes: int) -> None:
+    if cfg.batch_size % processes:
+        raise UserError(f"trainer.batch_size={cfg.batch_size} is the global batch and must split "
+                        f"evenly over {processes} processes; use a multiple of {processes}")
+
+
+def shard(batch: dict[str, torch.Tensor], accelerator: Accelerator) -> dict[str, torch.Tensor]:
+    """This process's rows of the global batch: every N-th from its rank, so N processes train
+    on the same examples, with the same masks, as one process with the whole batch."""
+    if accelerator.num_processes == 1:
+        return batch
+    rows = slice(accelerator.process_index, None, accelerator.num_processes)
+    return {key: value[rows] for key, value in batch.items()}
+
+
+def _mean_over_processes(window: dict[str, float], accelerator: Accelerator) -> dict[str, float]:
+    """The logged loss is the mean over processes, the loss of the global batch."""
+    if accelerator.num_processes == 1 or not window:
+        return window
+    keys = sorted(window)
+    values = accelerator.reduce(torch.tensor([window[k] for k in keys], dtype=torch.float64,
+                                             device=accelerator.device), reduction="mean")
+    return dict(zip(keys, values.tolist()))
+
+
+def _any_process(flag: bool, accelerator: Accelerator) -> bool:
+    """True everywhere if any process has it: a signal may reach one process a step before
+    another, and all must stop at the same step."""
+    if accelerator.num_processes == 1:
+        return flag
+    return bool(accelerator.reduce(torch.tensor([float(flag)], device=accelerator.device),
+                                   reduction="max").item())
+
+
+def _from_main(value: float, accelerator: Accelerator) -> float:
+    """Rank 0's value everywhere: a time budget must end every process at the same step."""
+    from accelerate.utils import broadcast
+
+    return float(broadcast(torch.tensor([value], dtype=torch.float64,
+                                        device=accelerator.device), from_process=0))
 
 
 def _check_finite(loss: float, grad_norm: float, state: LoopState,
