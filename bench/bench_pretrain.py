@@ -33,7 +33,7 @@ from bertology.data.corpora import build_corpus  # noqa: E402
 from bertology.data.tokenizers import load_or_train_tokenizer  # noqa: E402
 from bertology.models.build import FAMILIES  # noqa: E402
 from bertology.pipelines import pretrain  # noqa: E402
-from bertology.training.loop import resolve_precision  # noqa: E402
+from bertology.training.precision import resolve_precision  # noqa: E402
 
 SEQ_LEN, BATCH, SENTENCES = 128, 32, 20000
 

@@ -173,6 +173,7 @@ class TrainerConfig:
     warmup_ratio: float = 0.0  # finetune: warmup over this share of max_steps (overrides steps)
     max_grad_norm: float = 1.0
     mixed_precision: str = "auto"
+    prefetch_batches: int = 0  # > 0: a background thread collates this many batches ahead
     log_every: int = 25
     eval_every: int = 250
     eval_batches: int = 16
@@ -184,6 +185,8 @@ class TrainerConfig:
                     "eval_every", "eval_batches", "save_every", "keep_checkpoints"):
             positive(getattr(self, key), f"trainer.{key}")
         require(self.warmup_steps >= 0, f"trainer.warmup_steps={self.warmup_steps} must be >= 0")
+        require(self.prefetch_batches >= 0,
+                f"trainer.prefetch_batches={self.prefetch_batches} must be >= 0 (0: inline)")
         require(0.0 <= self.warmup_ratio < 1.0,
                 f"trainer.warmup_ratio={self.warmup_ratio} must lie in [0, 1)")
         for key in ("max_flops", "max_time_s", "epochs", "max_train_examples"):

@@ -31,7 +31,7 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 # Metric-name fragments that measure the machine, not the model: they differ between two runs
 # of the same config and seed, and everything else must not (issue 9's determinism bar).
-WALL_CLOCK = ("per_s", "latency", "speedup", "_ms")
+WALL_CLOCK = ("per_s", "latency", "speedup", "_ms", "data_wait")
 
 
 def without_wall_clock(metrics: dict[str, float]) -> dict[str, float]:

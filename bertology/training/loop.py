@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import queue
 import random
 import signal
 import threading
@@ -46,6 +47,7 @@ from bertology.training.checkpoint import (
     save_checkpoint,
 )
 from bertology.training.flops import masked_lm_flops
+from bertology.training.precision import resolve_precision
 
 log = logging.getLogger(__name__)
 
@@ -60,30 +62,13 @@ class LoopState:
     group_batches: int = 0  # batches already served from that group
     tokens: int = 0
     train_seconds: float = 0.0
+    data_seconds: float = 0.0  # of train_seconds, spent waiting for the next batch
     flops: float = 0.0  # estimated training FLOPs so far (training/flops.py)
     warmup_progress: float = 0.0  # budget spent when warmup ended: the decay starts from there
     window: dict[str, float] = field(default_factory=dict)  # sums since the last log line
     window_steps: int = 0
     last_train: dict[str, float] = field(default_factory=dict)
     last_eval: dict[str, float] = field(default_factory=dict)
-
-
-def cpu_native_bf16() -> bool:
-    """A CPU that multiplies bf16 in hardware (AVX512-BF16 or AMX), where oneDNN runs it."""
-    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
-    return any(getattr(torch.cpu, name, lambda: False)() for name in checks)
-
-
-def resolve_precision(cfg: TrainerConfig, model: torch.nn.Module) -> str:
-    """trainer.mixed_precision=auto: bf16 where the hardware has it and it pays. On a CPU,
-    bf16 autocast pays only when matmuls outweigh the casts: measured 1.7x faster at H=256
-    (size=mini) but 0.8x at H=128 (size=tiny)."""
-    if cfg.mixed_precision != "auto":
-        return cfg.mixed_precision
-    if torch.cuda.is_available():
-        return "bf16" if torch.cuda.is_bf16_supported() else "no"
-    wide = getattr(model.config, "hidden_size", 0) >= 256
-    return "bf16" if wide and cpu_native_bf16() else "no"
 
 
 def build_optimizer(model: torch.nn.Module, cfg: TrainerConfig,
@@ -99,10 +84,10 @@ def build_optimizer(model: torch.nn.Module, cfg: TrainerConfig,
         groups.setdefault((exempt, scale), []).append(param)
     groups = [{"params": params, "weight_decay": 0.0 if exempt else cfg.weight_decay,
                "lr_scale": scale} for (exempt, scale), params in sorted(groups.items())]
-    # One fused kernel on GPU; multi-tensor (foreach) steps on CPU.
-    fused = torch.cuda.is_available()
+    # The fused kernel, on CPU too: measured 11 ms a step against 59 ms for foreach and 40 ms
+    # for the per-tensor loop on 40 (256, 1024) matrices, 2 cores (bench/RESULTS.md).
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.adam_beta1, cfg.adam_beta2),
-                             eps=cfg.adam_epsilon, fused=fused, foreach=not fused)
+                             eps=cfg.adam_epsilon, fused=True)
 
 
 GROUP_BATCHES = 16  # batches drawn together and sorted by length, so little is padding
@@ -124,6 +109,50 @@ def iter_batches(data: ExampleSource, objective: Objective, position: Cursor, sk
             tokens = sum(len(e["input_ids"]) for e in batches[index])
             yield objective.collate(batches[index]), (position, index + 1), tokens
         position, skip = chunk[-1][1], 0
+
+
+def prefetch(batches: Iterator, depth: int) -> Iterator:
+    """The same batches in the same order, collated by a background thread while the model
+    computes: masking and padding are Python and numpy, and torch releases the GIL in its
+    kernels, so the two overlap. An error in the thread is raised at the step that needed
+    the batch; the thread stops when the consumer is gone (a daemon, blocked at most on a
+    full queue)."""
+    ready: queue.Queue = queue.Queue(maxsize=depth)
+    done = threading.Event()
+
+    end = object()
+
+    def hand_over(entry: tuple) -> bool:
+        """Put, unless the consumer is gone; False then."""
+        while not done.is_set():
+            try:
+                ready.put(entry, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def fill() -> None:
+        try:
+            for item in batches:
+                if not hand_over((item, None)):
+                    return
+            hand_over((end, None))
+        except BaseException as err:  # handed to the consumer, raised there
+            hand_over((None, err))
+
+    worker = threading.Thread(target=fill, name="bertology-prefetch", daemon=True)
+    worker.start()
+    try:
+        while True:
+            item, err = ready.get()
+            if err is not None:
+                raise err
+            if item is end:
+                return
+            yield item
+    finally:
+        done.set()
 
 
 def evaluate(model: torch.nn.Module, objective: Objective, data: ExampleSource,
@@ -253,6 +282,8 @@ def train(model: torch.nn.Module, objective: Objective, data: ExampleSource, cfg
     trainable.train()
     batches = iter_batches(data, objective, Cursor(state.epoch, state.offset),
                            state.group_batches, cfg.batch_size)
+    if cfg.prefetch_batches:
+        batches = prefetch(batches, cfg.prefetch_batches)
     count_flops = objective.flops or masked_lm_flops
     progress = tqdm(total=cfg.max_steps, initial=state.step, desc=desc, unit="step",
                     disable=not accelerator.is_main_process, dynamic_ncols=True)
@@ -335,7 +366,9 @@ def _optimizer_step(trainable, optimizer, batches, cfg, accelerator, state,
     """One optimizer step over grad_accum_steps micro-batches; returns the tokens seen."""
     tokens = 0
     for micro in range(cfg.grad_accum_steps):
+        waited = time.perf_counter()
         batch, (group, served), batch_tokens = next(batches)
+        state.data_seconds += time.perf_counter() - waited
         # FLOPs are counted on the global batch, so every process agrees on the budget.
         state.flops += count_flops(accelerator.unwrap_model(trainable).model, batch)
         batch = {k: v.to(accelerator.device) for k, v in shard(batch, accelerator).items()}
@@ -426,5 +459,6 @@ def _final_metrics(state: LoopState) -> dict[str, float]:
     final = {k: v for k, v in state.last_train.items() if k != "train/lr"}
     final["train/steps"] = float(state.step)
     final["train/tokens_per_s"] = state.tokens / max(1e-9, state.train_seconds)
+    final["train/data_wait_share"] = state.data_seconds / max(1e-9, state.train_seconds)
     final.update(state.last_eval)
     return final
