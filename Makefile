@@ -31,6 +31,7 @@ reproduce:  ## every finding at CPU scale, then the report (outputs/reproduce/<s
 
 bench:  ## benchmarks; figures go to bench/RESULTS.md
 	$(BIN)/python bench/bench_pretrain.py
+	$(BIN)/python bench/bench_levers.py
 	$(BIN)/python bench/bench_memory.py
 	$(BIN)/python bench/bench_probe.py
 	$(BIN)/python bench/bench_importance.py

@@ -1,20 +1,28 @@
 """Pretraining throughput: `bertology pretrain` against HF Trainer + DataCollatorForLanguageModeling
 + BertForMaskedLM, same model size, corpus, tokenizer, sequence length and batch, in one run.
 
-Tokens/s counts real (non-padding) tokens per second of training. The baseline is the usual
-recipe: one example per document, truncated to the sequence length and padded per batch by the
-collator, the MLM head over every position. bertology packs sentences into full sequences and
-runs the MLM head only at masked positions.
+Each arm runs in its own fresh process (so peak memory is its own), one after the other, for
+each size. Reported per arm: real (non-padding) tokens per second of training; model FLOPs
+utilisation (MFU), the FLOPs the model executes per second over the fp32 matmul peak measured
+at the start of the same run; the share of step time spent waiting for a batch (bertology);
+peak resident memory. The baseline is the usual recipe: one example per document, truncated to
+the sequence length and padded per batch by the collator, the MLM head over every position.
+bertology packs sentences into full sequences and runs the MLM head only at masked positions;
+its FLOPs are counted by training/flops.py, the baseline's the same way over its padded
+positions and its full MLM head.
 
-    python bench/bench_pretrain.py [--sizes tiny mini] [--steps 120] [--out bench/RESULTS.md]
+    python bench/bench_pretrain.py [--sizes tiny mini small] [--steps 120 60 30]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import platform
+import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -33,13 +41,14 @@ from bertology.data.corpora import build_corpus  # noqa: E402
 from bertology.data.tokenizers import load_or_train_tokenizer  # noqa: E402
 from bertology.models.build import FAMILIES  # noqa: E402
 from bertology.pipelines import pretrain  # noqa: E402
-from bertology.training.precision import resolve_precision  # noqa: E402
+from bertology.training.flops import encoder_flops, mlm_head_flops  # noqa: E402
+from bertology.training.precision import matmul_flops_per_s, resolve_precision  # noqa: E402
 
 SEQ_LEN, BATCH, SENTENCES = 128, 32, 20000
 
 
-def overrides(size: str, steps: int, precision: str = "auto") -> list[str]:
-    return [f"size={size}", f"trainer.mixed_precision={precision}", "model=bert",
+def overrides(size: str, steps: int) -> list[str]:
+    return [f"size={size}", "trainer.mixed_precision=auto", "model=bert",
             "objective=mlm", "model.input_format=full_sentences",
             "model.masking=dynamic", "logger=none", f"trainer.max_steps={steps}",
             f"trainer.batch_size={BATCH}", f"data.max_seq_length={SEQ_LEN}",
@@ -52,10 +61,18 @@ def compose_pretrain(args: list[str]):
         return compose(config_name="pretrain", overrides=args)
 
 
-def run_bertology(size: str, steps: int, precision: str) -> float:
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run_bertology(size: str, steps: int) -> dict:
     with tempfile.TemporaryDirectory() as out:
-        metrics = pretrain.run(compose_pretrain(overrides(size, steps, precision)), Path(out))
-    return metrics["train/tokens_per_s"]
+        metrics = pretrain.run(compose_pretrain(overrides(size, steps)), Path(out))
+    seconds = metrics["train/tokens"] / metrics["train/tokens_per_s"]
+    return {"tokens_per_s": metrics["train/tokens_per_s"],
+            "flops_per_s": metrics["train/flops"] / seconds,
+            "data_wait_share": metrics["train/data_wait_share"],
+            "precision": auto_precision(size), "peak_rss_mib": peak_rss_mib()}
 
 
 def auto_precision(size: str) -> str:
@@ -66,18 +83,24 @@ def auto_precision(size: str) -> str:
 
 
 class CountingCollator:
-    """DataCollatorForLanguageModeling, counting the real tokens it hands to the model."""
+    """DataCollatorForLanguageModeling, counting the real tokens it hands to the model and the
+    FLOPs the model will execute on the batch: every padded position through the encoder, and
+    the MLM head at every position (BertForMaskedLM computes logits everywhere)."""
 
-    def __init__(self, collator):
-        self.collator, self.tokens = collator, 0
+    def __init__(self, collator, config):
+        self.collator, self.config = collator, config
+        self.tokens, self.flops = 0, 0.0
 
     def __call__(self, features):
         batch = self.collator(features)
+        rows, length = batch["input_ids"].shape
         self.tokens += int(batch["attention_mask"].sum())
+        self.flops += encoder_flops(self.config, torch.full((rows,), length))
+        self.flops += mlm_head_flops(self.config, rows * length)
         return batch
 
 
-def run_hf_trainer(size: str, steps: int) -> float:
+def run_hf_trainer(size: str, steps: int) -> dict:
     from datasets import Dataset
     from transformers import (
         BertForMaskedLM,
@@ -95,7 +118,8 @@ def run_hf_trainer(size: str, steps: int) -> float:
         lambda b: tokenizer(b["text"], truncation=True, max_length=SEQ_LEN),
         batched=True, remove_columns=["text"])
     model = BertForMaskedLM(FAMILIES["bert"][0](config.model, config.size, tokenizer))
-    collator = CountingCollator(DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15))
+    collator = CountingCollator(DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15),
+                                model.config)
     with tempfile.TemporaryDirectory() as out:
         arguments = TrainingArguments(
             output_dir=out, per_device_train_batch_size=BATCH, max_steps=steps,
@@ -107,44 +131,72 @@ def run_hf_trainer(size: str, steps: int) -> float:
         start = time.perf_counter()
         trainer.train()
         seconds = time.perf_counter() - start
-    return collator.tokens / seconds
+    return {"tokens_per_s": collator.tokens / seconds, "flops_per_s": collator.flops / seconds,
+            "precision": "no", "peak_rss_mib": peak_rss_mib()}
+
+
+ARMS = {"bertology": run_bertology, "hf": run_hf_trainer}
+
+
+def run_arm(arm: str, size: str, steps: int) -> dict:
+    """One arm in a fresh process; its result as JSON on the last line of stdout."""
+    out = subprocess.run([sys.executable, __file__, "--arm", arm, "--sizes", size,
+                          "--steps", str(steps)], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def measure_peak() -> float:
+    """fp32 matmul peak of this machine: the best of a few large square products."""
+    return max(matmul_flops_per_s(n, n, n, torch.float32, repeats=5) for n in (1024, 2048))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", nargs="+", default=["tiny", "mini"])
-    parser.add_argument("--steps", type=int, default=120)
+    parser.add_argument("--sizes", nargs="+", default=["tiny", "mini", "small"])
+    parser.add_argument("--steps", nargs="+", type=int, default=[120, 60, 30],
+                        help="steps per size (one value: the same for all)")
+    parser.add_argument("--arm", choices=ARMS, help=argparse.SUPPRESS)  # child process
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "RESULTS.md")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    steps = dict(zip(args.sizes, args.steps * len(args.sizes) if len(args.steps) == 1
+                     else args.steps))
+    if args.arm:
+        print(json.dumps(ARMS[args.arm](args.sizes[0], steps[args.sizes[0]])))
+        return
+    peak = measure_peak()
+    print(f"fp32 matmul peak: {peak / 1e9:,.0f} GFLOP/s", flush=True)
     rows = []
     for size in args.sizes:
-        precision = auto_precision(size)
-        ours = run_bertology(size, args.steps, "auto")
-        ours_fp32 = ours if precision == "no" else run_bertology(size, args.steps, "no")
-        baseline = run_hf_trainer(size, args.steps)
-        rows.append((size, precision, ours, ours_fp32, baseline))
-        print(f"{size}: bertology {ours:,.0f} tok/s ({precision}), fp32 {ours_fp32:,.0f}, "
-              f"HF Trainer {baseline:,.0f} tok/s: {ours / baseline:.2f}x", flush=True)
-    write_results(args, rows)
+        ours, hf = (run_arm(arm, size, steps[size]) for arm in ("bertology", "hf"))
+        rows.append((size, steps[size], ours, hf))
+        print(f"{size}: bertology {ours['tokens_per_s']:,.0f} tok/s "
+              f"(MFU {ours['flops_per_s'] / peak:.0%}, data wait {ours['data_wait_share']:.1%}), "
+              f"HF Trainer {hf['tokens_per_s']:,.0f} tok/s (MFU {hf['flops_per_s'] / peak:.0%}): "
+              f"{ours['tokens_per_s'] / hf['tokens_per_s']:.2f}x", flush=True)
+    write_results(args, peak, rows)
 
 
-def write_results(args, rows) -> None:
+def write_results(args, peak: float, rows) -> None:
     command = "python bench/bench_pretrain.py " + " ".join(
-        [f"--sizes {' '.join(args.sizes)}", f"--steps {args.steps}"])
+        [f"--sizes {' '.join(args.sizes)}", f"--steps {' '.join(map(str, args.steps))}"])
     lines = [
         "", "## Pretraining throughput vs HF Trainer", "",
         f"`{command}` on {platform.machine()}, {os.cpu_count()} CPU cores, torch "
-        f"{torch.__version__}, {time.strftime('%Y-%m-%d')}. Synthetic corpus "
-        f"({SENTENCES} sentences), sequence length {SEQ_LEN}, batch {BATCH}, "
-        f"{args.steps} steps each, MLM only, real (non-padding) tokens per second. bertology "
-        "runs with its default `trainer.mixed_precision=auto` (bf16 autocast on this CPU from "
-        "hidden size 256) and, beside it, in fp32; the HF Trainer runs its default fp32.", "",
-        "| size | precision (auto) | bertology tok/s | bertology fp32 tok/s "
-        "| HF Trainer fp32 tok/s | ratio (auto) | ratio (fp32 vs fp32) |",
-        "|---|---|---:|---:|---:|---:|---:|",
-        *[f"| {s} | {p} | {a:,.0f} | {f:,.0f} | {b:,.0f} | {a / b:.2f}x | {f / b:.2f}x |"
-          for s, p, a, f, b in rows],
+        f"{torch.__version__}, {time.strftime('%Y-%m-%d')}, nothing else running. Synthetic "
+        f"corpus ({SENTENCES} sentences), sequence length {SEQ_LEN}, batch {BATCH}, MLM only; "
+        "each arm in a fresh process, one after the other. Tokens/s counts real (non-padding) "
+        f"tokens. MFU: executed model FLOPs per second over the fp32 matmul peak measured at the "
+        f"start of the run, **{peak / 1e9:,.0f} GFLOP/s** (best 1024³/2048³ product). bertology "
+        "runs `trainer.mixed_precision=auto` (the precision column: what it chose here).", "",
+        "| size | steps | precision | bertology tok/s | HF Trainer tok/s | ratio "
+        "| bertology MFU | HF MFU | data wait | peak RSS bertology / HF (MiB) |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+        *[f"| {size} | {n} | {o['precision']} | {o['tokens_per_s']:,.0f} "
+          f"| {h['tokens_per_s']:,.0f} | **{o['tokens_per_s'] / h['tokens_per_s']:.2f}x** "
+          f"| {o['flops_per_s'] / peak:.0%} | {h['flops_per_s'] / peak:.0%} "
+          f"| {o['data_wait_share']:.1%} | {o['peak_rss_mib']:,.0f} / {h['peak_rss_mib']:,.0f} |"
+          for size, n, o, h in rows],
     ]
     replace_section(args.out, "## Pretraining throughput vs HF Trainer", lines)
 

@@ -174,6 +174,7 @@ class TrainerConfig:
     max_grad_norm: float = 1.0
     mixed_precision: str = "auto"
     prefetch_batches: int = 0  # > 0: a background thread collates this many batches ahead
+    compile: bool = False  # torch.compile the encoders (in place: checkpoints keep their keys)
     log_every: int = 25
     eval_every: int = 250
     eval_batches: int = 16

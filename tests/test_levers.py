@@ -47,3 +47,19 @@ def test_prefetching_batches_leaves_the_metrics_unchanged(tmp_path):
                          tmp_path / "ahead")
     assert without_wall_clock(ahead) == without_wall_clock(inline)
     assert 0 <= ahead["train/data_wait_share"] < 1
+
+
+@pytest.mark.slow
+def test_a_compiled_run_follows_the_eager_one_and_saves_plain_weights(tmp_path):
+    from transformers import AutoModelForPreTraining
+
+    for name in ("eager", "compiled"):
+        (tmp_path / name).mkdir()
+    eager = pretrain.run(compose_config("pretrain", RUN), tmp_path / "eager")
+    compiled = pretrain.run(compose_config("pretrain", [*RUN, "trainer.compile=true"]),
+                            tmp_path / "compiled")
+    # Inductor fuses and reorders float work, so the numbers agree closely, not exactly.
+    for key in ("train/loss", "eval/mlm_loss"):
+        assert compiled[key] == pytest.approx(eager[key], rel=1e-3), key
+    reloaded = AutoModelForPreTraining.from_pretrained(tmp_path / "compiled" / "model")
+    assert not any("_orig_mod" in key for key in reloaded.state_dict())

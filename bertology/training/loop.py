@@ -278,6 +278,8 @@ def train(model: torch.nn.Module, objective: Objective, data: ExampleSource, cfg
     state = _restore(out_dir, model, optimizer, accelerator.is_main_process)
     tracker.truncate_after(state.step)
     model = model.to(accelerator.device)
+    if cfg.compile:
+        compile_encoders(model)
     trainable, optimizer = accelerator.prepare(ObjectiveModule(model, objective.loss), optimizer)
     trainable.train()
     batches = iter_batches(data, objective, Cursor(state.epoch, state.offset),
@@ -346,6 +348,18 @@ def _after_step(state, cfg, lr, window, progress, tracker, accelerator, run_eval
         state.last_eval = run_eval()
         tracker.log(state.last_eval, state.step)
         log.info("step %d: %s", state.step, _fmt(state.last_eval))
+
+
+def compile_encoders(model: torch.nn.Module) -> None:
+    """torch.compile every bare encoder in the model (BertModel, ElectraModel, ...: ELECTRA has
+    two), in place, so parameter names and checkpoints stay as they were. The encoders, not
+    the model: losses call the encoder and then a head only at masked positions, a shape that
+    changes every step and would recompile."""
+    from transformers import PreTrainedModel
+
+    for module in model.modules():
+        if isinstance(module, PreTrainedModel) and module.base_model is module:
+            module.compile()
 
 
 class ObjectiveModule(torch.nn.Module):
