@@ -14,6 +14,7 @@ import logging
 import shutil
 import signal
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 import hydra
@@ -153,12 +154,12 @@ def _os_error_message(err: OSError) -> str:
 
 def _run_job(pipeline: str, cfg: DictConfig) -> None:
     out_dir = Path(HydraConfig.get().runtime.output_dir)
-    if not is_main_process():  # rank 0 owns the run dir: its status, lock and clean-up
-        _run_worker(pipeline, cfg, out_dir)
-        return
-    fresh = not (out_dir / "checkpoints").exists() and not (out_dir / "model").exists()
+    # Rank 0 owns the run dir (status, lock, clean-up, requeue); in a multi-process run the
+    # other ranks only train, and end with the same exit statuses.
+    owner = is_main_process()
+    fresh = owner and not (out_dir / "checkpoints").exists() and not (out_dir / "model").exists()
     try:
-        with run_status(out_dir, pipeline):
+        with run_status(out_dir, pipeline) if owner else nullcontext():
             metrics = load_pipeline(pipeline)(cfg, out_dir)
     except RunInUse as err:  # another process's dir: touch nothing
         sys.exit(fail(pipeline, str(err)))
@@ -177,7 +178,7 @@ def _run_job(pipeline: str, cfg: DictConfig) -> None:
         log.error("%s", err)
         sys.exit(fail(pipeline, _os_error_message(err), EXIT_FAILED))
     except Interrupted as err:
-        if err.handover is not None:
+        if owner and err.handover is not None:
             _requeue(pipeline, err, out_dir)
         message = f"{err}; rerun with hydra.run.dir={out_dir} to resume"
         log.warning("%s", message)
@@ -188,25 +189,12 @@ def _run_job(pipeline: str, cfg: DictConfig) -> None:
     log.info("run dir: %s", out_dir)
 
 
-def _run_worker(pipeline: str, cfg: DictConfig, out_dir: Path) -> None:
-    """A process other than rank 0 of a multi-process run: it trains and writes nothing; its
-    errors end it with the same statuses (rank 0 reports them, and writes the status)."""
-    try:
-        load_pipeline(pipeline)(cfg, out_dir)
-    except UserError as err:
-        sys.exit(fail(pipeline, str(err)))
-    except RunFailed as err:
-        sys.exit(fail(pipeline, str(err), EXIT_FAILED))
-    except Interrupted:
-        sys.exit(EXIT_INTERRUPTED)
-
-
 def _requeue(pipeline: str, err: Interrupted, out_dir: Path) -> None:
     """A submitit job (SLURM or local): the checkpoint is on disk and the status says
     interrupted, so hand over to submitit's preemption handler, which resubmits the same
     Hydra job (same config, same run dir, which resumes) and exits. Further signals are
     ignored so a late one cannot requeue the job twice."""
-    from bertology.training.loop import preempt_signal
+    from bertology.training.preemption import preempt_signal
 
     log.warning("%s; handing over to submitit to requeue the job into %s", err, out_dir)
     print(f"bertology {pipeline}: {err}; requeued by submitit", file=sys.stderr)

@@ -306,9 +306,15 @@ def resolve_container(cfg: DictConfig) -> dict:
                         "line") from err
 
 
+def default_cache_dir() -> Path:
+    """Where trained tokenizers and other per-machine results go unless paths.cache_dir (or
+    BERTOLOGY_CACHE_DIR, its default) says otherwise."""
+    return Path.home() / ".cache" / "bertology"
+
+
 def resolve_paths(container: dict) -> tuple[Path, Path]:
     """(data root, cache dir) from the `paths` block."""
-    cache = container["paths"].get("cache_dir") or Path.home() / ".cache" / "bertology"
+    cache = container["paths"].get("cache_dir") or default_cache_dir()
     data_dir = Path(str(container["paths"]["data_dir"])).expanduser()
     return data_dir, Path(str(cache)).expanduser()
 

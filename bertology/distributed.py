@@ -14,7 +14,11 @@ from datetime import datetime
 from pathlib import Path
 
 import torch
+from accelerate import Accelerator
+from accelerate.utils import broadcast
 from omegaconf import OmegaConf
+
+from bertology.errors import UserError
 
 NOW = re.compile(r"\$\{now:([^}]*)\}")
 
@@ -58,3 +62,43 @@ def run_dir_overrides(config_file: Path, overrides: list[str]) -> list[str]:
         chosen = [f"hydra.run.dir={NOW.sub(lambda m: now.strftime(m.group(1)), pattern)}"]
     quiet = [] if is_main_process() else ["hydra.output_subdir=null", "hydra/job_logging=stdout"]
     return [*[o for o in overrides if not o.startswith("hydra.run.dir=")], *chosen, *quiet]
+
+
+def check_shardable(cfg, processes: int) -> None:
+    if cfg.batch_size % processes:
+        raise UserError(f"trainer.batch_size={cfg.batch_size} is the global batch and must split "
+                        f"evenly over {processes} processes; use a multiple of {processes}")
+
+
+def shard(batch: dict[str, torch.Tensor], accelerator: Accelerator) -> dict[str, torch.Tensor]:
+    """This process's rows of the global batch: every N-th from its rank, so N processes train
+    on the same examples, with the same masks, as one process with the whole batch."""
+    if accelerator.num_processes == 1:
+        return batch
+    rows = slice(accelerator.process_index, None, accelerator.num_processes)
+    return {key: value[rows] for key, value in batch.items()}
+
+
+def mean_over_processes(window: dict[str, float], accelerator: Accelerator) -> dict[str, float]:
+    """The logged loss is the mean over processes, the loss of the global batch."""
+    if accelerator.num_processes == 1 or not window:
+        return window
+    keys = sorted(window)
+    values = accelerator.reduce(torch.tensor([window[k] for k in keys], dtype=torch.float64,
+                                             device=accelerator.device), reduction="mean")
+    return dict(zip(keys, values.tolist()))
+
+
+def any_process(flag: bool, accelerator: Accelerator) -> bool:
+    """True everywhere if any process has it: a signal may reach one process a step before
+    another, and all must stop at the same step."""
+    if accelerator.num_processes == 1:
+        return flag
+    return bool(accelerator.reduce(torch.tensor([float(flag)], device=accelerator.device),
+                                   reduction="max").item())
+
+
+def from_main(value: float, accelerator: Accelerator) -> float:
+    """Rank 0's value everywhere: a time budget must end every process at the same step."""
+    return float(broadcast(torch.tensor([value], dtype=torch.float64,
+                                        device=accelerator.device), from_process=0))

@@ -14,9 +14,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from bertology.distributed import check_shardable, shard
 from bertology.errors import UserError
 from bertology.rundir import is_finished
-from bertology.training.loop import check_shardable, shard
 
 RUN = ["logger=none", "trainer=smoke", "trainer.max_steps=30", "trainer.log_every=1",
        "data.num_sentences=400", "data.eval_docs=10"]

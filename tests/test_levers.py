@@ -7,7 +7,7 @@ from conftest import compose_config
 
 from bertology.pipelines import pretrain
 from bertology.tracking import without_wall_clock
-from bertology.training.loop import prefetch
+from bertology.training.batches import prefetch
 
 RUN = ["logger=none", "trainer=smoke", "trainer.max_steps=12", "trainer.log_every=4",
        "data.num_sentences=400", "data.eval_docs=10"]
@@ -39,12 +39,17 @@ def test_a_consumer_that_stops_early_stops_the_thread():
     assert not any(t.is_alive() for t in threads)
 
 
-def test_prefetching_batches_leaves_the_metrics_unchanged(tmp_path):
-    for name in ("inline", "ahead"):
+def with_and_without(lever: str, tmp_path) -> tuple[dict, dict]:
+    """Final metrics of the same small run without the lever, then with it."""
+    metrics = []
+    for name, extra in (("without", []), ("with", [lever])):
         (tmp_path / name).mkdir()
-    inline = pretrain.run(compose_config("pretrain", RUN), tmp_path / "inline")
-    ahead = pretrain.run(compose_config("pretrain", [*RUN, "trainer.prefetch_batches=3"]),
-                         tmp_path / "ahead")
+        metrics.append(pretrain.run(compose_config("pretrain", [*RUN, *extra]), tmp_path / name))
+    return metrics[0], metrics[1]
+
+
+def test_prefetching_batches_leaves_the_metrics_unchanged(tmp_path):
+    inline, ahead = with_and_without("trainer.prefetch_batches=3", tmp_path)
     assert without_wall_clock(ahead) == without_wall_clock(inline)
     assert 0 <= ahead["train/data_wait_share"] < 1
 
@@ -53,13 +58,9 @@ def test_prefetching_batches_leaves_the_metrics_unchanged(tmp_path):
 def test_a_compiled_run_follows_the_eager_one_and_saves_plain_weights(tmp_path):
     from transformers import AutoModelForPreTraining
 
-    for name in ("eager", "compiled"):
-        (tmp_path / name).mkdir()
-    eager = pretrain.run(compose_config("pretrain", RUN), tmp_path / "eager")
-    compiled = pretrain.run(compose_config("pretrain", [*RUN, "trainer.compile=true"]),
-                            tmp_path / "compiled")
+    eager, compiled = with_and_without("trainer.compile=true", tmp_path)
     # Inductor fuses and reorders float work, so the numbers agree closely, not exactly.
     for key in ("train/loss", "eval/mlm_loss"):
         assert compiled[key] == pytest.approx(eager[key], rel=1e-3), key
-    reloaded = AutoModelForPreTraining.from_pretrained(tmp_path / "compiled" / "model")
+    reloaded = AutoModelForPreTraining.from_pretrained(tmp_path / "with" / "model")
     assert not any("_orig_mod" in key for key in reloaded.state_dict())

@@ -50,7 +50,8 @@ def _train_wordpiece(text: Iterator[list[str]], vocab_size: int) -> BertTokenize
     backend = base.backend_tokenizer
     counts = wordpiece.word_counts(text, backend.normalizer.normalize_str,
                                    backend.pre_tokenizer.pre_tokenize_str)
-    specials = sorted(base.get_vocab(), key=base.get_vocab().get)  # [PAD] [UNK] [CLS] ...: by id
+    ids = base.get_vocab()  # the special tokens; a dict in hash order, so put back in id order
+    specials = sorted(ids, key=ids.get)
     vocab = wordpiece.learn_vocabulary(counts, specials, vocab_size)
     return BertTokenizer(vocab=vocab)
 

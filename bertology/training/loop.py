@@ -17,16 +17,10 @@ from __future__ import annotations
 
 import logging
 import math
-import os
-import queue
-import random
-import signal
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
-from itertools import islice
 from pathlib import Path
 
 import torch
@@ -36,10 +30,18 @@ from tqdm.auto import tqdm
 
 from bertology.config import TrainerConfig
 from bertology.data.stream import Cursor, ExampleSource
-from bertology.distributed import accelerator_options
-from bertology.errors import Interrupted, RunFailed, UserError
+from bertology.distributed import (
+    accelerator_options,
+    any_process,
+    check_shardable,
+    from_main,
+    mean_over_processes,
+    shard,
+)
+from bertology.errors import Interrupted, RunFailed
 from bertology.objectives.base import Objective
 from bertology.tracking import Tracker
+from bertology.training.batches import iter_batches, prefetch
 from bertology.training.checkpoint import (
     find_damage,
     list_checkpoints,
@@ -48,6 +50,7 @@ from bertology.training.checkpoint import (
 )
 from bertology.training.flops import masked_lm_flops
 from bertology.training.precision import resolve_precision
+from bertology.training.preemption import stop_signals
 
 log = logging.getLogger(__name__)
 
@@ -90,71 +93,6 @@ def build_optimizer(model: torch.nn.Module, cfg: TrainerConfig,
                              eps=cfg.adam_epsilon, fused=True)
 
 
-GROUP_BATCHES = 16  # batches drawn together and sorted by length, so little is padding
-
-
-def iter_batches(data: ExampleSource, objective: Objective, position: Cursor, skip: int,
-                 batch_size: int) -> Iterator[tuple[dict, tuple[Cursor, int], int]]:
-    """(collated batch, position after it, real tokens in it). Examples come in groups of
-    GROUP_BATCHES batches, sorted by length within the group (as HF's group_by_length) and
-    served in a seeded random order; a position is (start of the group, batches served from
-    it), so a resumed run rebuilds the group and skips what it had served."""
-    stream = data.iter_train(position)
-    while True:
-        chunk = list(islice(stream, batch_size * GROUP_BATCHES))
-        examples = sorted((e for e, _ in chunk), key=lambda e: (len(e["input_ids"]), e["id"]))
-        batches = [examples[i: i + batch_size] for i in range(0, len(examples), batch_size)]
-        random.Random(f"{data.seed}:{position.epoch}:{position.offset}").shuffle(batches)
-        for index in range(skip, len(batches)):
-            tokens = sum(len(e["input_ids"]) for e in batches[index])
-            yield objective.collate(batches[index]), (position, index + 1), tokens
-        position, skip = chunk[-1][1], 0
-
-
-def prefetch(batches: Iterator, depth: int) -> Iterator:
-    """The same batches in the same order, collated by a background thread while the model
-    computes: masking and padding are Python and numpy, and torch releases the GIL in its
-    kernels, so the two overlap. An error in the thread is raised at the step that needed
-    the batch; the thread stops when the consumer is gone (a daemon, blocked at most on a
-    full queue)."""
-    ready: queue.Queue = queue.Queue(maxsize=depth)
-    done = threading.Event()
-
-    end = object()
-
-    def hand_over(entry: tuple) -> bool:
-        """Put, unless the consumer is gone; False then."""
-        while not done.is_set():
-            try:
-                ready.put(entry, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def fill() -> None:
-        try:
-            for item in batches:
-                if not hand_over((item, None)):
-                    return
-            hand_over((end, None))
-        except BaseException as err:  # handed to the consumer, raised there
-            hand_over((None, err))
-
-    worker = threading.Thread(target=fill, name="bertology-prefetch", daemon=True)
-    worker.start()
-    try:
-        while True:
-            item, err = ready.get()
-            if err is not None:
-                raise err
-            if item is end:
-                return
-            yield item
-    finally:
-        done.set()
-
-
 def evaluate(model: torch.nn.Module, objective: Objective, data: ExampleSource,
              cfg: TrainerConfig, accelerator: Accelerator) -> dict[str, float]:
     """Held-out metrics on fixed masks, so numbers are comparable across steps and runs."""
@@ -188,50 +126,6 @@ def _restore(out_dir: Path, model, optimizer, main_process: bool = True) -> Loop
                         "before it", checkpoint, damage, aside.name)
             checkpoint.rename(aside)
     return LoopState()
-
-
-def preempt_signal() -> signal.Signals:
-    """The signal submitit sends a job before its time limit or on preemption (USR2 unless
-    SUBMITIT_PREEMPT_SIGNAL says otherwise)."""
-    name = os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2")
-    return getattr(signal, f"SIG{name.removeprefix('SIG')}", signal.SIGUSR2)
-
-
-@dataclass
-class StopRequest:
-    """Set by SIGTERM (or the preemption signal) for the loop to check between steps: a
-    handler that raised mid-step could leave the optimizer half-updated. `handover` is the
-    handler the preemption signal had before the loop started (submitit's checkpoint and
-    requeue, under a submitit job), to be called once the checkpoint is written."""
-
-    event: threading.Event = field(default_factory=threading.Event)
-    handover: Callable | None = None
-
-    def is_set(self) -> bool:
-        return self.event.is_set()
-
-
-@contextmanager
-def stop_signals() -> Iterator[StopRequest]:
-    """SIGTERM, and under submitit its preemption signal, set the stop request. Outside the
-    main thread, where Python allows no handlers, it is never set."""
-    stop = StopRequest()
-    if threading.current_thread() is not threading.main_thread():
-        yield stop
-        return
-    preempt = preempt_signal()
-    previous_preempt = signal.getsignal(preempt)
-    # A Python handler on the preemption signal means a submitit job (submitit installs one).
-    if callable(previous_preempt):
-        stop.handover = previous_preempt
-    watched = [signal.SIGTERM, preempt] if stop.handover else [signal.SIGTERM]
-    previous = {signum: signal.signal(signum, lambda signum, frame: stop.event.set())
-                for signum in watched}
-    try:
-        yield stop
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
 
 
 def budget_progress(state: LoopState, cfg: TrainerConfig) -> float:
@@ -302,12 +196,12 @@ def train(model: torch.nn.Module, objective: Objective, data: ExampleSource, cfg
             state.step += 1
             state.train_seconds += time.perf_counter() - step_start
             if accelerator.num_processes > 1 and cfg.max_time_s is not None:
-                state.train_seconds = _from_main(state.train_seconds, accelerator)
+                state.train_seconds = from_main(state.train_seconds, accelerator)
             if state.step == cfg.warmup_steps:
                 state.warmup_progress = budget_progress(state, cfg)
             _after_step(state, cfg, lr, window, progress, tracker, accelerator,
                         lambda: evaluate(model, objective, data, cfg, accelerator))
-            stopping = _any_process(stop.is_set(), accelerator)
+            stopping = any_process(stop.is_set(), accelerator)
             if state.step % cfg.save_every == 0 or stopping:
                 _save(out_dir, state, model, optimizer, cfg, accelerator)
             progress.update(1)
@@ -337,7 +231,7 @@ def _after_step(state, cfg, lr, window, progress, tracker, accelerator, run_eval
     """Log the window and evaluate on schedule, and always at the last step."""
     last = budget_progress(state, cfg) >= 1.0
     if state.step % cfg.log_every == 0 or last:
-        state.window = _mean_over_processes(state.window, accelerator)
+        state.window = mean_over_processes(state.window, accelerator)
         rate = window.tokens / max(1e-9, time.perf_counter() - window.start)
         state.last_train = _window_metrics(state, lr, rate)
         tracker.log(state.last_train, state.step)
@@ -403,48 +297,6 @@ def _optimizer_step(trainable, optimizer, batches, cfg, accelerator, state,
     optimizer.zero_grad(set_to_none=True)
     state.window_steps += 1
     return tokens
-
-
-def check_shardable(cfg: TrainerConfig, processes: int) -> None:
-    if cfg.batch_size % processes:
-        raise UserError(f"trainer.batch_size={cfg.batch_size} is the global batch and must split "
-                        f"evenly over {processes} processes; use a multiple of {processes}")
-
-
-def shard(batch: dict[str, torch.Tensor], accelerator: Accelerator) -> dict[str, torch.Tensor]:
-    """This process's rows of the global batch: every N-th from its rank, so N processes train
-    on the same examples, with the same masks, as one process with the whole batch."""
-    if accelerator.num_processes == 1:
-        return batch
-    rows = slice(accelerator.process_index, None, accelerator.num_processes)
-    return {key: value[rows] for key, value in batch.items()}
-
-
-def _mean_over_processes(window: dict[str, float], accelerator: Accelerator) -> dict[str, float]:
-    """The logged loss is the mean over processes, the loss of the global batch."""
-    if accelerator.num_processes == 1 or not window:
-        return window
-    keys = sorted(window)
-    values = accelerator.reduce(torch.tensor([window[k] for k in keys], dtype=torch.float64,
-                                             device=accelerator.device), reduction="mean")
-    return dict(zip(keys, values.tolist()))
-
-
-def _any_process(flag: bool, accelerator: Accelerator) -> bool:
-    """True everywhere if any process has it: a signal may reach one process a step before
-    another, and all must stop at the same step."""
-    if accelerator.num_processes == 1:
-        return flag
-    return bool(accelerator.reduce(torch.tensor([float(flag)], device=accelerator.device),
-                                   reduction="max").item())
-
-
-def _from_main(value: float, accelerator: Accelerator) -> float:
-    """Rank 0's value everywhere: a time budget must end every process at the same step."""
-    from accelerate.utils import broadcast
-
-    return float(broadcast(torch.tensor([value], dtype=torch.float64,
-                                        device=accelerator.device), from_process=0))
 
 
 def _check_finite(loss: float, grad_norm: float, state: LoopState,

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import torch
 
+from bertology.config import default_cache_dir
+
 # bf16 must beat fp32 by this much to be chosen: autocast adds casts around every matmul.
 MARGIN = 1.25
 TOKENS = 2048  # rows of the timed matmul: a batch of 16 sequences of 128
@@ -53,7 +55,7 @@ def _cpu_name() -> str:
 
 
 def _cache_file() -> Path:
-    root = os.environ.get("BERTOLOGY_CACHE_DIR") or Path.home() / ".cache" / "bertology"
+    root = os.environ.get("BERTOLOGY_CACHE_DIR") or default_cache_dir()
     return Path(root) / "cpu_bf16.json"
 
 
