@@ -36,7 +36,7 @@ from scipy import stats
 from bertology.analysis.output import save_figure, write_table
 from bertology.errors import UserError, require
 from bertology.report_config import load_report_config
-from bertology.rundir import is_finished
+from bertology.rundir import finished_runs
 
 log = logging.getLogger(__name__)
 
@@ -69,12 +69,7 @@ class Run:
 
 def find_runs(roots: list[Path]) -> list[Run]:
     """Every finished run under the roots (a root may be a run itself)."""
-    runs = []
-    for root in roots:
-        for metrics in sorted(root.rglob("metrics.json")):
-            config = metrics.parent / ".hydra" / "config.yaml"
-            if config.exists() and is_finished(metrics.parent):
-                runs.append(load_run(metrics.parent))
+    runs = [load_run(path) for path in finished_runs(roots)]
     require(bool(runs), f"no finished runs (metrics.json + .hydra/config.yaml) under "
             f"{', '.join(map(str, roots))}")
     return runs

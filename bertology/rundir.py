@@ -49,6 +49,14 @@ def is_finished(run_dir: Path) -> bool:
     return status.get("status") == FINISHED
 
 
+def finished_runs(roots: list[Path]) -> list[Path]:
+    """Finished run dirs with their Hydra config under the roots (a root may be a run itself),
+    in path order: what `bertology report` and `bertology.runs` read."""
+    runs = {m.parent for root in roots for m in root.rglob("metrics.json")
+            if (m.parent / ".hydra" / "config.yaml").exists() and is_finished(m.parent)}
+    return sorted(runs)
+
+
 def _try_lock(run_dir: Path) -> int | None:
     """An fd holding the dir's exclusive lock, or None when another process holds it."""
     fd = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)

@@ -14,20 +14,13 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from bertology.rundir import is_finished
+from bertology.rundir import finished_runs
 
 # What tells runs of a sweep apart, read from each run's composed config.
 CHOICES = ("model.family", "model.name_or_path", "size.hidden_size", "size.num_hidden_layers",
            "objective.name", "model.input_format", "model.masking", "seed", "trainer.max_flops",
            "task.name", "init", "head.mode", "head.features", "head.pooling",
            "head.freeze_layers", "compare_to", "pooling")
-
-
-def find_runs(roots: list[Path]) -> list[Path]:
-    """Finished run dirs (metrics.json, status finished) under the given dirs, in path order."""
-    runs = {p.parent for root in roots for p in root.rglob("metrics.json")
-            if is_finished(p.parent)}
-    return sorted(runs)
 
 
 def run_row(run: Path) -> dict[str, object]:
@@ -54,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("dirs", nargs="+", type=Path)
     parser.add_argument("--out", type=Path, default=Path("runs.csv"))
     args = parser.parse_args(argv)
-    runs = find_runs(args.dirs)
+    runs = finished_runs(args.dirs)
     if not runs:
         print(f"bertology.runs: error: no finished run (metrics.json) under "
               f"{', '.join(map(str, args.dirs))}; point it at run or sweep dirs", file=sys.stderr)
