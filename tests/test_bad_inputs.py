@@ -149,17 +149,33 @@ CASES = [
          ["size.hidden_size=130", "size.num_attention_heads=4"], "not divisible"),
     Case("pretrain-seq-len", "pretrain", "data.max_seq_length beyond the positions",
          ["data.max_seq_length=1024"], "max_position_embeddings"),
+    Case("pretrain-unknown-size", "pretrain", "size=gigantic", ["size=gigantic"],
+         "size/gigantic"),
+    Case("pretrain-mask-ratios", "pretrain", "mask/random/keep ratios that do not sum to 1",
+         ["objective.mask_token_ratio=0.7"], "sum to 1"),
     Case("finetune-unknown-task", "finetune", "task=nosuchtask", ["task=nosuchtask"],
          "task/nosuchtask"),
     Case("finetune-batch-zero", "finetune", "trainer.batch_size=0", ["trainer.batch_size=0"],
          "trainer.batch_size"),
     Case("finetune-head-mode", "finetune", "head.mode=sideways", ["head.mode=sideways"],
          "head.mode"),
+    Case("finetune-epochs", "finetune", "trainer.epochs=-1", ["trainer.epochs=-1"],
+         "trainer.epochs=-1 must be positive"),
+    Case("finetune-features", "finetune", "head.features=top", ["head.features=top"],
+         "head.features='top' is not an option"),
+    Case("finetune-seeds-repeat", "finetune", "seeds=[0,0]", ["seeds=[0,0]"],
+         "repeats a seed"),
+    Case("finetune-init-random", "finetune", "init=random with no architecture to draw",
+         ["init=random"], "init=random draws new weights"),
     Case("probe-unknown-analysis", "probe", "analysis=nosuch", ["analysis=nosuch"],
          "analysis"),
     Case("probe-seeds-type", "probe", "seeds=[a] (not integers)", ["seeds=[a]"], "seeds"),
     Case("probe-mlp-dropout", "probe", "analysis=mlp analysis.mlp.dropout=1.0",
          ["analysis=mlp", "analysis.mlp.dropout=1.0"], "analysis.mlp.dropout"),
+    Case("probe-sentence-task", "probe", "task=sst2 (no word labels to probe)",
+         ["task=sst2", "task.source=local"], "no word labels"),
+    Case("probe-cloze-no-mlm-head", "probe", "analysis=cloze on MiniLM (no MLM head)",
+         ["model=minilm", "analysis=cloze"], "no masked-LM head"),
     Case("prune-step-fraction", "prune", "prune.step_fraction=1.5",
          ["prune.step_fraction=1.5"], "prune.step_fraction"),
     Case("prune-unknown-score", "prune", "prune.scores=[magic]", ["prune.scores=[magic]"],
@@ -195,6 +211,11 @@ CASES = [
     Case("finetune-conllu-label", "finetune", "a UPOS tag outside the label set",
          ["task=ud_pos", "task.source=local", *TINY_RUN], "DETERMINER",
          lambda tmp, _: ewt_root(tmp, BAD_LABEL_TREE)),
+    Case("probe-treebank-missing", "probe", "task.path to a treebank that does not exist",
+         ["task=ud_pos", "task.path=no_such_treebank", "task.source=local"],
+         "no_such_treebank"),
+    Case("pretrain-wikipedia-missing", "pretrain", "data=wikipedia with a missing corpus",
+         ["data=wikipedia", "data.path=no_such_corpus", *TINY_RUN], "no_such_corpus"),
     Case("pretrain-corpus-missing", "pretrain", "data=files with a missing file",
          ["data=files", "data.files=[missing.txt]", *TINY_RUN], "missing.txt"),
     Case("pretrain-corpus-empty", "pretrain", "data=files with an empty file",
@@ -203,6 +224,8 @@ CASES = [
          ["data=files", *TINY_RUN], "UTF-8",
          lambda tmp, _: corpus_file(tmp, b"\xff\xfe\x00bad bytes\x81\n" * 50)),
     # checkpoints: missing, wrong architecture, damaged, pickled, mismatched vocabularies
+    Case("pretrain-ckpt-missing", "pretrain", "model.name_or_path that does not exist",
+         ["model.name_or_path=/no/such/checkpoint", *TINY_RUN], "model.name_or_path"),
     Case("finetune-ckpt-missing", "finetune", "model.name_or_path that does not exist",
          ["model.name_or_path=/no/such/checkpoint", *NEG, "trainer=finetune_tiny"],
          "model.name_or_path"),
@@ -292,7 +315,7 @@ def _write_table():
     rows = sorted(RESULTS, key=lambda r: CASES_ORDER[r["case"]])
     write_markdown_table("bad_inputs.md", ["pipeline", "bad input", "exit", "the error line"],
                          [[r["pipeline"], r["bad input"], r["exit"],
-                           f"`{shorten(r['message'].replace(str(REPO.parent), '…'))}`"]
+                           f"`{shorten(r['message'])}`"]
                           for r in rows])
 
 
@@ -300,5 +323,7 @@ CASES_ORDER = {c.id: i for i, c in enumerate(CASES)}
 
 
 def shorten(message: str) -> str:
-    """Temporary paths vary per run: `<tmp>/` stands for pytest's."""
-    return re.sub(r"/tmp/pytest-of-[^/]+/pytest-\d+/[^/ ']+", "<tmp>", message)
+    """Paths vary per machine and run: `<tmp>` stands for pytest's temporary dir and `…` for
+    the checkout's parent. pytest's dir goes first: a checkout under /tmp would hide it."""
+    message = re.sub(r"/tmp/pytest-of-[^/]+/pytest-\d+/[^/ ']+", "<tmp>", message)
+    return message.replace(str(REPO.parent), "…")

@@ -104,25 +104,6 @@ def test_minilm_squad_runs_end_to_end(tmp_path):
     assert len(rows) == 16 and all(isinstance(r["predicted"], str) for r in rows)
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (["task=nope"], "task"),
-    (["head.features=top"], "head.features='top' is not an option"),
-    (["head.mode=frozen"], "head.mode='frozen' is not an option"),
-    (["seeds=[0,0]"], "repeats a seed"),
-    (["init=random"], "init=random draws new weights"),
-    (["model.name_or_path=/nonexistent/model"], "does not exist"),
-    (["trainer.epochs=-1"], "trainer.epochs=-1 must be positive"),
-])
-def test_bad_finetune_input_is_one_line_and_exit_2(tmp_path, overrides, message):
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    result = subprocess.run([sys.executable, "-m", "bertology", "finetune", *QUIET, *overrides],
-                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 2, result.stderr[-2000:]
-    assert message in result.stderr and "Traceback" not in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
-    assert not (tmp_path / "outputs").exists() or not any((tmp_path / "outputs").rglob("*.json"))
-
-
 @pytest.mark.slow
 def test_a_pretrained_checkpoint_beats_the_same_architecture_from_random_init(tmp_path):
     """The sanity pretraining run's model/, fine-tuned on a small synthetic task, against its
