@@ -15,7 +15,12 @@ from transformers import BertConfig, BertForSequenceClassification
 
 from bertology.errors import UserError
 from bertology.models.heads import prune_heads
-from bertology.models.latency import build_latency_batch, measure_latency
+from bertology.models.latency import (
+    build_latency_batch,
+    compare_latency,
+    eval_latency_batch,
+    measure_latency,
+)
 from bertology.models.quantize import linear_weight_bytes, quantize_int8, size_on_disk
 
 BACKENDS = ["torch_ao", pytest.param("torchao", marks=pytest.mark.skipif(
@@ -117,3 +122,37 @@ def test_latency_batch_cycles_texts_and_truncates(synthetic_tokenizer):
     assert batch["input_ids"].shape == (5, 8)
     assert torch.equal(batch["input_ids"][0], batch["input_ids"][2])
     assert batch["attention_mask"][0].sum() < 8
+
+
+class CallLog(torch.nn.Module):
+    """A model that records which name ran each forward pass."""
+
+    def __init__(self, name: str, calls: list[str]):
+        super().__init__()
+        self.name, self.calls = name, calls
+
+    def forward(self, input_ids):
+        self.calls.append(self.name)
+        return input_ids
+
+
+def test_compare_latency_interleaves_the_models_round_by_round():
+    """Each round times every model once in turn (warmup 3 + repeats), so a slowdown of the
+    machine during the comparison falls on all of them."""
+    calls: list[str] = []
+    models = {"teacher": CallLog("teacher", calls), "student": CallLog("student", calls)}
+    timings = compare_latency(models, {"input_ids": torch.zeros(2, 3)}, rounds=2, repeats=2)
+    per_turn = 3 + 2
+    assert calls == (["teacher"] * per_turn + ["student"] * per_turn) * 2
+    for result in timings.values():
+        assert set(result) == {"median_ms", "p90_ms"}
+        assert 0 < result["median_ms"] <= result["p90_ms"]
+
+
+def test_eval_latency_batch_pads_the_first_examples_to_the_longest():
+    features = [{"input_ids": [2, 5, 6, 3], "labels": 0}, {"input_ids": [2, 7, 3], "labels": 1},
+                {"input_ids": [2, 9, 9, 9, 9, 3], "labels": 0}]
+    batch = eval_latency_batch(features, pad_token_id=0, size=2)
+    assert batch["input_ids"].tolist() == [[2, 5, 6, 3], [2, 7, 3, 0]]
+    assert batch["attention_mask"].tolist() == [[1, 1, 1, 1], [1, 1, 1, 0]]
+    assert "labels" not in batch  # only what the model's forward takes

@@ -32,9 +32,9 @@ from bertology.models.importance import (
     importance_shape,
     mark_removed,
 )
-from bertology.models.latency import measure_latency
+from bertology.models.latency import compare_latency
 from bertology.models.quantize import linear_weight_bytes
-from bertology.models.task_model import INPUT_KEYS, TaskModel
+from bertology.models.task_model import TaskModel
 from bertology.objectives.task import task_loss
 from bertology.prune_config import PruneConfig
 from bertology.task_config import HeadConfig, TaskConfig
@@ -94,16 +94,11 @@ class PruneContext:
         with HeadGates(model.model, gates):
             return self.evaluate(model)
 
-    def compare_latency(self, models: dict[str, nn.Module], rounds: int = 3
-                        ) -> dict[str, float]:
+    def compare_latency(self, models: dict[str, nn.Module]) -> dict[str, float]:
         """Median CPU milliseconds per forward pass of each model on the latency batch, timed
-        in interleaved rounds (the median of the rounds' medians), so that drift in a shared
-        machine's speed falls on every model alike."""
-        times: dict[str, list[float]] = {name: [] for name in models}
-        for _ in range(rounds):
-            for name, model in models.items():
-                times[name].append(measure_latency(model, self.latency_batch)["median_ms"])
-        return {name: float(np.median(values)) for name, values in times.items()}
+        in interleaved rounds (latency.compare_latency)."""
+        timings = compare_latency(models, self.latency_batch)
+        return {name: timing["median_ms"] for name, timing in timings.items()}
 
     def copy_model(self) -> TaskModel:
         return copy.deepcopy(self.model)
@@ -163,13 +158,6 @@ def build_importance_batches(examples: list[dict], tokenizer, task: TaskConfig, 
     collate = build_collate(tokenizer.pad_token_id)
     return [collate(features[i: i + batch_size])
             for i in range(0, len(features), batch_size)]
-
-
-def build_latency_batch(features: list[dict], pad_token_id: int, size: int
-                        ) -> dict[str, torch.Tensor]:
-    """The first `size` eval sequences, padded: what every model variant is timed on."""
-    batch = build_collate(pad_token_id)(features[:size])
-    return {k: batch[k] for k in INPUT_KEYS if k in batch}
 
 
 def describe(model: nn.Module) -> dict[str, float]:

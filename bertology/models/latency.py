@@ -15,7 +15,9 @@ import torch
 from torch import nn
 from transformers import PreTrainedTokenizerBase
 
+from bertology.data.encode import build_collate
 from bertology.errors import require
+from bertology.models.task_model import INPUT_KEYS
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +32,14 @@ def build_latency_batch(tokenizer: PreTrainedTokenizerBase, texts: list[str], ba
     chosen = list(itertools.islice(itertools.cycle(texts), batch_size))
     return dict(tokenizer(chosen, padding=True, truncation=True, max_length=max_length,
                           return_tensors="pt"))
+
+
+def eval_latency_batch(features: list[dict], pad_token_id: int, size: int
+                       ) -> dict[str, torch.Tensor]:
+    """The first `size` encoded eval examples, padded: what the models of a comparison are
+    timed on (distill's teacher and student, prune's variants)."""
+    batch = build_collate(pad_token_id)(features[:size])
+    return {k: batch[k] for k in INPUT_KEYS if k in batch}
 
 
 def measure_latency(model: nn.Module, batch: dict[str, torch.Tensor], warmup: int = 3,
@@ -52,6 +62,20 @@ def measure_latency(model: nn.Module, batch: dict[str, torch.Tensor], warmup: in
     log.info("latency over %d repeats (%d threads): median %.2f ms, p90 %.2f ms", repeats,
              torch.get_num_threads(), result["median_ms"], result["p90_ms"])
     return result
+
+
+def compare_latency(models: dict[str, nn.Module], batch: dict[str, torch.Tensor],
+                    rounds: int = 3, repeats: int = 20) -> dict[str, dict[str, float]]:
+    """Each model's CPU latency on one batch, timed in interleaved rounds, so that drift in a
+    shared machine's speed falls on every model alike: {name: {"median_ms", "p90_ms"}}, each
+    the median over the rounds."""
+    require(rounds > 0, f"latency rounds must be positive, got {rounds}")
+    times: dict[str, list[dict[str, float]]] = {name: [] for name in models}
+    for _ in range(rounds):
+        for name, model in models.items():
+            times[name].append(measure_latency(model, batch, repeats=repeats))
+    return {name: {key: float(np.median([t[key] for t in timings])) for key in timings[0]}
+            for name, timings in times.items()}
 
 
 def time_forward(model: nn.Module, batch: dict[str, torch.Tensor], warmup: int,

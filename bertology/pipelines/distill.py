@@ -15,7 +15,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from transformers import PretrainedConfig
 
-from bertology.data.encode import build_collate, encode
+from bertology.data.encode import encode
 from bertology.data.stream import InMemoryExamples
 from bertology.data.tasks import TaskData, load_task
 from bertology.data.tokenizers import load_pretrained_tokenizer, tokenizer_options
@@ -23,10 +23,9 @@ from bertology.distill_config import DistillConfig, load_distill_config
 from bertology.errors import require
 from bertology.evaluation import evaluate_task
 from bertology.models.build import count_parameters, load_checkpoint_config, resolve_checkpoint
-from bertology.models.latency import measure_latency
+from bertology.models.latency import compare_latency, eval_latency_batch
 from bertology.models.student import build_student, check_layer_map, default_layer_map
 from bertology.models.task_model import (
-    INPUT_KEYS,
     TaskModel,
     build_task_model,
     check_task_checkpoint,
@@ -127,14 +126,18 @@ def compare(teacher: TaskModel, student: TaskModel, config: DistillConfig, data:
     """Both models on the whole eval set, their sizes and CPU latency; the student's
     predictions go to predictions.jsonl and its scores are also the run's eval/*."""
     metrics: dict[str, float] = {}
-    batch = latency_batch(eval_features, pad_token_id)
-    for name, model in (("teacher", teacher), ("student", student)):
+    models = {"teacher": teacher, "student": student}
+    for name, model in models.items():
         scores, rows = evaluate_task(model, config.task, data.eval, eval_features, data.labels,
                                      pad_token_id)
         metrics.update({f"distill/{name}/{k}": v for k, v in scores.items()})
         metrics[f"distill/{name}/parameters"] = float(count_parameters(model.model))
         metrics[f"distill/{name}/layers"] = float(model.model.config.num_hidden_layers)
-        timing = measure_latency(model.model, batch)
+    # Interleaved rounds: a slowdown of the machine mid-measurement hits both models.
+    timings = compare_latency({name: model.model for name, model in models.items()},
+                              eval_latency_batch(eval_features, pad_token_id, LATENCY_BATCH),
+                              rounds=3, repeats=7)
+    for name, timing in timings.items():
         metrics[f"distill/{name}/latency_ms"] = timing["median_ms"]
         metrics[f"distill/{name}/latency_p90_ms"] = timing["p90_ms"]
     metric = config.task.metric
@@ -149,9 +152,3 @@ def compare(teacher: TaskModel, student: TaskModel, config: DistillConfig, data:
     log.info("%s", " ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items())
                             if k.startswith("distill/")))
     return metrics
-
-
-def latency_batch(features: list[dict], pad_token_id: int) -> dict[str, torch.Tensor]:
-    """The first LATENCY_BATCH eval sequences, padded: what both models are timed on."""
-    batch = build_collate(pad_token_id)(features[:LATENCY_BATCH])
-    return {k: batch[k] for k in INPUT_KEYS if k in batch}

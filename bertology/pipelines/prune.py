@@ -14,17 +14,14 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from bertology.analysis import compression, head_pruning
-from bertology.analysis.prune_context import (
-    PruneContext,
-    build_importance_batches,
-    build_latency_batch,
-)
+from bertology.analysis.prune_context import PruneContext, build_importance_batches
 from bertology.data.encode import encode
 from bertology.data.tasks import load_task
 from bertology.data.tokenizers import load_pretrained_tokenizer, tokenizer_options
 from bertology.errors import require
 from bertology.models.build import load_checkpoint_config, resolve_checkpoint
 from bertology.models.heads import load_pruned, read_pruned_heads
+from bertology.models.latency import eval_latency_batch
 from bertology.models.task_model import (
     AUTO_CLASSES,
     TaskModel,
@@ -138,7 +135,7 @@ def build_context(config: PruneConfig, model_path: str, out_dir: Path) -> PruneC
         importance_batches=build_importance_batches(
             data.train, tokenizer, config.task, config.prune.importance_examples,
             config.prune.batch_size, config.seed),
-        latency_batch=build_latency_batch(eval_features, tokenizer.pad_token_id,
+        latency_batch=eval_latency_batch(eval_features, tokenizer.pad_token_id,
                                           config.prune.batch_size))
     ctx.base = ctx.evaluate()
     log.info("%s: %d heads in %d layers; %d eval examples; original %s %.4f", model_path,
