@@ -81,12 +81,35 @@ def shard(batch: dict[str, torch.Tensor], accelerator: Accelerator) -> dict[str,
 
 def mean_over_processes(window: dict[str, float], accelerator: Accelerator) -> dict[str, float]:
     """The logged loss is the mean over processes, the loss of the global batch."""
-    if accelerator.num_processes == 1 or not window:
-        return window
-    keys = sorted(window)
-    values = accelerator.reduce(torch.tensor([window[k] for k in keys], dtype=torch.float64,
-                                             device=accelerator.device), reduction="mean")
-    return dict(zip(keys, values.tolist()))
+    return _reduce(window, accelerator, "mean")
+
+
+def sum_over_processes(sums: dict[str, float], accelerator: Accelerator) -> dict[str, float]:
+    """Sums pooled over processes (every process must hold the same keys)."""
+    return _reduce(sums, accelerator, "sum")
+
+
+def _reduce(values: dict[str, float], accelerator: Accelerator, reduction: str
+            ) -> dict[str, float]:
+    if accelerator.num_processes == 1 or not values:
+        return values
+    keys = sorted(values)
+    reduced = accelerator.reduce(torch.tensor([values[k] for k in keys], dtype=torch.float64,
+                                              device=accelerator.device), reduction=reduction)
+    return dict(zip(keys, reduced.tolist()))
+
+
+def process_share(items: list, accelerator: Accelerator) -> list:
+    """This process's every N-th item (evaluation batches), so N processes split the work; all
+    of them where there are fewer items than processes, so that no process is left without a
+    share to pool (callers then skip the pooling: see `is_split`)."""
+    if not is_split(len(items), accelerator):
+        return items
+    return items[accelerator.process_index::accelerator.num_processes]
+
+
+def is_split(count: int, accelerator: Accelerator) -> bool:
+    return 1 < accelerator.num_processes <= count
 
 
 def any_process(flag: bool, accelerator: Accelerator) -> bool:

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from bertology.distributed import check_shardable, shard
+from bertology.distributed import check_shardable, is_split, process_share, shard
 from bertology.errors import UserError
 from bertology.rundir import is_finished
 
@@ -76,5 +76,20 @@ def test_two_processes_match_one_and_only_rank_0_writes(tmp_path):
     metrics = [json.loads((d / "metrics.json").read_text()) for d in (one_dir, two_dir)]
     assert metrics[1]["train/tokens"] == metrics[0]["train/tokens"]
     assert metrics[1]["train/flops"] == metrics[0]["train/flops"]
-    assert metrics[1]["eval/mlm_loss"] == pytest.approx(metrics[0]["eval/mlm_loss"],
-                                                         rel=TOLERANCE)
+    # Evaluation is split over the processes (16 held-out sequences: a batch of 8 each) and
+    # the sums are pooled.
+    for key in ("eval/mlm_loss", "eval/mlm_accuracy"):
+        assert metrics[1][key] == pytest.approx(metrics[0][key], rel=TOLERANCE), key
+
+
+def test_evaluation_batches_are_split_over_processes_unless_too_few():
+    starts = [0, 8, 16, 24, 32]
+    shares = [process_share(starts, SimpleNamespace(num_processes=2, process_index=rank))
+              for rank in range(2)]
+    assert shares == [[0, 16, 32], [8, 24]]
+    assert is_split(len(starts), SimpleNamespace(num_processes=2))
+    # One batch, two processes: both evaluate it, and nothing is pooled.
+    lone = SimpleNamespace(num_processes=2, process_index=1)
+    assert process_share([0], lone) == [0] and not is_split(1, lone)
+    one = SimpleNamespace(num_processes=1, process_index=0)
+    assert process_share(starts, one) == starts and not is_split(len(starts), one)

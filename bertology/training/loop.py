@@ -35,8 +35,11 @@ from bertology.distributed import (
     any_process,
     check_shardable,
     from_main,
+    is_split,
     mean_over_processes,
+    process_share,
     shard,
+    sum_over_processes,
 )
 from bertology.errors import Interrupted, RunFailed
 from bertology.objectives.base import Objective
@@ -95,22 +98,26 @@ def build_optimizer(model: torch.nn.Module, cfg: TrainerConfig,
 
 def evaluate(model: torch.nn.Module, objective: Objective, data: ExampleSource,
              cfg: TrainerConfig, accelerator: Accelerator) -> dict[str, float]:
-    """Held-out metrics on fixed masks, so numbers are comparable across steps and runs."""
+    """Held-out metrics on fixed masks, so numbers are comparable across steps and runs. With
+    several processes each evaluates every N-th batch and the per-batch sums are pooled: the
+    same numbers as one process, in 1/N of the time."""
     model.eval()
     sums: dict[str, float] = {}
-    batches = 0
     examples = data.eval_examples[: cfg.eval_batches * cfg.batch_size]
+    starts = list(range(0, len(examples), cfg.batch_size))
+    mine = process_share(starts, accelerator)
     with torch.no_grad():
-        for start in range(0, len(examples), cfg.batch_size):
+        for start in mine:
             batch = objective.collate(examples[start: start + cfg.batch_size])
             batch = {k: v.to(accelerator.device) for k, v in batch.items()}
             with accelerator.autocast():
                 _, logs = objective.loss(model, batch)
             for key, value in logs.items():
                 sums[key] = sums.get(key, 0.0) + float(value)
-            batches += 1
     model.train()
-    return {f"eval/{k}": v for k, v in objective.metrics(sums, batches).items()}
+    if is_split(len(starts), accelerator):
+        sums = sum_over_processes(sums, accelerator)
+    return {f"eval/{k}": v for k, v in objective.metrics(sums, len(starts)).items()}
 
 
 def _restore(out_dir: Path, model, optimizer, main_process: bool = True) -> LoopState:
