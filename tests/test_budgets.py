@@ -16,7 +16,7 @@ from bertology.objectives import OBJECTIVES
 from bertology.objectives.mlm import IGNORE
 from bertology.pipelines import pretrain
 from bertology.training.flops import masked_lm_flops
-from bertology.training.loop import LoopState, budget_progress, compute_lr
+from bertology.training.loop import BudgetBar, LoopState, budget_progress, compute_lr
 
 SMOKE = ["logger=none", "trainer=smoke", "data.num_sentences=800", "data.eval_docs=20"]
 
@@ -70,6 +70,21 @@ def test_progress_is_the_largest_share_of_any_budget():
     assert budget_progress(LoopState(step=10, flops=5e8, train_seconds=1.0), cfg) == 0.5
     assert budget_progress(LoopState(step=10, flops=1e8, train_seconds=7.0), cfg) == 0.7
     assert budget_progress(LoopState(step=100, flops=0, train_seconds=0), cfg) == 1.0
+
+
+def test_the_progress_bar_counts_the_budget_that_ends_the_run(capsys):
+    """A FLOPs budget ends the run long before max_steps: the bar shows the percent spent (a
+    resumed run starts where it stopped), and steps where steps are the only budget."""
+    cfg = TrainerConfig(max_steps=100_000, max_flops=1e9)
+    bar = BudgetBar(LoopState(step=3, flops=2.5e8), cfg, "pretrain", enabled=True)
+    assert (bar.bar.total, bar.bar.n) == (100.0, 25.0)
+    bar.update(LoopState(step=4, flops=1e9))
+    bar.close()
+    assert bar.bar.n == 100.0 and "100.0/100% of the budget" in capsys.readouterr().err
+    steps = BudgetBar(LoopState(step=3), TrainerConfig(max_steps=50), "pretrain", enabled=True)
+    steps.update(LoopState(step=4))
+    steps.close()
+    assert (steps.bar.total, steps.bar.n) == (50, 4) and "4/50" in capsys.readouterr().err
 
 
 def _run(tmp_path, overrides):

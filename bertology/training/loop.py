@@ -188,8 +188,7 @@ def train(model: torch.nn.Module, objective: Objective, data: ExampleSource, cfg
     if cfg.prefetch_batches:
         batches = prefetch(batches, cfg.prefetch_batches)
     count_flops = objective.flops or masked_lm_flops
-    progress = tqdm(total=cfg.max_steps, initial=state.step, desc=desc, unit="step",
-                    disable=not accelerator.is_main_process, dynamic_ncols=True)
+    progress = BudgetBar(state, cfg, desc, enabled=accelerator.is_main_process)
     window = Window()
     with stop_signals() as stop:
         while budget_progress(state, cfg) < 1.0:
@@ -211,7 +210,7 @@ def train(model: torch.nn.Module, objective: Objective, data: ExampleSource, cfg
             stopping = any_process(stop.is_set(), accelerator)
             if state.step % cfg.save_every == 0 or stopping:
                 _save(out_dir, state, model, optimizer, cfg, accelerator)
-            progress.update(1)
+            progress.update(state)
             if stopping:
                 raise Interrupted(f"stopped by a signal: checkpoint written at step "
                                   f"{state.step}", handover=stop.handover)
@@ -224,6 +223,34 @@ def _save(out_dir: Path, state: LoopState, model, optimizer, cfg: TrainerConfig,
     if accelerator.is_main_process:
         save_checkpoint(out_dir / "checkpoints", state.step, model,
                         optimizer, asdict(state), cfg.keep_checkpoints)
+
+
+class BudgetBar:
+    """The bar a person waits on: steps when `max_steps` is the only budget, else the percent
+    of the budget spent (a FLOPs or time budget ends the run long before `max_steps`)."""
+
+    def __init__(self, state: LoopState, cfg: TrainerConfig, desc: str, enabled: bool):
+        self.cfg = cfg
+        self.by_steps = cfg.max_flops is None and cfg.max_time_s is None
+        if self.by_steps:
+            options = dict(total=cfg.max_steps, initial=state.step, unit="step")
+        else:
+            options = dict(total=100.0, initial=100.0 * budget_progress(state, cfg), unit="%",
+                           bar_format="{l_bar}{bar}| {n:.1f}/100% of the budget "
+                                      "[{elapsed}<{remaining}{postfix}]")
+        self.bar = tqdm(desc=desc, disable=not enabled, dynamic_ncols=True, **options)
+
+    def update(self, state: LoopState) -> None:
+        if self.by_steps:
+            self.bar.update(1)
+        else:
+            self.bar.update(100.0 * budget_progress(state, self.cfg) - self.bar.n)
+
+    def set_postfix(self, **values) -> None:
+        self.bar.set_postfix(**values)
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 @dataclass
