@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -17,6 +19,7 @@ import torch
 from bertology.distributed import check_shardable, is_split, process_share, shard
 from bertology.errors import UserError
 from bertology.rundir import is_finished
+from bertology.tracking import without_wall_clock
 
 RUN = ["logger=none", "trainer=smoke", "trainer.max_steps=30", "trainer.log_every=1",
        "data.num_sentences=400", "data.eval_docs=10"]
@@ -80,6 +83,53 @@ def test_two_processes_match_one_and_only_rank_0_writes(tmp_path):
     # the sums are pooled.
     for key in ("eval/mlm_loss", "eval/mlm_accuracy"):
         assert metrics[1][key] == pytest.approx(metrics[0][key], rel=TOLERANCE), key
+
+
+def launch_two(args: list[str], run_dir: Path) -> subprocess.Popen:
+    """`accelerate launch` of 2 processes, in its own session so that a kill reaches all."""
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen([sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
+                             "--num_processes", "2", "--num_machines", "1", "--mixed_precision",
+                             "no", "--dynamo_backend", "no", "-m", "bertology", "pretrain", *args,
+                             f"hydra.run.dir={run_dir}"], cwd=run_dir.parent, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+
+
+def newest_step(run_dir: Path) -> int:
+    steps = [int(p.name.split("_")[1]) for p in (run_dir / "checkpoints").glob("step_*")]
+    return max(steps, default=0)
+
+
+def logged(run_dir: Path) -> list[dict]:
+    return [without_wall_clock(json.loads(line))
+            for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_two_processes_killed_mid_log_window_resume_to_the_same_curve(tmp_path):
+    """Checkpoints every 5 steps, log lines every 4: a checkpoint taken mid-window holds the
+    window's loss sums, which must be those of every process, not rank 0's alone."""
+    args = [*RUN, "trainer.save_every=5", "trainer.log_every=4", "trainer.keep_checkpoints=10"]
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    process = launch_two(args, straight)
+    assert process.wait(timeout=600) == 0, process.stderr.read()[-3000:]
+    process = launch_two(args, killed)
+    deadline = time.time() + 300
+    while newest_step(killed) < 5 and process.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    stopped_at = newest_step(killed)
+    assert stopped_at % 4 and not is_finished(killed), f"no mid-window kill ({stopped_at})"
+    process = launch_two(args, killed)
+    assert process.wait(timeout=600) == 0, process.stderr.read()[-3000:]
+    curves = [logged(straight), logged(killed)]
+    assert [r["step"] for r in curves[0]] == [r["step"] for r in curves[1]]
+    for before, after in zip(*curves):
+        assert after.keys() == before.keys()
+        for key, value in before.items():
+            assert after[key] == pytest.approx(value, rel=1e-9), (before["step"], key)
 
 
 def test_evaluation_batches_are_split_over_processes_unless_too_few():

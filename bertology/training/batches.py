@@ -25,7 +25,11 @@ def iter_batches(data: ExampleSource, objective: Objective, position: Cursor, sk
     stream = data.iter_train(position)
     while True:
         chunk = list(islice(stream, batch_size * GROUP_BATCHES))
-        examples = sorted((e for e, _ in chunk), key=lambda e: (len(e["input_ids"]), e["id"]))
+        # Sorted by length within each epoch, epochs kept in order: a group that spans an
+        # epoch boundary (every group, on a small corpus) must not put an example beside its
+        # copy from the next epoch, which static masking gives the same mask.
+        examples = [e for e, _ in sorted(chunk, key=lambda item: (
+            item[1].epoch, len(item[0]["input_ids"]), item[0]["id"]))]
         batches = [examples[i: i + batch_size] for i in range(0, len(examples), batch_size)]
         random.Random(f"{data.seed}:{position.epoch}:{position.offset}").shuffle(batches)
         for index in range(skip, len(batches)):

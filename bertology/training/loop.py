@@ -220,6 +220,10 @@ def train(model: torch.nn.Module, objective: Objective, data: ExampleSource, cfg
 
 def _save(out_dir: Path, state: LoopState, model, optimizer, cfg: TrainerConfig,
           accelerator: Accelerator) -> None:
+    # A checkpoint taken mid-log-window holds the window's loss sums, and every process
+    # resumes from rank 0's copy: make them the mean over processes first. The logged mean
+    # is linear, so continuing from the mean logs what the processes' own sums would have.
+    state.window = mean_over_processes(state.window, accelerator)
     if accelerator.is_main_process:
         save_checkpoint(out_dir / "checkpoints", state.step, model,
                         optimizer, asdict(state), cfg.keep_checkpoints)
