@@ -20,6 +20,7 @@ from bertology.distributed import check_shardable, is_split, process_share, shar
 from bertology.errors import UserError
 from bertology.rundir import is_finished
 from bertology.tracking import without_wall_clock
+from bertology.training.checkpoint import list_checkpoints
 
 RUN = ["logger=none", "trainer=smoke", "trainer.max_steps=30", "trainer.log_every=1",
        "data.num_sentences=400", "data.eval_docs=10"]
@@ -27,6 +28,10 @@ RUN = ["logger=none", "trainer=smoke", "trainer.max_steps=30", "trainer.log_ever
 # only in how the mean loss is pooled (per process, then averaged) and in float summation
 # order; measured: at most 0.03% over 30 steps.
 TOLERANCE = 0.01
+# `accelerate launch` of 2 processes (gloo on CPU) running `bertology pretrain`.
+TWO_PROCESSES = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
+                 "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+                 "--dynamo_backend", "no", "-m", "bertology", "pretrain"]
 
 
 def test_each_process_takes_every_nth_row_of_the_global_batch():
@@ -53,10 +58,8 @@ def losses(run_dir: Path) -> list[float]:
 @pytest.mark.slow
 def test_two_processes_match_one_and_only_rank_0_writes(tmp_path):
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    two = subprocess.run([sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
-                          "--num_processes", "2", "--num_machines", "1", "--mixed_precision",
-                          "no", "--dynamo_backend", "no", "-m", "bertology", "pretrain", *RUN],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    two = subprocess.run([*TWO_PROCESSES, *RUN], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=600)
     assert two.returncode == 0, two.stderr[-3000:]
     # Hydra ran in both processes; they agreed on rank 0's run dir, and rank 1 wrote nothing.
     [two_dir] = list((tmp_path / "outputs" / "pretrain").glob("*/*"))
@@ -88,17 +91,15 @@ def test_two_processes_match_one_and_only_rank_0_writes(tmp_path):
 def launch_two(args: list[str], run_dir: Path) -> subprocess.Popen:
     """`accelerate launch` of 2 processes, in its own session so that a kill reaches all."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
-    return subprocess.Popen([sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
-                             "--num_processes", "2", "--num_machines", "1", "--mixed_precision",
-                             "no", "--dynamo_backend", "no", "-m", "bertology", "pretrain", *args,
-                             f"hydra.run.dir={run_dir}"], cwd=run_dir.parent, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    return subprocess.Popen([*TWO_PROCESSES, *args, f"hydra.run.dir={run_dir}"],
+                            cwd=run_dir.parent, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
 def newest_step(run_dir: Path) -> int:
-    steps = [int(p.name.split("_")[1]) for p in (run_dir / "checkpoints").glob("step_*")]
-    return max(steps, default=0)
+    """The step of the newest complete checkpoint, 0 before the first."""
+    complete = list_checkpoints(run_dir / "checkpoints")
+    return int(complete[-1].name.split("_")[1]) if complete else 0
 
 
 def logged(run_dir: Path) -> list[dict]:
