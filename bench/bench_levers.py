@@ -27,12 +27,13 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from transformers import BertForMaskedLM
 
 REPO = Path(__file__).resolve().parent
 sys.path.insert(0, str(REPO))
 import bench_pretrain as base  # noqa: E402
 
-from bertology.models.build import FAMILIES  # noqa: E402
+from bertology.models.build import build_config  # noqa: E402
 from bertology.models.structure import encoder_of, mlm_head_of  # noqa: E402
 
 SEQ_LEN, BATCH, MASKED = 128, 32, 0.15
@@ -44,9 +45,8 @@ def build(size: str, attention: str = "sdpa"):
         base.build_corpus(config.data, config.data_dir), "wordpiece", config.model.vocab_size,
         config.cache_dir)
     torch.manual_seed(0)
-    make_config, pick_class = FAMILIES["bert"]
-    model = pick_class(False)._from_config(make_config(config.model, config.size, tokenizer),
-                                           attn_implementation=attention)
+    model = BertForMaskedLM._from_config(build_config(config.model, config.size, tokenizer),
+                                         attn_implementation=attention)
     return model
 
 

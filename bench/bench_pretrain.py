@@ -36,10 +36,10 @@ REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("BERTOLOGY_DATA_DIR", str(REPO.parent / "shared" / "data"))
 os.environ.setdefault("WANDB_MODE", "offline")
 
-from bertology.config import load_pretrain_config  # noqa: E402
+from bertology.config.pretrain import load_pretrain_config  # noqa: E402
 from bertology.data.corpora import build_corpus  # noqa: E402
 from bertology.data.tokenizers import load_or_train_tokenizer  # noqa: E402
-from bertology.models.build import FAMILIES  # noqa: E402
+from bertology.models.build import build_config  # noqa: E402
 from bertology.pipelines import pretrain  # noqa: E402
 from bertology.training.flops import encoder_flops, mlm_head_flops  # noqa: E402
 from bertology.training.precision import matmul_flops_per_s, resolve_precision  # noqa: E402
@@ -117,7 +117,7 @@ def run_hf_trainer(size: str, steps: int) -> dict:
     dataset = Dataset.from_dict({"text": texts}).map(
         lambda b: tokenizer(b["text"], truncation=True, max_length=SEQ_LEN),
         batched=True, remove_columns=["text"])
-    model = BertForMaskedLM(FAMILIES["bert"][0](config.model, config.size, tokenizer))
+    model = BertForMaskedLM(build_config(config.model, config.size, tokenizer))
     collator = CountingCollator(DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15),
                                 model.config)
     with tempfile.TemporaryDirectory() as out:

@@ -3,13 +3,12 @@
 Bad input (an unknown option, a value out of range, a missing file) is one line on stderr and
 exit status 2, with no traceback and no run directory left behind. A run that fails on its own
 (a non-finite loss, a failed write) is one line and exit 1, its dir kept and marked failed; a
-SIGTERM writes a checkpoint and exits 143 (bertology/errors.py, bertology/rundir.py).
+SIGTERM writes a checkpoint and exits 143 (bertology/errors.py, bertology/run/rundir.py).
 """
 
 from __future__ import annotations
 
 import errno
-import importlib
 import logging
 import shutil
 import signal
@@ -23,9 +22,13 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
-from bertology.config import load_pretrain_config
-from bertology.distill_config import load_distill_config
-from bertology.distributed import is_main_process, run_dir_overrides
+from bertology.config.compose import CONF_DIR
+from bertology.config.distill import load_distill_config
+from bertology.config.finetune import load_finetune_config
+from bertology.config.pretrain import load_pretrain_config
+from bertology.config.probe import load_probe_config
+from bertology.config.prune import load_prune_config
+from bertology.config.report import load_report_config
 from bertology.errors import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -34,24 +37,9 @@ from bertology.errors import (
     RunFailed,
     UserError,
 )
-from bertology.probe_config import load_probe_config
-from bertology.prune_config import load_prune_config
-from bertology.report_config import load_report_config
-from bertology.rundir import RunInUse, check_not_in_use, is_finished, run_status
-from bertology.task_config import load_finetune_config
-
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
-
-# pipeline -> the module whose run(cfg, out_dir) it is. Imported on dispatch, so `--help` and
-# a config error answer in a fraction of a second instead of waiting for torch to load.
-PIPELINES = {
-    "pretrain": "bertology.pipelines.pretrain",
-    "finetune": "bertology.pipelines.finetune",
-    "probe": "bertology.pipelines.probe",
-    "prune": "bertology.pipelines.prune",
-    "distill": "bertology.pipelines.distill",
-    "report": "bertology.report",
-}
+from bertology.pipelines import PIPELINES, load_pipeline
+from bertology.run.processes import is_main_process, run_dir_overrides
+from bertology.run.rundir import RunInUse, check_not_in_use, is_finished, run_status
 
 # pipeline -> the check its config must pass before a run directory is made
 CONFIG_CHECKS = {
@@ -134,11 +122,6 @@ def precheck(pipeline: str, overrides: list[str]) -> list[str]:
     elif str(cfg.get("resume")).lower() == "true":
         overrides = [*overrides, f"hydra.run.dir={_latest_unfinished_run(pipeline)}"]
     return overrides
-
-
-def load_pipeline(pipeline: str):
-    """The pipeline's run(cfg, out_dir) -> metrics."""
-    return importlib.import_module(PIPELINES[pipeline]).run
 
 
 # A write the machine refused: disk or quota full, a read-only or forbidden dir, an I/O error.

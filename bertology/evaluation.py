@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 from tqdm.auto import tqdm
 
+from bertology.config.groups import TaskConfig
 from bertology.data.encode import build_collate
 from bertology.metrics import (
     compute_classification_metrics,
@@ -17,7 +18,6 @@ from bertology.metrics import (
     compute_tagging_metrics,
 )
 from bertology.models.task_model import TaskModel
-from bertology.task_config import TaskConfig
 
 
 @torch.no_grad()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from bertology.rundir import finished_runs
+from bertology.run.rundir import finished_runs
 
 # What tells runs of a sweep apart, read from each run's composed config.
 CHOICES = ("model.family", "model.name_or_path", "size.hidden_size", "size.num_hidden_layers",

@@ -45,7 +45,7 @@ def compose_config(pipeline: str = "pretrain", overrides: list[str] | None = Non
 @pytest.fixture(scope="session")
 def synthetic_tokenizer(tmp_path_factory):
     """A WordPiece tokenizer trained on the default synthetic corpus."""
-    from bertology.config import DataConfig
+    from bertology.config.groups import DataConfig
     from bertology.data.corpora import build_corpus
     from bertology.data.tokenizers import train_tokenizer
 
@@ -55,7 +55,7 @@ def synthetic_tokenizer(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def bpe_tokenizer():
-    from bertology.config import DataConfig
+    from bertology.config.groups import DataConfig
     from bertology.data.corpora import build_corpus
     from bertology.data.tokenizers import train_tokenizer
 

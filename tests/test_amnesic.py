@@ -34,7 +34,7 @@ from bertology.analysis.amnesic import (
     random_projection,
 )
 from bertology.analysis.features import word_spans
-from bertology.analysis.sentences import ProbeSentence
+from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import UserError
 from bertology.pipelines import probe
 

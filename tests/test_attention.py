@@ -12,7 +12,7 @@ from conftest import compose_config
 
 from bertology.analysis import attention
 from bertology.analysis.attention import PATTERNS, STATS
-from bertology.analysis.sentences import ProbeSentence
+from bertology.data.probe_sentences import ProbeSentence
 
 
 def build_map(word_rows: np.ndarray) -> np.ndarray:

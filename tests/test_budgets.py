@@ -11,7 +11,7 @@ from conftest import compose_config
 from torch.utils.flop_counter import FlopCounterMode
 from transformers import BertConfig, BertForMaskedLM, BertForPreTraining
 
-from bertology.config import ObjectiveConfig, TrainerConfig
+from bertology.config.groups import ObjectiveConfig, TrainerConfig
 from bertology.objectives import OBJECTIVES
 from bertology.objectives.mlm import IGNORE
 from bertology.pipelines import pretrain

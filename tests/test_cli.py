@@ -6,7 +6,7 @@ import pytest
 from conftest import REPO, compose_config, run_cli
 
 from bertology.cli import CONFIG_CHECKS, PIPELINES, main
-from bertology.config import load_pretrain_config
+from bertology.config.pretrain import load_pretrain_config
 from bertology.errors import UserError
 
 
@@ -52,7 +52,7 @@ def test_every_group_option_composes_and_checks(group):
 
 @pytest.mark.parametrize("group", ["task", "model", "trainer"])
 def test_every_finetune_option_composes_and_checks(group):
-    from bertology.task_config import load_finetune_config
+    from bertology.config.finetune import load_finetune_config
 
     for option in _group_options(group):
         overrides = [f"{group}={option}"]

@@ -21,8 +21,8 @@ from transformers import (
     RobertaForMaskedLM,
 )
 
-from bertology.analysis import cloze_data as data
 from bertology.analysis import mlm_scoring as scoring
+from bertology.data import cloze_suites as data
 from bertology.errors import UserError
 from bertology.pipelines import probe
 

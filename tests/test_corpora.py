@@ -10,7 +10,7 @@ from itertools import islice
 import pytest
 from conftest import DATA_DIR
 
-from bertology.config import DataConfig
+from bertology.config.groups import DataConfig
 from bertology.data.corpora import build_corpus, iter_wikiextractor, split_sentences
 from bertology.data.tokenizers import load_or_train_tokenizer, tokenizer_cache_key
 from bertology.errors import UserError

@@ -16,11 +16,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from bertology.distributed import check_shardable, is_split, process_share, shard
 from bertology.errors import UserError
-from bertology.rundir import is_finished
-from bertology.tracking import without_wall_clock
+from bertology.run.rundir import is_finished
+from bertology.run.tracking import without_wall_clock
 from bertology.training.checkpoint import list_checkpoints
+from bertology.training.collectives import check_shardable, is_split, process_share, shard
 
 RUN = ["logger=none", "trainer=smoke", "trainer.max_steps=30", "trainer.log_every=1",
        "data.num_sentences=400", "data.eval_docs=10"]

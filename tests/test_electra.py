@@ -12,7 +12,7 @@ from conftest import compose_config
 from torch.utils.flop_counter import FlopCounterMode
 from transformers import AutoModelForMaskedLM, AutoModelForPreTraining
 
-from bertology.config import ObjectiveConfig
+from bertology.config.groups import ObjectiveConfig
 from bertology.models.electra import build_electra_pair, electra_configs
 from bertology.objectives import OBJECTIVES
 from bertology.objectives.electra import corrupt, discriminator_step, generator_step

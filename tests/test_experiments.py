@@ -13,7 +13,7 @@ import pytest
 from conftest import REPO, compose_config
 from omegaconf import OmegaConf
 
-from bertology.config import load_pretrain_config
+from bertology.config.pretrain import load_pretrain_config
 from bertology.pipelines import pretrain
 
 BUNDLES = sorted(p.stem for p in (REPO / "conf" / "experiment").glob("pretrain_*.yaml"))
@@ -84,7 +84,8 @@ def test_a_bundle_sweeps_from_the_command_line(tmp_path):
 
 
 def test_table7_bundle_sweeps_every_feature_choice_on_a_frozen_minilm():
-    from bertology.task_config import FEATURES, load_finetune_config
+    from bertology.config.finetune import load_finetune_config
+    from bertology.config.groups import FEATURES
 
     configs = [load_finetune_config(compose_config("finetune", job))
                for job in sweep_jobs("finetune_table7", "finetune")]

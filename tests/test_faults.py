@@ -21,9 +21,11 @@ from pathlib import Path
 import pytest
 from conftest import write_markdown_table
 
-from bertology import cli, report, tracking
-from bertology.rundir import is_finished, read_status, run_status
-from bertology.tracking import without_wall_clock
+from bertology import cli
+from bertology.pipelines import report
+from bertology.run import tracking
+from bertology.run.rundir import is_finished, read_status, run_status
+from bertology.run.tracking import without_wall_clock
 from bertology.training import checkpoint
 from bertology.training.checkpoint import find_damage, list_checkpoints
 

@@ -13,8 +13,9 @@ from conftest import REPO, compose_config
 from omegaconf import OmegaConf
 from test_experiments import sweep_jobs
 
-from bertology import report, reproduce
+from bertology import reproduce
 from bertology.cli import CONFIG_CHECKS, PIPELINES
+from bertology.pipelines import report
 
 FINDINGS = sorted(p.stem for p in (REPO / "conf" / "experiment").glob("finding_*.yaml"))
 VERDICTS = ("holds", "does not hold", "inconclusive")

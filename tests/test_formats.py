@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bertology.config import INPUT_FORMATS, PAIR_FORMATS, DataConfig
+from bertology.config.groups import INPUT_FORMATS, PAIR_FORMATS, DataConfig
 from bertology.data.corpora import build_corpus
 from bertology.data.formats import (
     Specials,

@@ -21,7 +21,7 @@ from bertology.analysis.geometry import (
     compute_sentence_of,
     sample_pairs,
 )
-from bertology.analysis.sentences import ProbeSentence
+from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import UserError
 
 

@@ -18,7 +18,7 @@ from transformers import (
 )
 
 from bertology.errors import UserError
-from bertology.models.heads import (
+from bertology.pruning.heads import (
     HeadGates,
     build_gates,
     compute_layers_to_keep,

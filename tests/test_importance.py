@@ -12,8 +12,8 @@ import torch
 from transformers import AutoModelForSequenceClassification, BertConfig
 
 from bertology.errors import UserError
-from bertology.models.heads import HeadGates, build_gates, encoder_layers, prune_heads
-from bertology.models.importance import (
+from bertology.pruning.heads import HeadGates, build_gates, encoder_layers, prune_heads
+from bertology.pruning.importance import (
     compute_ablation_importance,
     compute_entropy_importance,
     compute_gate_gradients,

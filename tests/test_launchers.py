@@ -17,8 +17,8 @@ import pytest
 from conftest import compose_config
 from omegaconf import OmegaConf
 
-from bertology.rundir import is_finished
-from bertology.tracking import without_wall_clock
+from bertology.run.rundir import is_finished
+from bertology.run.tracking import without_wall_clock
 
 SWEEP = ["logger=none", "trainer.max_steps=20", "data.num_sentences=400", "data.eval_docs=10"]
 

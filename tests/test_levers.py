@@ -6,7 +6,7 @@ import pytest
 from conftest import compose_config
 
 from bertology.pipelines import pretrain
-from bertology.tracking import without_wall_clock
+from bertology.run.tracking import without_wall_clock
 from bertology.training.batches import prefetch
 
 RUN = ["logger=none", "trainer=smoke", "trainer.max_steps=12", "trainer.log_every=4",

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import torch
 
-from bertology.config import DataConfig, ObjectiveConfig
+from bertology.config.groups import DataConfig, ObjectiveConfig
 from bertology.data.corpora import build_corpus
 from bertology.data.formats import Specials, build_examples
 from bertology.data.stream import Cursor, PretrainData

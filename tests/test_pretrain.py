@@ -16,7 +16,7 @@ from conftest import compose_config
 from safetensors.torch import load_model
 from transformers import AutoModelForMaskedLM, AutoModelForPreTraining, AutoTokenizer
 
-from bertology.config import load_pretrain_config
+from bertology.config.pretrain import load_pretrain_config
 from bertology.errors import UserError
 from bertology.pipelines import pretrain
 

@@ -14,10 +14,10 @@ from conftest import REPO, compose_config
 
 from bertology.analysis import features as feats
 from bertology.analysis import probes
-from bertology.analysis.sentences import ProbeSentence, load_probe_sentences
+from bertology.config.probe import ANALYSIS_SETTINGS, LinearSettings, MLPSettings, load_probe_config
+from bertology.data.probe_sentences import ProbeSentence, load_probe_sentences
 from bertology.errors import UserError
 from bertology.pipelines import probe
-from bertology.probe_config import ANALYSIS_SETTINGS, LinearSettings, MLPSettings, load_probe_config
 
 QUIET = ["logger=none", "seeds=[0]", "max_train_sentences=300", "max_eval_sentences=100"]
 

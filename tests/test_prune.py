@@ -15,9 +15,11 @@ import torch
 from conftest import NEGATION, compose_config, run_cli
 from transformers import AutoModelForSequenceClassification, BertConfig, BertModel
 
+from bertology.config.prune import load_prune_config
 from bertology.errors import UserError
-from bertology.models.heads import HeadGates, build_gates, kept_heads, load_pruned
-from bertology.models.pruning import (
+from bertology.pipelines import prune
+from bertology.pruning.heads import HeadGates, build_gates, kept_heads, load_pruned
+from bertology.pruning.schedules import (
     compute_curve_area,
     compute_fraction_within_loss,
     compute_step_counts,
@@ -25,8 +27,6 @@ from bertology.models.pruning import (
     prune_magnitude,
     select_heads_to_mask,
 )
-from bertology.pipelines import prune
-from bertology.prune_config import load_prune_config
 
 QUIET = ["logger=none"]
 TASK = NEGATION

@@ -14,14 +14,14 @@ from torch import nn
 from transformers import BertConfig, BertForSequenceClassification
 
 from bertology.errors import UserError
-from bertology.models.heads import prune_heads
 from bertology.models.latency import (
     build_latency_batch,
     compare_latency,
     eval_latency_batch,
     measure_latency,
 )
-from bertology.models.quantize import linear_weight_bytes, quantize_int8, size_on_disk
+from bertology.pruning.heads import prune_heads
+from bertology.pruning.quantize import linear_weight_bytes, quantize_int8, size_on_disk
 
 BACKENDS = ["torch_ao", pytest.param("torchao", marks=pytest.mark.skipif(
     importlib.util.find_spec("torchao") is None, reason="torchao is optional, not installed"))]

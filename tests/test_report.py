@@ -12,8 +12,8 @@ import yaml
 from conftest import run_cli
 from omegaconf import OmegaConf
 
-from bertology import report
 from bertology.errors import UserError
+from bertology.pipelines import report
 
 FINDING = {"id": "demo", "claim": "a beats b", "source": "a paper, Table 1",
            "compare": {"a": "eval/a", "b": "eval/b", "expect": "greater"}}

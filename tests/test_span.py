@@ -23,7 +23,7 @@ from safetensors.torch import load_file, load_model
 from torch.utils.flop_counter import FlopCounterMode
 from transformers import AutoModelForMaskedLM
 
-from bertology.config import DataConfig, ModelConfig, ObjectiveConfig, SizeConfig
+from bertology.config.groups import DataConfig, ModelConfig, ObjectiveConfig, SizeConfig
 from bertology.data.corpora import build_corpus
 from bertology.data.formats import Specials, build_examples
 from bertology.errors import UserError
@@ -33,7 +33,7 @@ from bertology.objectives import OBJECTIVES
 from bertology.objectives.mlm import IGNORE, MaskingSpec
 from bertology.objectives.span import compute_length_pmf, compute_runs, compute_span_mask
 from bertology.pipelines import pretrain
-from bertology.tracking import without_wall_clock
+from bertology.run.tracking import without_wall_clock
 
 SEED = 11
 Z = 5.0

@@ -14,7 +14,6 @@ import torch
 from conftest import compose_config
 from scipy.stats import spearmanr
 
-from bertology.analysis.sentences import ProbeSentence
 from bertology.analysis.structural import (
     compute_depths,
     compute_keep_mask,
@@ -30,9 +29,10 @@ from bertology.analysis.structural import (
     score_distance,
     score_linear_baseline,
 )
+from bertology.config.probe import StructuralSettings
 from bertology.data import synthetic
+from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import UserError
-from bertology.probe_config import StructuralSettings
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -8,6 +8,7 @@ import pytest
 import torch
 from transformers import AutoModelForSequenceClassification, BertConfig
 
+from bertology.config.groups import FEATURES, HeadConfig
 from bertology.models.task_model import (
     TaskModel,
     build_task_model,
@@ -15,7 +16,6 @@ from bertology.models.task_model import (
     save_task_model,
     select_features,
 )
-from bertology.task_config import FEATURES, HeadConfig
 
 LABELS = ["neg", "pos"]
 

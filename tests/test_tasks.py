@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from conftest import DATA_DIR, compose_config
 
+from bertology.config.finetune import load_finetune_config
 from bertology.data.encode import IGNORE, encode
 from bertology.data.tasks import load_hub, load_task
 from bertology.errors import UserError
-from bertology.task_config import load_finetune_config
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 

@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from bertology import tracking
-from bertology.config import LoggerConfig
+from bertology.config.groups import LoggerConfig
+from bertology.run import tracking
 
 
 def test_metric_files_and_truncate_on_resume(tmp_path):

@@ -11,7 +11,7 @@ from collections import Counter
 
 from conftest import DATA_DIR
 
-from bertology.config import DataConfig
+from bertology.config.groups import DataConfig
 from bertology.data.corpora import build_corpus
 from bertology.data.tokenizers import train_tokenizer
 from bertology.data.wordpiece import learn_vocabulary
@@ -56,7 +56,7 @@ def test_a_trained_tokenizer_keeps_each_corpus_word_whole_and_splits_new_words()
 
 TRAIN_AND_PRINT = f"""
 import json
-from bertology.config import DataConfig
+from bertology.config.groups import DataConfig
 from bertology.data.corpora import build_corpus
 from bertology.data.tokenizers import train_tokenizer
 corpus = build_corpus(DataConfig(num_sentences=2000), {str(DATA_DIR)!r})

@@ -32,10 +32,11 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from bertology.analysis.context import ProbeContext
 from bertology.analysis.features import Features, encode_words, word_spans
-from bertology.analysis.output import save_figure, write_table
-from bertology.analysis.sentences import ProbeSentence
+from bertology.config.probe import AmnesicSettings
+from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import require
-from bertology.probe_config import AmnesicSettings
+from bertology.run.figures import save_figure
+from bertology.run.tables import write_table
 
 log = logging.getLogger(__name__)
 

@@ -54,15 +54,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from tqdm.auto import tqdm
 
-from bertology.analysis.output import (
-    plot_head_heatmap,
-    plot_layer_curves,
-    save_figure,
-    write_table,
-)
-from bertology.analysis.sentences import ProbeSentence
+from bertology.config.probe import AttentionSettings
+from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import require
-from bertology.probe_config import AttentionSettings
+from bertology.run.figures import plot_head_heatmap, plot_layer_curves, save_figure
+from bertology.run.tables import write_table
 
 log = logging.getLogger(__name__)
 

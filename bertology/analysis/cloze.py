@@ -25,7 +25,6 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from bertology.analysis import cloze_data as data
 from bertology.analysis.mlm_scoring import (
     Scorer,
     compute_mask_scores,
@@ -33,9 +32,11 @@ from bertology.analysis.mlm_scoring import (
     encode_cloze,
     token_id,
 )
-from bertology.analysis.output import save_figure, write_table
+from bertology.config.probe import ClozeSettings
+from bertology.data import cloze_suites as data
 from bertology.errors import require
-from bertology.probe_config import ClozeSettings
+from bertology.run.figures import save_figure
+from bertology.run.tables import write_table
 
 log = logging.getLogger(__name__)
 

@@ -17,12 +17,12 @@ import torch
 from transformers import AutoModel, AutoModelForMaskedLM, PreTrainedModel, PreTrainedTokenizerBase
 
 from bertology.analysis.features import Features, extract_or_load, fingerprint_model, fits
-from bertology.analysis.sentences import ProbeSentence, ProbeSplits
+from bertology.config.probe import ProbeConfig
+from bertology.data.probe_sentences import ProbeSentence, ProbeSplits
 from bertology.errors import UserError, require
+from bertology.families import family_of_checkpoint
 from bertology.models.build import load_checkpoint_config, resolve_checkpoint
-from bertology.models.task_model import SUPPORTED_TYPES
 from bertology.models.weights import load_safetensors_model
-from bertology.probe_config import ProbeConfig
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +49,7 @@ def load_encoder(name_or_path: str, attention: bool) -> tuple[PreTrainedModel,
 
     path = resolve_checkpoint(name_or_path)
     config = load_checkpoint_config(path)
-    require(config.model_type in SUPPORTED_TYPES, f"{name_or_path!r} is a {config.model_type!r} "
-            f"model; probe supports: {', '.join(SUPPORTED_TYPES)}")
+    family_of_checkpoint(config.model_type, f"model.name_or_path={name_or_path!r}")
     model = load_safetensors_model(AutoModel, path,
                                    attn_implementation="eager" if attention else "sdpa")
     tokenizer = load_pretrained_tokenizer(path, **tokenizer_options(config.model_type))
@@ -128,8 +127,8 @@ class ProbeContext:
         resolved = resolve_checkpoint(path)
         model, info = load_safetensors_model(AutoModelForMaskedLM, resolved,
                                              output_loading_info=True)
-        head_missing = [k for k in info["missing_keys"]
-                        if k.startswith(("cls.", "lm_head.", "generator_"))]
+        head = family_of_checkpoint(model.config.model_type).mlm_head.split(".")[0] + "."
+        head_missing = [k for k in info["missing_keys"] if k.startswith(head)]
         if head_missing:
             raise UserError(f"model.name_or_path={path!r} has no masked-LM head (missing "
                             f"{head_missing[0]}); cloze and amnesic probing need one: use a "

@@ -21,9 +21,9 @@ import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from bertology.analysis.sentences import ProbeSentence
+from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import require
-from bertology.tracking import write_dir_atomic
+from bertology.run.files import write_dir_atomic
 
 log = logging.getLogger(__name__)
 

@@ -25,10 +25,11 @@ from tqdm.auto import tqdm
 
 from bertology.analysis.context import ProbeContext
 from bertology.analysis.features import Features
-from bertology.analysis.output import plot_layer_curves, write_table
-from bertology.analysis.sentences import ProbeSentence
+from bertology.config.probe import GeometrySettings
+from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import require
-from bertology.probe_config import GeometrySettings
+from bertology.run.figures import plot_layer_curves
+from bertology.run.tables import write_table
 
 log = logging.getLogger(__name__)
 

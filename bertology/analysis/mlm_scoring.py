@@ -15,7 +15,8 @@ import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from bertology.analysis import cloze_data as data
+from bertology.data import cloze_suites as data
+from bertology.families import family_of_checkpoint
 
 
 @dataclass
@@ -32,8 +33,7 @@ class Scorer:
 def max_tokens(model: PreTrainedModel) -> int:
     """The longest input the position embeddings take (RoBERTa's start after padding_idx)."""
     config = model.config
-    offset = config.pad_token_id + 1 if config.model_type == "roberta" else 0
-    return config.max_position_embeddings - offset
+    return config.max_position_embeddings - family_of_checkpoint(config.model_type).position_offset
 
 
 def forward_at(scorer: Scorer, inputs: list[list[int]], positions: list[int]) -> torch.Tensor:

@@ -26,10 +26,11 @@ from tqdm.auto import tqdm
 
 from bertology.analysis.context import device
 from bertology.analysis.features import Features
-from bertology.analysis.output import layer_means, plot_layer_curves, write_table
-from bertology.analysis.sentences import ProbeSentence
+from bertology.config.probe import StructuralSettings
+from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import require
-from bertology.probe_config import StructuralSettings
+from bertology.run.figures import layer_means, plot_layer_curves
+from bertology.run.tables import write_table
 
 log = logging.getLogger(__name__)
 

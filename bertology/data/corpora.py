@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from bertology.config import DataConfig
+from bertology.config.groups import DataConfig
 from bertology.data import synthetic
 from bertology.errors import UserError, require
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import torch
 from transformers import PreTrainedTokenizerBase
 
+from bertology.config.groups import TaskConfig
 from bertology.errors import require
-from bertology.task_config import TaskConfig
 
 IGNORE = -100
 

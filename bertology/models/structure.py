@@ -1,11 +1,16 @@
-"""Per-family module paths: where the encoder and each head live inside a model.
+"""Where the encoder and each head live inside a model, read from the family table's module
+paths (families.py).
 
 Losses reach the heads directly so they can run the MLM head only where a loss is taken.
 """
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from torch import nn
+
+from bertology.families import FAMILIES
 
 
 def encoder_of(model: nn.Module) -> nn.Module:
@@ -13,25 +18,14 @@ def encoder_of(model: nn.Module) -> nn.Module:
     return getattr(model, model.base_model_prefix)
 
 
-# family -> the MLM prediction head: transform + decoder, applied to (n, hidden) states.
-MLM_HEADS = {
-    "bert": lambda model: model.cls.predictions,
-    "roberta": lambda model: model.lm_head,
-    "spanbert": lambda model: model.cls.predictions,  # a BertForMaskedLM
-}
-
-# family -> the 2-way sentence-pair classifier on the pooled [CLS] output.
-PAIR_HEADS = {
-    "bert": lambda model: model.cls.seq_relationship,
-}
-
-
 def mlm_head_of(model: nn.Module, family: str) -> nn.Module:
-    return MLM_HEADS[family](model)
+    """The MLM prediction head: transform + decoder, applied to (n, hidden) states."""
+    return attrgetter(FAMILIES[family].mlm_head)(model)
 
 
 def pair_head_of(model: nn.Module, family: str) -> nn.Module:
-    return PAIR_HEADS[family](model)
+    """The 2-way sentence-pair classifier on the pooled [CLS] output."""
+    return attrgetter(FAMILIES[family].pair_head)(model)
 
 
 def sbo_head_of(model: nn.Module) -> nn.Module:

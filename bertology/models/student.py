@@ -16,9 +16,10 @@ import re
 import torch
 from transformers import PretrainedConfig, PreTrainedModel
 
-from bertology.config import SizeConfig
-from bertology.distill_config import StudentConfig
+from bertology.config.distill import StudentConfig
+from bertology.config.groups import SizeConfig
 from bertology.errors import require
+from bertology.families import family_of_checkpoint
 from bertology.models.task_model import AUTO_CLASSES
 
 log = logging.getLogger(__name__)
@@ -54,7 +55,7 @@ def student_config(teacher_config: PretrainedConfig, num_layers: int,
     if size is not None:
         for key, value in vars(size).items():
             setattr(config, key, value)
-        if config.model_type == "electra":  # ELECTRA projects embeddings to the hidden width
+        if family_of_checkpoint(config.model_type).embedding_size_is_hidden:
             config.embedding_size = size.hidden_size
     return config
 

@@ -24,9 +24,11 @@ from transformers import (
     PreTrainedModel,
 )
 
+from bertology.config.groups import HeadConfig
 from bertology.errors import UserError, require
+from bertology.families import family_of_checkpoint
 from bertology.models.weights import load_safetensors_model
-from bertology.task_config import HeadConfig
+from bertology.run.files import write_dir_atomic
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +36,6 @@ AUTO_CLASSES = {"classification": AutoModelForSequenceClassification,
                 "tagging": AutoModelForTokenClassification,
                 "qa": AutoModelForQuestionAnswering}
 INPUT_KEYS = ("input_ids", "attention_mask", "token_type_ids")
-SUPPORTED_TYPES = ("bert", "roberta", "electra")  # the encoder families every pipeline handles
 # what `bertology finetune` saves for each task kind: <Family><suffix>
 ARCHITECTURE_SUFFIXES = {"classification": "ForSequenceClassification",
                          "tagging": "ForTokenClassification",
@@ -188,6 +189,16 @@ def save_task_model(model: TaskModel, path: Path) -> None:
 
 
 
+def save_task_model_atomic(model, tokenizer, path: Path) -> None:
+    """model/ appears whole or not at all, as in pretraining."""
+
+    def write(tmp: Path) -> None:
+        save_task_model(model, tmp)  # the AutoModelFor* (+ a FeatureHead beside it)
+        tokenizer.save_pretrained(tmp)
+
+    write_dir_atomic(path, write)
+
+
 def is_task_checkpoint(config: PretrainedConfig, kind: str) -> bool:
     """Whether a checkpoint already carries a head for this kind of task."""
     return any(a.endswith(ARCHITECTURE_SUFFIXES[kind]) for a in config.architectures or [])
@@ -198,9 +209,7 @@ def check_task_checkpoint(path: str, config: PretrainedConfig, key: str, kind: s
     """A checkpoint fine-tuned on this task with the standard head (what `bertology finetune`
     writes to model/): a supported family, the task's head and label count. `key` names the
     option the path came from, for the error line."""
-    require(config.model_type in SUPPORTED_TYPES,
-            f"{key}={path!r} is a {config.model_type!r} model; supported: "
-            f"{', '.join(SUPPORTED_TYPES)}")
+    family_of_checkpoint(config.model_type, f"{key}={path!r}")
     require(is_task_checkpoint(config, kind),
             f"{key}={path!r} is not a {kind} model (architectures: {config.architectures}); "
             f"give a finetune run's model/ for task={task_name}")

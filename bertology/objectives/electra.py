@@ -14,10 +14,10 @@ import torch
 import torch.nn.functional as F
 from transformers import PreTrainedTokenizerBase
 
-from bertology.config import ObjectiveConfig
+from bertology.config.groups import ObjectiveConfig
 from bertology.objectives import mlm
-from bertology.objectives.base import Objective
 from bertology.training.flops import encoder_flops
+from bertology.training.objective import Objective
 
 
 def generator_step(generator, batch: dict) -> tuple[torch.Tensor, torch.Tensor, dict]:

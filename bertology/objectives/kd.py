@@ -18,11 +18,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bertology.config.distill import KDConfig
 from bertology.data.encode import IGNORE, build_collate
-from bertology.distill_config import KDConfig
 from bertology.models.task_model import INPUT_KEYS, TaskModel
-from bertology.objectives.base import Objective
 from bertology.training.flops import encoder_flops
+from bertology.training.objective import Objective
 
 
 class DistillationModel(nn.Module):

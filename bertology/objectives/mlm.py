@@ -20,10 +20,10 @@ import torch
 import torch.nn.functional as F
 from transformers import PreTrainedTokenizerBase
 
-from bertology.config import ObjectiveConfig
+from bertology.config.groups import ObjectiveConfig
 from bertology.data.formats import Specials
 from bertology.models.structure import encoder_of, mlm_head_of
-from bertology.objectives.base import Objective
+from bertology.training.objective import Objective
 
 IGNORE = -100  # label of positions without a loss (the torch / transformers convention)
 

@@ -12,10 +12,10 @@ import torch
 import torch.nn.functional as F
 from transformers import PreTrainedTokenizerBase
 
-from bertology.config import ObjectiveConfig
+from bertology.config.groups import ObjectiveConfig
 from bertology.models.structure import pair_head_of
 from bertology.objectives import mlm
-from bertology.objectives.base import Objective
+from bertology.training.objective import Objective
 
 
 def _build(cfg: ObjectiveConfig, tokenizer: PreTrainedTokenizerBase, family: str, seed: int,

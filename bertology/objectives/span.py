@@ -27,12 +27,12 @@ import torch
 import torch.nn.functional as F
 from transformers import PreTrainedTokenizerBase
 
-from bertology.config import ObjectiveConfig
+from bertology.config.groups import ObjectiveConfig
 from bertology.models.structure import encoder_of, sbo_head_of
 from bertology.objectives import mlm
-from bertology.objectives.base import Objective
 from bertology.objectives.mlm import IGNORE, MaskingSpec
 from bertology.training.flops import masked_lm_flops
+from bertology.training.objective import Objective
 
 # The per-token arrays masking makes besides input_ids, with their value where no token is
 # predicted (and in padding): the sbo_* arrays hold 0 there, a valid index that no loss reads.

@@ -9,8 +9,8 @@ import torch.nn.functional as F
 
 from bertology.data.encode import IGNORE, build_collate
 from bertology.models.task_model import TaskModel
-from bertology.objectives.base import Objective
 from bertology.training.flops import encoder_flops
+from bertology.training.objective import Objective
 
 
 def task_loss(model: TaskModel, batch: dict) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:

@@ -1,25 +1,22 @@
-"""Pipelines are verbs: run(cfg, out_dir) -> dict[str, float], read like a table of contents."""
+"""Pipelines are verbs: run(cfg, out_dir) -> dict[str, float], read like a table of contents.
 
-import json
-import logging
-from collections.abc import Callable
-from pathlib import Path
+PIPELINES is the one dispatch table (the CLI's and nested runs'); each module is imported on
+dispatch, so `bertology --help` and a config error answer without loading torch.
+"""
 
-from omegaconf import DictConfig
+# pipeline -> the module whose run(cfg, out_dir) it is; in sync with conf/<pipeline>.yaml
+PIPELINES = {
+    "pretrain": "bertology.pipelines.pretrain",
+    "finetune": "bertology.pipelines.finetune",
+    "probe": "bertology.pipelines.probe",
+    "prune": "bertology.pipelines.prune",
+    "distill": "bertology.pipelines.distill",
+    "report": "bertology.pipelines.report",
+}
 
-log = logging.getLogger(__name__)
 
+def load_pipeline(pipeline: str):
+    """The pipeline's run(cfg, out_dir) -> metrics."""
+    import importlib
 
-def run_nested(run: Callable[[DictConfig, Path], dict], cfg: DictConfig, out_dir: Path,
-               what: str) -> dict[str, float]:
-    """Another pipeline's run into a sub-directory of this run (distill's teacher, prune's
-    fine-tuned model and student), once: a finished one (its metrics.json) is reused when the
-    outer run is resumed. Returns its metrics."""
-    if not (out_dir / "metrics.json").exists():
-        log.info("%s into %s", what, out_dir)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        run(cfg, out_dir)
-    metrics = json.loads((out_dir / "metrics.json").read_text())
-    log.info("%s: %s", what, " ".join(f"{k}={v:.4f}" for k, v in sorted(metrics.items())
-                                      if k.startswith(("eval/", "distill/retained"))))
-    return metrics
+    return importlib.import_module(PIPELINES[pipeline]).run

@@ -15,11 +15,12 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from transformers import PretrainedConfig
 
+from bertology.config.distill import DistillConfig, load_distill_config
+from bertology.config.groups import HeadConfig
 from bertology.data.encode import encode
 from bertology.data.stream import InMemoryExamples
 from bertology.data.tasks import TaskData, load_task
 from bertology.data.tokenizers import load_pretrained_tokenizer, tokenizer_options
-from bertology.distill_config import DistillConfig, load_distill_config
 from bertology.errors import require
 from bertology.evaluation import evaluate_task
 from bertology.models.build import count_parameters, load_checkpoint_config, resolve_checkpoint
@@ -29,11 +30,13 @@ from bertology.models.task_model import (
     TaskModel,
     build_task_model,
     check_task_checkpoint,
+    save_task_model_atomic,
 )
 from bertology.objectives import kd
-from bertology.pipelines import finetune, run_nested
-from bertology.task_config import HeadConfig
-from bertology.tracking import build_tracker
+from bertology.pipelines.nested import run_nested
+from bertology.run.files import write_predictions
+from bertology.run.tracking import build_tracker
+from bertology.training.budget import resolve_budget
 from bertology.training.checkpoint import check_resume
 from bertology.training.loop import train
 
@@ -53,7 +56,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
         teacher_path, **tokenizer_options(teacher_config.model_type))
     train_features = encode(data.train, tokenizer, config.task)
     eval_features = encode(data.eval, tokenizer, config.task)
-    trainer = finetune.budget(config, len(train_features))
+    trainer = resolve_budget(config.trainer, len(train_features))
     # Attention maps are only returned by eager attention (DESIGN §2): eager only when read.
     attn = "eager" if config.kd.attention_weight > 0 else "sdpa"
     teacher = load_teacher(teacher_path, teacher_config, config, data, attn)
@@ -71,14 +74,14 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     student = model.student.to("cpu")
     metrics.update(compare(teacher.to("cpu"), student, config, data, eval_features,
                            tokenizer.pad_token_id, out_dir))
-    finetune.save_task_model_atomic(student, tokenizer, out_dir / "model")
+    save_task_model_atomic(student, tokenizer, out_dir / "model")
     return tracker.finish(metrics)
 
 
 def build_teacher(config: DistillConfig, teacher_dir: Path) -> str:
     """teacher.name_or_path=null: fine-tune teacher.model on the task with `bertology
     finetune` into <run>/teacher (a finished one is reused); its model/ is the teacher."""
-    run_nested(finetune.run, config.teacher_finetune, teacher_dir,
+    run_nested("finetune", config.teacher_finetune, teacher_dir,
                "no teacher.name_or_path: fine-tuning the teacher")
     return str(teacher_dir / "model")
 
@@ -148,7 +151,7 @@ def compare(teacher: TaskModel, student: TaskModel, config: DistillConfig, data:
                                   / metrics["distill/student/latency_ms"])
     metrics["distill/latency_threads"] = float(torch.get_num_threads())
     metrics.update({f"eval/{k}": v for k, v in scores.items()})  # the student's
-    finetune.write_predictions(rows, out_dir / "predictions.jsonl")
+    write_predictions(rows, out_dir / "predictions.jsonl")
     log.info("%s", " ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items())
                             if k.startswith("distill/")))
     return metrics

@@ -10,7 +10,6 @@ import copy
 import dataclasses
 import json
 import logging
-import math
 import os
 import shutil
 import statistics
@@ -20,7 +19,8 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from transformers import PretrainedConfig, PreTrainedTokenizerBase
 
-from bertology.config import TrainerConfig
+from bertology.config.finetune import FinetuneConfig, load_finetune_config
+from bertology.config.groups import TrainerConfig
 from bertology.data.corpora import Corpus, text_corpus
 from bertology.data.encode import encode
 from bertology.data.stream import InMemoryExamples
@@ -32,22 +32,22 @@ from bertology.data.tokenizers import (
 )
 from bertology.errors import require
 from bertology.evaluation import evaluate_task
+from bertology.families import family_of_checkpoint
 from bertology.models.build import (
-    bert_config,
+    build_config,
     count_parameters,
     load_checkpoint_config,
     resolve_checkpoint,
-    roberta_config,
 )
 from bertology.models.task_model import (
-    SUPPORTED_TYPES,
     build_task_model,
     layer_lr_scale,
-    save_task_model,
+    save_task_model_atomic,
 )
 from bertology.objectives import task as task_objective
-from bertology.task_config import FinetuneConfig, load_finetune_config
-from bertology.tracking import build_tracker, write_dir_atomic, write_json_atomic
+from bertology.run.files import write_dir_atomic, write_json_atomic, write_predictions
+from bertology.run.tracking import build_tracker
+from bertology.training.budget import resolve_budget
 from bertology.training.checkpoint import check_resume
 from bertology.training.loop import train
 
@@ -61,7 +61,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     tokenizer, model_config = load_tokenizer_and_config(config, data)
     train_features = encode(data.train, tokenizer, config.task)
     eval_features = encode(data.eval, tokenizer, config.task)
-    trainer = budget(config, len(train_features))
+    trainer = resolve_budget(config.trainer, len(train_features))
     log.info("%d train / %d eval features; %d steps", len(train_features), len(eval_features),
              trainer.max_steps)
     context = SeedContext(config, trainer, data, tokenizer, model_config, train_features,
@@ -128,10 +128,8 @@ def load_tokenizer_and_config(config: FinetuneConfig, data: TaskData):
     if config.model.name_or_path is not None:
         path = config.model.name_or_path
         model_config = load_checkpoint_config(path)
-        require(model_config.model_type in SUPPORTED_TYPES,
-                f"model.name_or_path={config.model.name_or_path!r} is a "
-                f"{model_config.model_type!r} model; finetune supports: "
-                f"{', '.join(SUPPORTED_TYPES)}")
+        family_of_checkpoint(model_config.model_type,
+                             f"model.name_or_path={config.model.name_or_path!r}")
         tokenizer = load_pretrained_tokenizer(path, **tokenizer_options(model_config.model_type))
         require(len(tokenizer) <= model_config.vocab_size,
                 f"model.name_or_path={config.model.name_or_path!r}: its tokenizer "
@@ -140,9 +138,8 @@ def load_tokenizer_and_config(config: FinetuneConfig, data: TaskData):
         return tokenizer, model_config
     tokenizer = load_or_train_tokenizer(task_corpus(data, config.task.name),
                                         config.model.tokenizer, config.model.vocab_size,
-                                        config.cache_dir, **tokenizer_options(config.model.family))
-    make_config = bert_config if config.model.family == "bert" else roberta_config
-    return tokenizer, make_config(config.model, config.size, tokenizer)
+                                        config.cache_dir, pre_split=True)
+    return tokenizer, build_config(config.model, config.size, tokenizer)
 
 
 
@@ -161,19 +158,6 @@ def task_corpus(data: TaskData, name: str) -> Corpus:
              " ".join(t for t in (e.get("question"), e.get("context"), e.get("text"),
                                   e.get("text_pair")) if t) for e in data.train]
     return text_corpus(f"task:{name}", texts)
-
-
-def budget(config: FinetuneConfig, num_features: int) -> TrainerConfig:
-    """trainer.epochs → max_steps (whichever is smaller); warmup_ratio → warmup_steps."""
-    trainer = config.trainer
-    if trainer.epochs is not None:
-        per_step = trainer.batch_size * trainer.grad_accum_steps
-        steps = max(1, math.ceil(trainer.epochs * num_features / per_step))
-        trainer = dataclasses.replace(trainer, max_steps=min(trainer.max_steps, steps))
-    if trainer.warmup_ratio > 0:
-        trainer = dataclasses.replace(trainer,
-                                      warmup_steps=round(trainer.warmup_ratio * trainer.max_steps))
-    return trainer
 
 
 def aggregate(results: dict[int, dict[str, float]], best: int) -> dict[str, float]:
@@ -200,19 +184,3 @@ def promote(seed_dir: Path, out_dir: Path) -> None:
     write_dir_atomic(out_dir / "model", lambda tmp: shutil.copytree(seed_dir / "model", tmp))
     shutil.copyfile(seed_dir / "predictions.jsonl", out_dir / ".predictions.jsonl")
     os.replace(out_dir / ".predictions.jsonl", out_dir / "predictions.jsonl")
-
-
-def write_predictions(rows: list[dict], path: Path) -> None:
-    tmp = path.with_name(f".{path.name}")
-    tmp.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    os.replace(tmp, path)
-
-
-def save_task_model_atomic(model, tokenizer, path: Path) -> None:
-    """model/ appears whole or not at all, as in pretraining."""
-
-    def write(tmp: Path) -> None:
-        save_task_model(model, tmp)  # the AutoModelFor* (+ a FeatureHead beside it)
-        tokenizer.save_pretrained(tmp)
-
-    write_dir_atomic(path, write)

@@ -11,11 +11,10 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from bertology.config import PretrainConfig, load_pretrain_config
+from bertology.config.pretrain import PretrainConfig, load_pretrain_config
 from bertology.data.corpora import Corpus, build_corpus
 from bertology.data.stream import PretrainData
 from bertology.data.tokenizers import load_or_train_tokenizer, load_pretrained_tokenizer
-from bertology.distributed import is_main_process, world_size
 from bertology.errors import require
 from bertology.models.build import (
     build_model,
@@ -26,8 +25,10 @@ from bertology.models.build import (
 from bertology.models.electra import ElectraPair
 from bertology.models.spanbert import save_pretrained
 from bertology.objectives import OBJECTIVES
-from bertology.pipelines import finetune, run_nested
-from bertology.tracking import build_tracker, write_dir_atomic
+from bertology.pipelines.nested import run_nested
+from bertology.run.files import write_dir_atomic
+from bertology.run.processes import is_main_process, world_size
+from bertology.run.tracking import build_tracker
 from bertology.training.checkpoint import check_resume
 from bertology.training.loop import train
 
@@ -70,7 +71,7 @@ def run_downstream(config: PretrainConfig, out_dir: Path) -> dict[str, float]:
         return {}
     cfg = config.downstream.copy()
     cfg.model.name_or_path = str(out_dir / "model")
-    scores = run_nested(finetune.run, cfg, out_dir / "downstream",
+    scores = run_nested("finetune", cfg, out_dir / "downstream",
                         f"fine-tuning model/ on {cfg.task.name}")
     return {f"downstream/{k}": v for k, v in scores.items() if k.startswith("eval/")}
 

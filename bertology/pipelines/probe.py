@@ -15,17 +15,17 @@ from omegaconf import DictConfig, OmegaConf
 from bertology.analysis import amnesic, attention, cloze, geometry, probes, structural
 from bertology.analysis.context import Encoder, ProbeContext, device, keep_whole
 from bertology.analysis.features import fingerprint_model
-from bertology.analysis.sentences import ProbeSplits, load_probe_sentences
+from bertology.config.probe import ProbeConfig, load_probe_config
 from bertology.data.corpora import text_corpus
-from bertology.data.tokenizers import load_or_train_tokenizer, tokenizer_options
-from bertology.models.build import bert_config, resolve_checkpoint, roberta_config
-from bertology.probe_config import ProbeConfig, load_probe_config
-from bertology.tracking import build_tracker
+from bertology.data.probe_sentences import ProbeSplits, load_probe_sentences
+from bertology.data.tokenizers import load_or_train_tokenizer
+from bertology.models.build import build_config, resolve_checkpoint
+from bertology.run.tracking import build_tracker
 
 log = logging.getLogger(__name__)
 
 # analysis name -> run(ctx, settings) -> metrics; in sync with conf/analysis/*.yaml and
-# bertology/probe_config.py's ANALYSIS_SETTINGS (tests/test_probe.py checks both)
+# config/probe.py's ANALYSIS_SETTINGS (tests/test_probe.py checks both)
 ANALYSES = {
     "linear": probes.run_linear,
     "mlp": probes.run_mlp,
@@ -88,9 +88,8 @@ def build_random_encoder(config: ProbeConfig, splits: ProbeSplits) -> Encoder:
     texts = [" ".join(s.words) for s in splits.train]
     corpus = text_corpus(f"probe:{config.task.name}", texts)
     tokenizer = load_or_train_tokenizer(corpus, config.model.tokenizer, config.model.vocab_size,
-                                        config.cache_dir, **tokenizer_options(config.model.family))
-    make_config = bert_config if config.model.family == "bert" else roberta_config
-    model_config = make_config(config.model, config.size, tokenizer)
+                                        config.cache_dir, pre_split=True)
+    model_config = build_config(config.model, config.size, tokenizer)
     torch.manual_seed(config.seed)
     attention = any(name in READS_ATTENTION for name in config.analyses)
     model = AutoModel.from_config(model_config,

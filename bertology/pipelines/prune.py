@@ -13,30 +13,32 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from bertology.analysis import compression, head_pruning
-from bertology.analysis.prune_context import PruneContext, build_importance_batches
+from bertology.config.groups import HeadConfig
+from bertology.config.prune import PruneConfig, load_prune_config
 from bertology.data.encode import encode
 from bertology.data.tasks import load_task
 from bertology.data.tokenizers import load_pretrained_tokenizer, tokenizer_options
 from bertology.errors import require
 from bertology.models.build import load_checkpoint_config, resolve_checkpoint
-from bertology.models.heads import load_pruned, read_pruned_heads
 from bertology.models.latency import eval_latency_batch
 from bertology.models.task_model import (
     AUTO_CLASSES,
     TaskModel,
     check_task_checkpoint,
     is_task_checkpoint,
+    save_task_model_atomic,
 )
-from bertology.pipelines import distill, finetune, run_nested
-from bertology.prune_config import PruneConfig, load_prune_config
-from bertology.task_config import HeadConfig
-from bertology.tracking import build_tracker
+from bertology.pipelines.nested import run_nested
+from bertology.pruning import compression, head_pruning
+from bertology.pruning.context import PruneContext, build_importance_batches
+from bertology.pruning.heads import load_pruned, read_pruned_heads
+from bertology.run.tracking import build_tracker
 
 log = logging.getLogger(__name__)
 
 # experiment name -> run(ctx) -> metrics, in the order they run (removal reuses the heads
-# experiment's masks; the matrix reuses removal's model). In sync with prune_config.EXPERIMENTS.
+# experiment's masks; the matrix reuses removal's model); config/prune.py's EXPERIMENTS has
+# the same keys.
 EXPERIMENTS = {
     "heads": head_pruning.run_heads,
     "removal": head_pruning.run_removal,
@@ -62,7 +64,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
         log.info("experiment %s on task %s", name, config.task.name)
         metrics.update(EXPERIMENTS[name](ctx))
     if ctx.pruned is not None:
-        finetune.save_task_model_atomic(ctx.pruned, ctx.tokenizer, out_dir / "model")
+        save_task_model_atomic(ctx.pruned, ctx.tokenizer, out_dir / "model")
     return tracker.finish(metrics)
 
 
@@ -97,7 +99,7 @@ def resolve_task_model(config: PruneConfig, finetune_dir: Path) -> str:
         path = resolve_checkpoint(path)
         if is_task_checkpoint(load_checkpoint_config(path), config.task.kind):
             return path
-    run_nested(finetune.run, config.finetune_cfg, finetune_dir,
+    run_nested("finetune", config.finetune_cfg, finetune_dir,
                f"{path or 'a random-initialised model'} is not fine-tuned on "
                f"{config.task.name} yet: fine-tuning it")
     return str(finetune_dir / "model")
@@ -110,7 +112,7 @@ def resolve_student(config: PruneConfig, teacher_path: str, distill_dir: Path) -
         return resolve_checkpoint(config.compression.student_path)
     distill_cfg = config.distill_cfg.copy()
     distill_cfg.teacher.name_or_path = teacher_path
-    run_nested(distill.run, distill_cfg, distill_dir, "distilling the matrix's student")
+    run_nested("distill", distill_cfg, distill_dir, "distilling the matrix's student")
     return str(distill_dir / "model")
 
 

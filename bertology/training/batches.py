@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from itertools import islice
 
 from bertology.data.stream import Cursor, ExampleSource
-from bertology.objectives.base import Objective
+from bertology.training.objective import Objective
 
 GROUP_BATCHES = 16  # batches drawn together and sorted by length, so little is padding
 

@@ -28,10 +28,19 @@ from accelerate import Accelerator
 from accelerate.state import AcceleratorState
 from tqdm.auto import tqdm
 
-from bertology.config import TrainerConfig
+from bertology.config.groups import TrainerConfig
 from bertology.data.stream import Cursor, ExampleSource
-from bertology.distributed import (
-    accelerator_options,
+from bertology.errors import Interrupted, RunFailed
+from bertology.run.processes import accelerator_options
+from bertology.run.tracking import Tracker
+from bertology.training.batches import iter_batches, prefetch
+from bertology.training.checkpoint import (
+    find_damage,
+    list_checkpoints,
+    load_checkpoint,
+    save_checkpoint,
+)
+from bertology.training.collectives import (
     any_process,
     check_shardable,
     from_main,
@@ -41,17 +50,8 @@ from bertology.distributed import (
     shard,
     sum_over_processes,
 )
-from bertology.errors import Interrupted, RunFailed
-from bertology.objectives.base import Objective
-from bertology.tracking import Tracker
-from bertology.training.batches import iter_batches, prefetch
-from bertology.training.checkpoint import (
-    find_damage,
-    list_checkpoints,
-    load_checkpoint,
-    save_checkpoint,
-)
 from bertology.training.flops import masked_lm_flops
+from bertology.training.objective import Objective
 from bertology.training.precision import resolve_precision
 from bertology.training.preemption import stop_signals
 

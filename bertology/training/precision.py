@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from bertology.config import default_cache_dir
+from bertology.config.checks import default_cache_dir
 
 # bf16 must beat fp32 by this much to be chosen: autocast adds casts around every matmul.
 MARGIN = 1.25

@@ -33,10 +33,11 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 from scipy import stats
 
-from bertology.analysis.output import save_figure, write_table
+from bertology.config.report import load_report_config
 from bertology.errors import UserError, require
-from bertology.report_config import load_report_config
-from bertology.rundir import finished_runs
+from bertology.run.figures import save_figure
+from bertology.run.rundir import finished_runs
+from bertology.run.tables import write_table
 
 log = logging.getLogger(__name__)
 
@@ -327,7 +328,7 @@ def write_report(results: list[FindingResult], runs: list[Run], out_dir: Path) -
     lines = ["# bertology report", "",
              f"{len(runs)} finished runs; {len(results)} findings judged. Values are means over "
              "seeds ± std [95% t-interval]; a verdict holds when the interval of a − b lies "
-             "beyond the margin in the expected direction (bertology/report.py).", "",
+             "beyond the margin in the expected direction (bertology/pipelines/report.py).", "",
              "## Findings", ""]
     if not results:
         lines.append("None of these runs belongs to a finding (conf/experiment/finding_*.yaml).")

@@ -5,7 +5,7 @@ magnitude, linear layers quantised to int8, and all of them with distillation si
   (their recipe fine-tunes after dropping: `bertology distill student.layer_choice=first
   kd.alpha=0` is that); the curve is metric against layers dropped.
 - magnitude: one global threshold over the encoder's linear weights (Gordon et al., 2020).
-- int8: dynamic quantisation (bertology/models/quantize.py): metric, bytes, latency.
+- int8: dynamic quantisation (pruning/quantize.py): metric, bytes, latency.
 - matrix: the original, its head-pruned model, a distilled student and the student pruned the
   same way, each in fp32 and int8: one table and a metric-vs-latency Pareto plot.
 """
@@ -20,12 +20,13 @@ import shutil
 import matplotlib.pyplot as plt
 from tqdm.auto import tqdm
 
-from bertology.analysis.head_pruning import build_pruned, masked_heads, removal_gates
-from bertology.analysis.output import save_figure, write_table
-from bertology.analysis.prune_context import PruneContext, describe, save_curve_plot
+from bertology.config.groups import HeadConfig
 from bertology.errors import require
 from bertology.models.build import load_checkpoint_config
-from bertology.models.heads import (
+from bertology.models.task_model import TaskModel, build_task_model, check_task_checkpoint
+from bertology.pruning.context import PruneContext, describe, save_curve_plot
+from bertology.pruning.head_pruning import build_pruned, masked_heads, removal_gates
+from bertology.pruning.heads import (
     LAYER_DROPPING,
     build_gates,
     drop_layers,
@@ -33,14 +34,14 @@ from bertology.models.heads import (
     kept_heads,
     prune_heads,
 )
-from bertology.models.pruning import (
+from bertology.pruning.quantize import linear_weight_bytes, quantize_int8, size_on_disk
+from bertology.pruning.schedules import (
     compute_fraction_within_loss,
     prune_magnitude,
     select_heads_to_mask,
 )
-from bertology.models.quantize import linear_weight_bytes, quantize_int8, size_on_disk
-from bertology.models.task_model import TaskModel, build_task_model, check_task_checkpoint
-from bertology.task_config import HeadConfig
+from bertology.run.figures import save_figure
+from bertology.run.tables import write_table
 
 log = logging.getLogger(__name__)
 

@@ -1,37 +1,24 @@
-"""Checked views of the composed Hydra config: one dataclass per group (DESIGN §4).
+"""The config groups the pipelines share, one checked dataclass per group (DESIGN §4): model,
+size, objective, data, trainer, logger (conf/<group>/*.yaml), and the task and head of the
+pipelines that read labelled data.
 
 A bad value raises UserError naming the key and the fix, so the CLI can exit 2 before any work.
-Names of variants are checked against the dispatch dicts next to the code they name.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import typing
 from dataclasses import dataclass, field
-from pathlib import Path
-from types import UnionType
-from typing import Any, Union
 
-from omegaconf import DictConfig, OmegaConf
-
-from bertology.errors import UserError, require
+from bertology.config.checks import in_open_unit, one_of, positive
+from bertology.errors import require
+from bertology.families import FAMILIES
 
 INPUT_FORMATS = ("segment_pair", "sentence_pair", "full_sentences", "doc_sentences")
 PAIR_FORMATS = ("segment_pair", "sentence_pair")
 PAIR_OBJECTIVES = ("mlm_nsp", "mlm_sop")
-
-
-def one_of(value: Any, options: tuple | list, key: str) -> None:
-    require(value in options, f"{key}={value!r} is not an option; use one of: {', '.join(options)}")
-
-
-def in_open_unit(value: float, key: str) -> None:
-    require(0.0 < value < 1.0, f"{key}={value} must lie strictly between 0 and 1")
-
-
-def positive(value: float, key: str) -> None:
-    require(value > 0, f"{key}={value} must be positive")
+# every objective some family trains with: objectives/__init__.py's OBJECTIVES has these keys
+OBJECTIVE_NAMES = tuple(dict.fromkeys(o for f in FAMILIES.values() for o in f.objectives))
 
 
 # The dataclass defaults mirror the default option of each group (conf/<group>/*.yaml), so
@@ -55,7 +42,7 @@ class ModelConfig:
     sbo_position_embeddings: int = 20  # SpanBERT's SBO head: relative positions in a span
 
     def __post_init__(self) -> None:
-        one_of(self.family, ("bert", "roberta", "spanbert", "electra"), "model.family")
+        one_of(self.family, tuple(FAMILIES), "model.family")
         require(self.sbo_position_embeddings >= 1,
                 f"model.sbo_position_embeddings={self.sbo_position_embeddings} must be >= 1")
         require(0.0 < self.generator_fraction <= 1.0,
@@ -105,7 +92,7 @@ class ObjectiveConfig:
     sbo_weight: float = 1.0  # SpanBERT: loss = MLM + sbo_weight * SBO
 
     def __post_init__(self) -> None:
-        one_of(self.name, ("mlm", *PAIR_OBJECTIVES, "span_sbo", "electra"), "objective.name")
+        one_of(self.name, OBJECTIVE_NAMES, "objective.name")
         in_open_unit(self.span_geometric_p, "objective.span_geometric_p")
         require(self.max_span_words >= 1,
                 f"objective.max_span_words={self.max_span_words} must be >= 1")
@@ -210,150 +197,83 @@ class LoggerConfig:
         one_of(self.mode, ("auto", "online", "offline"), "logger.mode")
 
 
+TASK_KINDS = ("classification", "tagging", "qa")
+TASK_FORMATS = ("glue_tsv", "conll03", "conllu", "squad", "synthetic")
+# BERT Table 7's feature-based rows, plus the scalar mix of ELMo/Tenney et al.
+FEATURES = ("embeddings", "last", "second_to_last", "sum_last_four", "concat_last_four",
+            "scalar_mix")
+METRICS = ("accuracy", "f1", "mcc", "entity_f1", "exact_match")
+
+
 @dataclass
-class PretrainConfig:
-    model: ModelConfig
-    size: SizeConfig
-    objective: ObjectiveConfig
-    data: DataConfig
-    trainer: TrainerConfig
-    logger: LoggerConfig
-    seed: int
-    resume: str
-    data_dir: Path
-    cache_dir: Path
-    downstream: DictConfig | None = None  # the finetune config of model/, or None
+class TaskConfig:
+    name: str = "synthetic_pos"
+    kind: str = "tagging"
+    format: str = "synthetic"
+    source: str = "auto"  # auto: local files under the data root if present, else the hub
+    path: str | None = None  # folder under the data root
+    train_file: str | None = None
+    eval_file: str | None = None
+    hub: str | None = None  # datasets.load_dataset(hub, hub_config)
+    hub_config: str | None = None
+    hub_eval_split: str = "validation"
+    text_columns: list[str] = field(default_factory=list)  # glue_tsv: local file columns
+    label_column: str | None = None
+    hub_text_columns: list[str] = field(default_factory=list)
+    hub_label_column: str = "label"
+    labels: list[str] = field(default_factory=list)  # classification: the label set, in order
+    label_field: str = "upos"  # conllu / synthetic: which annotation is the label
+    probe_unit: str = "word"  # probe: a word's label, or an edge's (dependent, head) label
+    metric: str = "accuracy"  # the metric that picks the best seed
+    max_eval_examples: int | None = None  # a seeded subsample of the eval set
+    max_seq_length: int = 128
+    doc_stride: int = 128  # qa: overlap of windows over a long context (BERT §4.2)
+    max_answer_tokens: int = 30  # qa: longest answer span considered
+    eval_articles: int = 10  # squad: dev articles held out for eval, the rest train
+    num_sentences: int = 4000  # synthetic
+    eval_fraction: float = 0.2  # synthetic: share of sentences held out
 
     def __post_init__(self) -> None:
-        one_of(self.resume, ("auto", "true", "false"), "resume")
-        if self.objective.name in PAIR_OBJECTIVES:
-            require(
-                self.model.family == "bert",
-                f"objective={self.objective.name} needs a sentence-pair head, which "
-                f"model.family={self.model.family} lacks; use model=bert or objective=mlm",
-            )
-            require(
-                self.model.input_format in PAIR_FORMATS,
-                f"objective={self.objective.name} needs segment pairs but model.input_format="
-                f"{self.model.input_format}; use model.input_format=segment_pair or sentence_pair",
-            )
-        require(
-            (self.objective.name == "electra") == (self.model.family == "electra"),
-            f"objective={self.objective.name} and model.family={self.model.family} do not go "
-            "together: replaced-token detection needs ELECTRA's two networks; use model=electra "
-            "(objective electra) or another objective with another family",
-        )
-        require(
-            (self.objective.name == "span_sbo") == (self.model.family == "spanbert"),
-            f"objective={self.objective.name} and model.family={self.model.family} do not go "
-            "together: the span-boundary objective trains SpanBERT's SBO head; use "
-            "model=spanbert (objective span_sbo; objective.sbo_weight=0 for span masking alone) "
-            "or another objective with another family",
-        )
-        # RoBERTa numbers positions from padding_idx + 1, so two position slots are unusable.
-        offset = 2 if self.model.family == "roberta" else 0
-        usable = self.model.max_position_embeddings - offset
-        require(
-            self.data.max_seq_length <= usable,
-            f"data.max_seq_length={self.data.max_seq_length} exceeds the {usable} positions of "
-            f"model.max_position_embeddings={self.model.max_position_embeddings}; "
-            "lower data.max_seq_length or raise model.max_position_embeddings",
-        )
+        one_of(self.kind, TASK_KINDS, "task.kind")
+        one_of(self.format, TASK_FORMATS, "task.format")
+        one_of(self.source, ("auto", "local", "hub"), "task.source")
+        one_of(self.metric, METRICS, "task.metric")
+        one_of(self.probe_unit, ("word", "edge"), "task.probe_unit")
+        require(self.max_seq_length >= 16,
+                f"task.max_seq_length={self.max_seq_length} is too short; use >= 16")
+        positive(self.doc_stride, "task.doc_stride")
+        positive(self.max_answer_tokens, "task.max_answer_tokens")
+        positive(self.num_sentences, "task.num_sentences")
+        in_open_unit(self.eval_fraction, "task.eval_fraction")
+        require(self.max_eval_examples is None or self.max_eval_examples > 0,
+                f"task.max_eval_examples={self.max_eval_examples} must be positive or null")
 
 
-def _type_ok(value: Any, hint: Any) -> bool:
-    """Whether a YAML/CLI value fits a field's annotation (ints are accepted as floats)."""
-    options = typing.get_args(hint) if typing.get_origin(hint) in (Union, UnionType) else (hint,)
-    for option in options:
-        origin = typing.get_origin(option) or option
-        if option is type(None) and value is None:
-            return True
-        if origin is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-            return True
-        if origin is int and isinstance(value, int) and not isinstance(value, bool):
-            return True
-        if origin in (bool, str, list, dict) and isinstance(value, origin):
-            return True
-    return False
+@dataclass
+class HeadConfig:
+    mode: str = "finetune"  # finetune: all weights train; feature: the encoder is frozen
+    features: str = "last"  # which hidden states the head reads (BERT Table 7)
+    pooling: str = "cls"  # classification: [CLS] output or the mean of token outputs
+    freeze_layers: int = 0  # finetune: freeze the embeddings and the lowest k layers
+    layer_lr_decay: float = 1.0  # lr × decay^(depth from the top) (Clark et al., 2020)
+    dropout: float = 0.1  # BERT §A.3
+    lstm_hidden: int = 0  # > 0: a 2-layer BiLSTM before the classifier (BERT §5.3)
+
+    def __post_init__(self) -> None:
+        one_of(self.mode, ("finetune", "feature"), "head.mode")
+        one_of(self.features, FEATURES, "head.features")
+        one_of(self.pooling, ("cls", "mean"), "head.pooling")
+        require(self.freeze_layers >= 0, f"head.freeze_layers={self.freeze_layers} must be >= 0")
+        require(0.0 < self.layer_lr_decay <= 1.0,
+                f"head.layer_lr_decay={self.layer_lr_decay} must lie in (0, 1]")
+        require(0.0 <= self.dropout < 1.0, f"head.dropout={self.dropout} must lie in [0, 1)")
+        require(self.lstm_hidden >= 0, f"head.lstm_hidden={self.lstm_hidden} must be >= 0")
+
+    @property
+    def standard(self) -> bool:
+        """The paper's fine-tuning head (the checkpoint class's own), which model/ reproduces
+        exactly in plain transformers; every other choice adds a head of bertology's."""
+        return (self.mode == "finetune" and self.features == "last" and self.pooling == "cls"
+                and self.lstm_hidden == 0)
 
 
-def build_group(cls: type, node: DictConfig | dict | None, group: str) -> Any:
-    values = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
-    values = dict(values or {})
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - known)
-    require(not unknown, f"{group}.{unknown[0] if unknown else ''} is not a known key; "
-            f"valid keys: {', '.join(sorted(known))}")
-    hints = typing.get_type_hints(cls)
-    for name, value in values.items():
-        require(value != "???", f"{group}.{name} is required; set it on the command line "
-                f"({group}.{name}=...)")
-        require(_type_ok(value, hints[name]), f"{group}.{name}={value!r} has the wrong type; "
-                f"it takes {_type_name(hints[name])}")
-    return cls(**values)
-
-
-def _type_name(hint: Any) -> str:
-    return str(hint).replace("typing.", "").replace("<class '", "").replace("'>", "")
-
-
-def resolve_container(cfg: DictConfig) -> dict:
-    """The composed config as plain data; a bad interpolation is a UserError."""
-    try:
-        return OmegaConf.to_container(cfg, resolve=True)
-    except Exception as err:  # omegaconf raises several types for missing or bad interpolations
-        raise UserError(f"config: {str(err).splitlines()[0]}; fix the value on the command "
-                        "line") from err
-
-
-def default_cache_dir() -> Path:
-    """Where trained tokenizers and other per-machine results go unless paths.cache_dir (or
-    BERTOLOGY_CACHE_DIR, its default) says otherwise."""
-    return Path.home() / ".cache" / "bertology"
-
-
-def resolve_paths(container: dict) -> tuple[Path, Path]:
-    """(data root, cache dir) from the `paths` block."""
-    cache = container["paths"].get("cache_dir") or default_cache_dir()
-    data_dir = Path(str(container["paths"]["data_dir"])).expanduser()
-    return data_dir, Path(str(cache)).expanduser()
-
-
-def load_pretrain_config(cfg: DictConfig) -> PretrainConfig:
-    """Check a composed `pretrain` config and return its typed view (raises UserError)."""
-    container = resolve_container(cfg)
-    data_dir, cache_dir = resolve_paths(container)
-    return PretrainConfig(
-        model=build_group(ModelConfig, container["model"], "model"),
-        size=build_group(SizeConfig, container["size"], "size"),
-        objective=build_group(ObjectiveConfig, container["objective"], "objective"),
-        data=build_group(DataConfig, container["data"], "data"),
-        trainer=build_group(TrainerConfig, container["trainer"], "trainer"),
-        logger=build_group(LoggerConfig, container["logger"], "logger"),
-        seed=int(container["seed"]),
-        resume=str(container["resume"]).lower(),
-        data_dir=data_dir,
-        cache_dir=cache_dir,
-        downstream=check_downstream(container),
-    )
-
-
-def check_nested(load: typing.Callable[[DictConfig], Any], cfg: DictConfig, what: str) -> Any:
-    """load(cfg) for a pipeline run nested in another (distill's teacher, prune's student,
-    pretrain's downstream fine-tuning), checked before any work; a bad value's error line
-    says which nested run it belongs to."""
-    try:
-        return load(cfg)
-    except UserError as err:
-        raise UserError(f"{what}: {err}") from err
-
-
-def check_downstream(container: dict) -> DictConfig | None:
-    """downstream.task: the finetune config of the pretrained model/, checked now."""
-    from bertology.downstream import build_downstream_cfg
-    from bertology.task_config import load_finetune_config
-
-    cfg = build_downstream_cfg(container, "<this run's model/>")
-    if cfg is not None:
-        check_nested(load_finetune_config, cfg, "downstream (fine-tuning model/)")
-    return cfg

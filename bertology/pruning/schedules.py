@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from bertology.errors import require
-from bertology.models.heads import encoder_layers
+from bertology.pruning.heads import encoder_layers
 
 
 def compute_step_counts(total: int, step_fraction: float) -> list[int]:

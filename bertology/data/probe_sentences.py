@@ -11,11 +11,11 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from bertology.config.groups import TaskConfig
 from bertology.data import synthetic
 from bertology.data.corpora import resolve_path
 from bertology.data.tasks import check_conllu_lines, conllu_error, read_lines, subsample
 from bertology.errors import UserError, require
-from bertology.task_config import TaskConfig
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,6 @@ plots/*.png for people. Both are written to a temporary name and renamed."""
 
 from __future__ import annotations
 
-import csv
 import os
 import statistics
 from collections import defaultdict
@@ -14,20 +13,6 @@ import matplotlib
 matplotlib.use("Agg")  # headless: runs on CI and clusters without a display
 
 import matplotlib.pyplot as plt  # noqa: E402
-
-
-def write_table(out_dir: Path, name: str, rows: list[dict]) -> Path:
-    """tables/<name>.csv with the union of the rows' keys as columns, in first-seen order."""
-    path = out_dir / "tables" / f"{name}.csv"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    columns = list(dict.fromkeys(key for row in rows for key in row))
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
-    os.replace(tmp, path)
-    return path
 
 
 def save_figure(figure, out_dir: Path, name: str) -> Path:

@@ -58,7 +58,7 @@ def kept_heads(model: nn.Module) -> list[list[int]]:
         present = layer.attention.self.num_attention_heads
         require(present == len(heads),
                 f"layer {i} has {present} heads but config.pruned_heads leaves {len(heads)}: "
-                "load head-pruned checkpoints with bertology.models.heads.load_pruned")
+                "load head-pruned checkpoints with bertology.pruning.heads.load_pruned")
         kept.append(heads)
     return kept
 

@@ -22,16 +22,17 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from bertology.analysis.output import plot_head_heatmap, write_table
-from bertology.analysis.prune_context import Curve, PruneContext, describe, save_curve_plot
-from bertology.models.heads import HeadGates, build_gates, kept_heads, prune_heads
-from bertology.models.pruning import (
+from bertology.models.task_model import TaskModel
+from bertology.pruning.context import Curve, PruneContext, describe, save_curve_plot
+from bertology.pruning.heads import HeadGates, build_gates, kept_heads, prune_heads
+from bertology.pruning.schedules import (
     compute_curve_area,
     compute_fraction_within_loss,
     compute_step_counts,
     select_heads_to_mask,
 )
-from bertology.models.task_model import TaskModel
+from bertology.run.figures import plot_head_heatmap
+from bertology.run.tables import write_table
 
 log = logging.getLogger(__name__)
 

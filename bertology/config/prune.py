@@ -1,8 +1,8 @@
 """Checked views of the `prune` config: what to prune and how (DESIGN §4).
 
-Shares the model, size, task, trainer and logger groups with fine-tuning (bertology/
-task_config.py): when model.name_or_path is not a task model yet, `bertology finetune` makes
-one first from those groups, so that config is composed and checked here too.
+Shares the model, size, task, trainer and logger groups with fine-tuning (config/finetune.py):
+when model.name_or_path is not a task model yet, `bertology finetune` makes one first from
+those groups, so that config is composed and checked here too.
 """
 
 from __future__ import annotations
@@ -12,27 +12,18 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from bertology.config import (
-    LoggerConfig,
-    TrainerConfig,
-    build_group,
-    check_nested,
-    one_of,
-    resolve_container,
-)
-from bertology.distill_config import KDConfig, StudentConfig, load_distill_config
+from bertology.config.checks import build_group, check_nested, one_of, resolve_container
+from bertology.config.distill import KDConfig, StudentConfig, load_distill_config
+from bertology.config.finetune import FinetuneConfig, build_finetune_cfg, load_finetune_config
+from bertology.config.groups import LoggerConfig, TaskConfig, TrainerConfig
 from bertology.errors import require
-from bertology.models.heads import LAYER_DROPPING
-from bertology.task_config import (
-    FinetuneConfig,
-    TaskConfig,
-    build_finetune_cfg,
-    load_finetune_config,
-)
 
 EXPERIMENTS = ("heads", "removal", "layers", "magnitude", "int8", "matrix")
 SCORES = ("gradient", "confidence", "entropy", "ablation", "random")
 INT8_BACKENDS = ("auto", "torch_ao", "torchao")
+# Sajjad et al. (2020) §3's layer-dropping strategies; pruning/heads.py's LAYER_DROPPING has
+# the same keys (tests/test_layout.py checks it)
+LAYER_STRATEGIES = ("top", "bottom", "alternate_even", "alternate_odd", "symmetric")
 
 
 def unit_interval(value: float, key: str, closed_low: bool = False) -> None:
@@ -64,7 +55,7 @@ class PruneSettings:
         for name in self.scores:
             one_of(name, SCORES, "prune.scores")
         for name in self.layer_strategies:
-            one_of(name, tuple(LAYER_DROPPING), "prune.layer_strategies")
+            one_of(name, LAYER_STRATEGIES, "prune.layer_strategies")
         one_of(self.int8_backend, INT8_BACKENDS, "prune.int8_backend")
         needs_curve = {"heads", "removal", "matrix"} & set(self.experiments)
         require(not needs_curve or self.scores, "prune.scores is empty; the head experiments "

@@ -23,8 +23,8 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from bertology.errors import require
-from bertology.models.heads import HeadGates, build_gates, encoder_layers, kept_heads
 from bertology.models.task_model import INPUT_KEYS
+from bertology.pruning.heads import HeadGates, build_gates, encoder_layers, kept_heads
 
 log = logging.getLogger(__name__)
 

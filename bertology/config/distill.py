@@ -1,6 +1,6 @@
 """Checked views of the `distill` config: teacher, student and distillation loss (DESIGN §4).
 
-Shares the task, size, trainer and logger groups with fine-tuning (bertology/task_config.py).
+Shares the task, size, trainer and logger groups with fine-tuning (config/finetune.py).
 With teacher.name_or_path=null the teacher is first fine-tuned by `bertology finetune` from the
 teacher.model / teacher.size / teacher.trainer groups; that config is composed and checked here
 too, so a bad value in it fails before any work.
@@ -13,10 +13,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from bertology.config import (
-    LoggerConfig,
-    SizeConfig,
-    TrainerConfig,
+from bertology.config.checks import (
     build_group,
     check_nested,
     one_of,
@@ -24,8 +21,9 @@ from bertology.config import (
     resolve_container,
     resolve_paths,
 )
+from bertology.config.finetune import build_finetune_cfg, load_finetune_config
+from bertology.config.groups import LoggerConfig, SizeConfig, TaskConfig, TrainerConfig
 from bertology.errors import require
-from bertology.task_config import TaskConfig, build_finetune_cfg, load_finetune_config
 
 STUDENT_INITS = ("teacher_layers", "random")
 # first: drop the top layers (Sajjad et al., 2020's best strategy); alternate: one layer out of

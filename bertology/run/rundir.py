@@ -20,7 +20,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from bertology.errors import Interrupted, UserError
-from bertology.tracking import read_json, write_json_atomic
+from bertology.run.files import read_json, write_json_atomic
 
 STATUS = "status.json"
 LOCK = ".lock"

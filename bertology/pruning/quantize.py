@@ -52,7 +52,7 @@ def quantize_with_torch_ao(model: nn.Module) -> nn.Module:
         warnings.filterwarnings("ignore", message="torch.ao.quantization is deprecated")
         warnings.filterwarnings("ignore", message="torch.quantize_per_")
         # by module name: a linear layer with no weights (a layer that lost all its heads,
-        # bertology/models/heads.py) has no channels to scale and stays as it is
+        # pruning/heads.py) has no channels to scale and stays as it is
         spec = {name: per_channel_dynamic_qconfig for name, module in model.named_modules()
                 if isinstance(module, nn.Linear) and module.weight.numel() > 0}
         return quantize_dynamic(model, spec, dtype=torch.qint8, inplace=True)

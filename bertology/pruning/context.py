@@ -18,13 +18,17 @@ import torch
 from torch import nn
 from transformers import PreTrainedTokenizerBase
 
-from bertology.analysis.output import save_figure
+from bertology.config.groups import HeadConfig, TaskConfig
+from bertology.config.prune import PruneConfig
 from bertology.data.encode import build_collate, encode
 from bertology.data.tasks import TaskData
 from bertology.evaluation import evaluate_task
 from bertology.models.build import count_parameters
-from bertology.models.heads import HeadGates, kept_heads
-from bertology.models.importance import (
+from bertology.models.latency import compare_latency
+from bertology.models.task_model import TaskModel
+from bertology.objectives.task import task_loss
+from bertology.pruning.heads import HeadGates, kept_heads
+from bertology.pruning.importance import (
     compute_ablation_importance,
     compute_entropy_importance,
     compute_gradient_importance,
@@ -32,12 +36,8 @@ from bertology.models.importance import (
     importance_shape,
     mark_removed,
 )
-from bertology.models.latency import compare_latency
-from bertology.models.quantize import linear_weight_bytes
-from bertology.models.task_model import TaskModel
-from bertology.objectives.task import task_loss
-from bertology.prune_config import PruneConfig
-from bertology.task_config import HeadConfig, TaskConfig
+from bertology.pruning.quantize import linear_weight_bytes
+from bertology.run.figures import save_figure
 
 log = logging.getLogger(__name__)
 

@@ -12,10 +12,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from bertology.config import (
-    LoggerConfig,
-    ModelConfig,
-    SizeConfig,
+from bertology.config.checks import (
     build_group,
     in_open_unit,
     one_of,
@@ -23,8 +20,8 @@ from bertology.config import (
     resolve_container,
     resolve_paths,
 )
+from bertology.config.groups import LoggerConfig, ModelConfig, SizeConfig, TaskConfig
 from bertology.errors import require
-from bertology.task_config import TaskConfig
 
 
 @dataclass
@@ -195,10 +192,6 @@ class ProbeConfig:
         for key in ("max_train_sentences", "max_eval_sentences"):
             value = getattr(self, key)
             require(value is None or value > 0, f"{key}={value} must be positive or null")
-        if self.model.name_or_path is None:
-            require(self.model.family in ("bert", "roberta"),
-                    f"probe builds random-initialised bert or roberta models; model="
-                    f"{self.model.family} needs model.name_or_path (a pretrained run's model/)")
 
 
 def load_probe_config(cfg: DictConfig) -> ProbeConfig:

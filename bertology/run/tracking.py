@@ -12,21 +12,13 @@ import json
 import logging
 import math
 import os
-import shutil
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bertology.config import LoggerConfig
+from bertology.config.groups import LoggerConfig
+from bertology.run.files import write_json_atomic
 
 log = logging.getLogger(__name__)
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write to a temporary file and rename, so readers never see half a file."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
 
 
 # Metric-name fragments that measure the machine, not the model: they differ between two runs
@@ -36,21 +28,6 @@ WALL_CLOCK = ("per_s", "latency", "speedup", "_ms", "data_wait")
 
 def without_wall_clock(metrics: dict[str, float]) -> dict[str, float]:
     return {k: v for k, v in metrics.items() if not any(part in k for part in WALL_CLOCK)}
-
-
-def read_json(path: Path) -> Any:
-    return json.loads(path.read_text())
-
-
-def write_dir_atomic(path: Path, write: Callable[[Path], None]) -> None:
-    """write(tmp) fills a dir beside `path`, which then replaces it: a reader (or a resumed
-    run) sees the old dir or the whole new one, never half of it."""
-    tmp = path.with_name(f".tmp-{path.name}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    write(tmp)
-    if path.exists():
-        shutil.rmtree(path)
-    os.replace(tmp, path)
 
 
 def finite_floats(metrics: dict[str, Any]) -> dict[str, float]:

@@ -1,0 +1,25 @@
+"""Where the Hydra configs live, and how one group file is read outside Hydra (a nested
+run's defaults)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from bertology.errors import require
+
+CONF_DIR = Path(__file__).resolve().parent.parent.parent / "conf"
+
+
+def load_group_file(group: str, name: str) -> dict:
+    """conf/<group>/<name>.yaml as plain data, its `defaults: [x]` merged in (one level)."""
+    path = CONF_DIR / group / f"{name}.yaml"
+    options = sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+    require(path.exists(), f"downstream: no {group} {name!r}; valid: {', '.join(options)}")
+    node = OmegaConf.to_container(OmegaConf.load(path))
+    bases = [d for d in node.pop("defaults", []) if isinstance(d, str) and d != "_self_"]
+    merged = OmegaConf.merge(*(load_group_file(group, base) for base in bases), node)
+    return OmegaConf.to_container(merged)
+
+

@@ -1,0 +1,82 @@
+"""The checked `finetune` config: the model, size, trainer and logger groups of pretraining
+(config/groups.py) with a task and a head, one seed or several."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from bertology.config.checks import build_group, one_of, resolve_container, resolve_paths
+from bertology.config.groups import (
+    HeadConfig,
+    LoggerConfig,
+    ModelConfig,
+    SizeConfig,
+    TaskConfig,
+    TrainerConfig,
+)
+from bertology.errors import require
+
+
+@dataclass
+class FinetuneConfig:
+    model: ModelConfig
+    size: SizeConfig
+    task: TaskConfig
+    head: HeadConfig
+    trainer: TrainerConfig
+    logger: LoggerConfig
+    seed: int
+    seeds: list[int]
+    init: str
+    resume: str
+    data_dir: Path
+    cache_dir: Path
+
+    def __post_init__(self) -> None:
+        one_of(self.init, ("pretrained", "random"), "init")
+        one_of(self.resume, ("auto", "true", "false"), "resume")
+        require(len(set(self.seeds)) == len(self.seeds), f"seeds={self.seeds} repeats a seed")
+        require(self.init == "pretrained" or self.model.name_or_path is not None,
+                "init=random draws new weights for a checkpoint's architecture; set "
+                "model.name_or_path (a random model of size= is what model.name_or_path=null "
+                "already gives)")
+
+
+def build_finetune_cfg(container: dict, model: dict, size: dict, trainer: dict, task: dict
+                       ) -> DictConfig:
+    """The `finetune` config of a fine-tuning run nested in another pipeline (distill's
+    teacher, prune's model, pretrain's downstream task): the given model, size, trainer and
+    task, the paper's fine-tuning head, one seed, and the outer run's logger, seed, resume
+    and paths."""
+    return OmegaConf.create({
+        "model": model, "size": size, "trainer": trainer, "task": task, "head": {},
+        "logger": container["logger"], "seed": container["seed"], "seeds": None,
+        "init": "pretrained", "resume": container["resume"], "paths": container["paths"],
+    })
+
+
+def load_finetune_config(cfg: DictConfig) -> FinetuneConfig:
+    """Check a composed `finetune` config and return its typed view (raises UserError)."""
+    container = resolve_container(cfg)
+    data_dir, cache_dir = resolve_paths(container)
+    seeds = container.get("seeds")
+    require(seeds is None or (isinstance(seeds, list) and seeds
+                              and all(isinstance(s, int) for s in seeds)),
+            f"seeds={seeds!r} must be a non-empty list of integers, e.g. seeds=[0,1,2]")
+    return FinetuneConfig(
+        model=build_group(ModelConfig, container["model"], "model"),
+        size=build_group(SizeConfig, container["size"], "size"),
+        task=build_group(TaskConfig, container["task"], "task"),
+        head=build_group(HeadConfig, container["head"], "head"),
+        trainer=build_group(TrainerConfig, container["trainer"], "trainer"),
+        logger=build_group(LoggerConfig, container["logger"], "logger"),
+        seed=int(container["seed"]),
+        seeds=list(seeds) if seeds else [int(container["seed"])],
+        init=str(container["init"]),
+        resume=str(container["resume"]).lower(),
+        data_dir=data_dir,
+        cache_dir=cache_dir,
+    )

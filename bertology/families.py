@@ -1,0 +1,79 @@
+"""What differs per model family, in one table: the only place in the code that spells out a
+family's name.
+
+Adding a family takes its conf/model/<name>.yaml, its row in FAMILIES and its tests; the config
+checks, model building, task models, probing and cloze scoring all read the row
+(tests/test_layout.py adds a family that way and runs the pipelines on it). Classes and module
+paths are names, resolved in transformers where a model is built, so this table and the config
+checks that read it load no torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bertology.errors import UserError
+
+
+@dataclass(frozen=True)
+class Family:
+    model_type: str  # transformers' model_type of the family's checkpoints
+    config_class: str  # transformers config class of a random-initialised model
+    mlm_class: str  # the pretraining model: encoder + masked-LM head
+    mlm_head: str  # the MLM head (transform + decoder) inside mlm_class, as an attribute path
+    objectives: tuple[str, ...]  # the objectives (conf/objective) it trains with
+    pair_class: str | None = None  # MLM + a sentence-pair head (NSP/SOP); None: no pair head
+    pair_head: str | None = None  # the 2-way pair classifier inside pair_class
+    segment_vocab: int = 2  # type_vocab_size: segments A and B
+    position_offset: int = 0  # position slots no token can use (RoBERTa: padding_idx + 1)
+    bos_eos_from_cls_sep: bool = False  # the config's bos/eos ids are the tokenizer's CLS/SEP
+    prefix_space: bool = False  # byte-level BPE: a pre-split word needs its leading space
+    embedding_size_is_hidden: bool = False  # a separate embedding width, set to the hidden size
+    span_boundary_head: bool = False  # SpanBERT's SBO head hangs on the MLM model
+    generator: bool = False  # ELECTRA: a generator and a discriminator, trained together
+
+
+FAMILIES = {
+    # BERT (Devlin et al., 2019): MLM, with NSP (or ALBERT's SOP) on the pooled [CLS].
+    "bert": Family(
+        model_type="bert", config_class="BertConfig", mlm_class="BertForMaskedLM",
+        mlm_head="cls.predictions", objectives=("mlm", "mlm_nsp", "mlm_sop"),
+        pair_class="BertForPreTraining", pair_head="cls.seq_relationship"),
+    # RoBERTa (Liu et al., 2019): no segment embeddings to speak of, positions numbered from
+    # padding_idx + 1 (<pad> is id 1, so two slots are unusable).
+    "roberta": Family(
+        model_type="roberta", config_class="RobertaConfig", mlm_class="RobertaForMaskedLM",
+        mlm_head="lm_head", objectives=("mlm",), segment_vocab=1, position_offset=2,
+        bos_eos_from_cls_sep=True, prefix_space=True),
+    # SpanBERT (Joshi et al., 2020): BERT's architecture without NSP, plus the span-boundary
+    # head (models/spanbert.py); its checkpoints are plain BERT ones.
+    "spanbert": Family(
+        model_type="bert", config_class="BertConfig", mlm_class="BertForMaskedLM",
+        mlm_head="cls.predictions", objectives=("span_sbo",), span_boundary_head=True),
+    # ELECTRA (Clark et al., 2020): model/ is the discriminator; the MLM head is the generator's.
+    "electra": Family(
+        model_type="electra", config_class="ElectraConfig", mlm_class="ElectraForMaskedLM",
+        mlm_head="generator_predictions", objectives=("electra",),
+        embedding_size_is_hidden=True, generator=True),
+}
+
+# transformers model_type -> the family a checkpoint of that type loads as (SpanBERT's are BERT)
+CHECKPOINT_FAMILIES = {f.model_type: name for name, f in reversed(FAMILIES.items())}
+SUPPORTED_TYPES = tuple(CHECKPOINT_FAMILIES)
+
+
+def family_of_checkpoint(model_type: str, key: str = "model.name_or_path") -> Family:
+    """The row a checkpoint of this model_type reads; `key` names the option, for the error."""
+    if model_type not in CHECKPOINT_FAMILIES:
+        raise UserError(f"{key} is a {model_type!r} model; bertology supports checkpoints of "
+                        f"type {', '.join(SUPPORTED_TYPES)}")
+    return FAMILIES[CHECKPOINT_FAMILIES[model_type]]
+
+
+def checkpoint_family(model_type: str, requested: str) -> str:
+    """The family a checkpoint continues as: the requested one where it has that architecture
+    (model=spanbert continues any BERT checkpoint), else the checkpoint's own."""
+    if requested in FAMILIES and FAMILIES[requested].model_type == model_type:
+        return requested
+    family_of_checkpoint(model_type)
+    return CHECKPOINT_FAMILIES[model_type]

@@ -1,0 +1,22 @@
+"""tables/<name>.csv: what analyses leave in the run dir for machines (DESIGN §5), written to
+a temporary name and renamed."""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+
+
+def write_table(out_dir: Path, name: str, rows: list[dict]) -> Path:
+    """tables/<name>.csv with the union of the rows' keys as columns, in first-seen order."""
+    path = out_dir / "tables" / f"{name}.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    os.replace(tmp, path)
+    return path
