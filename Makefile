@@ -35,6 +35,7 @@ bench:  ## benchmarks; figures go to bench/RESULTS.md
 	$(BIN)/python bench/bench_memory.py
 	$(BIN)/python bench/bench_probe.py
 	$(BIN)/python bench/bench_importance.py
+	$(BIN)/python bench/bench_cli.py
 
 clean:  ## remove run outputs and caches
 	rm -rf outputs/*/ .pytest_cache .ruff_cache

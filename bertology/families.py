@@ -57,23 +57,26 @@ FAMILIES = {
         embedding_size_is_hidden=True, generator=True),
 }
 
-# transformers model_type -> the family a checkpoint of that type loads as (SpanBERT's are BERT)
-CHECKPOINT_FAMILIES = {f.model_type: name for name, f in reversed(FAMILIES.items())}
-SUPPORTED_TYPES = tuple(CHECKPOINT_FAMILIES)
-
-
 def family_of_checkpoint(model_type: str, key: str = "model.name_or_path") -> Family:
-    """The row a checkpoint of this model_type reads; `key` names the option, for the error."""
-    if model_type not in CHECKPOINT_FAMILIES:
+    """The row a checkpoint of this model_type reads (SpanBERT's checkpoints are BERT's);
+    `key` names the option the checkpoint came from, for the error."""
+    rows = [f for f in FAMILIES.values() if f.model_type == model_type]
+    if not rows:
+        types = ", ".join(dict.fromkeys(f.model_type for f in FAMILIES.values()))
         raise UserError(f"{key} is a {model_type!r} model; bertology supports checkpoints of "
-                        f"type {', '.join(SUPPORTED_TYPES)}")
-    return FAMILIES[CHECKPOINT_FAMILIES[model_type]]
+                        f"type {types}")
+    return rows[0]
 
 
 def checkpoint_family(model_type: str, requested: str) -> str:
     """The family a checkpoint continues as: the requested one where it has that architecture
-    (model=spanbert continues any BERT checkpoint), else the checkpoint's own."""
+    (model=spanbert continues any BERT checkpoint), else the first of its model_type."""
     if requested in FAMILIES and FAMILIES[requested].model_type == model_type:
         return requested
-    family_of_checkpoint(model_type)
-    return CHECKPOINT_FAMILIES[model_type]
+    row = family_of_checkpoint(model_type)
+    return next(name for name, f in FAMILIES.items() if f is row)
+
+
+def objective_names() -> tuple[str, ...]:
+    """Every objective some family trains with (objectives/__init__.py's OBJECTIVES keys)."""
+    return tuple(dict.fromkeys(o for f in FAMILIES.values() for o in f.objectives))

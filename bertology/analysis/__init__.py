@@ -1,1 +1,2 @@
-"""Analyses of a checkpoint's representations (the probe pipeline): extract once, analyse many."""
+"""The probe pipeline's analyses of a checkpoint's representations: extract features once,
+then probes, structural probes, attention, geometry, cloze tests and amnesic probing."""

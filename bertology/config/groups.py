@@ -12,13 +12,11 @@ from dataclasses import dataclass, field
 
 from bertology.config.checks import in_open_unit, one_of, positive
 from bertology.errors import require
-from bertology.families import FAMILIES
+from bertology.families import FAMILIES, objective_names
 
 INPUT_FORMATS = ("segment_pair", "sentence_pair", "full_sentences", "doc_sentences")
 PAIR_FORMATS = ("segment_pair", "sentence_pair")
 PAIR_OBJECTIVES = ("mlm_nsp", "mlm_sop")
-# every objective some family trains with: objectives/__init__.py's OBJECTIVES has these keys
-OBJECTIVE_NAMES = tuple(dict.fromkeys(o for f in FAMILIES.values() for o in f.objectives))
 
 
 # The dataclass defaults mirror the default option of each group (conf/<group>/*.yaml), so
@@ -92,7 +90,7 @@ class ObjectiveConfig:
     sbo_weight: float = 1.0  # SpanBERT: loss = MLM + sbo_weight * SBO
 
     def __post_init__(self) -> None:
-        one_of(self.name, OBJECTIVE_NAMES, "objective.name")
+        one_of(self.name, objective_names(), "objective.name")
         in_open_unit(self.span_geometric_p, "objective.span_geometric_p")
         require(self.max_span_words >= 1,
                 f"objective.max_span_words={self.max_span_words} must be >= 1")

@@ -1,1 +1,2 @@
-"""Corpora, the embedded synthetic corpus, tokenizers and input formats."""
+"""Data: the embedded synthetic corpus, real corpora, tokenizers, input formats and the example
+stream; labelled tasks, probe sentences and cloze suites, with their readers."""
