@@ -1,0 +1,87 @@
+"""Bootstrap replicates of a run's metrics over its evaluation items, for the report's intervals.
+
+A metric such as probe/layer_03/accuracy is one number from one run, but it is computed on a
+sample of items (sentences, examples, word pairs); its sampling error is part of the evidence a
+verdict rests on, and the only part a deterministic run has. So analyses that score items also
+write `replicates/<name>.csv`: R rows, one per bootstrap resample of the items (with
+replacement, Efron & Tibshirani, 1993), and one column per metric key, each the same statistic
+computed on that resample.
+
+Items are resampled as clusters where they are not independent: the words of a sentence are
+resampled together (sentences are the unit), so within-sentence correlation widens the interval
+as it should. Resample r draws its item indices from a generator seeded by (r, number of
+items) alone, so two runs scored on the same item list (two layers, two models, two seeds of
+the same split) get the same resamples, and the report can pair them item by item.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+
+import numpy as np
+
+REPLICATES = 400  # enough for a standard error to within ~4% (1 / sqrt(2R))
+FOLDER = "replicates"
+
+
+def bootstrap_indices(num_items: int, replicates: int = REPLICATES) -> np.ndarray:
+    """(replicates, num_items) item indices drawn with replacement; a function of the two
+    sizes only, so runs scored on the same items resample them identically."""
+    if num_items < 1:
+        raise ValueError("bootstrap needs at least one item")
+    rng = np.random.default_rng([num_items, 20191107])
+    return rng.integers(0, num_items, size=(replicates, num_items))
+
+
+def compute_ratio_replicates(numerators: np.ndarray, denominators: np.ndarray,
+                             indices: np.ndarray | None = None) -> np.ndarray:
+    """Replicates of Σ numerator / Σ denominator over resampled items: per-item sums
+    (items,) or (items, k) → (replicates,) or (replicates, k). An accuracy over words of
+    sentences is (correct words, words) per sentence."""
+    numerators = np.asarray(numerators, dtype=np.float64)
+    denominators = np.asarray(denominators, dtype=np.float64)
+    indices = bootstrap_indices(len(numerators)) if indices is None else indices
+    num = numerators[indices].sum(axis=1)  # (replicates[, k])
+    den = denominators[indices].sum(axis=1)
+    return num / np.where(den == 0, np.nan, den)
+
+
+def compute_mean_replicates(values: np.ndarray, indices: np.ndarray | None = None
+                            ) -> np.ndarray:
+    """Replicates of the mean of per-item values (items,) or (items, k)."""
+    values = np.asarray(values, dtype=np.float64)
+    indices = bootstrap_indices(len(values)) if indices is None else indices
+    return values[indices].mean(axis=1)
+
+
+def write_replicates(out_dir: Path, name: str, columns: dict[str, np.ndarray]) -> Path:
+    """replicates/<name>.csv: one column per metric key, one row per resample (atomic)."""
+    lengths = {len(v) for v in columns.values()}
+    if len(lengths) != 1:
+        raise ValueError(f"replicate columns differ in length: {sorted(lengths)}")
+    path = out_dir / FOLDER / f"{name}.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    keys = sorted(columns)
+    with tmp.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(keys)
+        for row in zip(*(np.asarray(columns[k], dtype=np.float64) for k in keys)):
+            writer.writerow([repr(float(v)) for v in row])
+    os.replace(tmp, path)
+    return path
+
+
+def read_replicates(run_dir: Path) -> dict[str, np.ndarray]:
+    """Every replicate column a run wrote, by metric key (a key written twice: the last)."""
+    columns: dict[str, np.ndarray] = {}
+    for path in sorted((run_dir / FOLDER).glob("*.csv")):
+        with path.open(newline="") as handle:
+            rows = list(csv.reader(handle))
+        if len(rows) < 2:
+            continue
+        values = np.array(rows[1:], dtype=np.float64)  # (replicates, keys)
+        columns.update({key: values[:, i] for i, key in enumerate(rows[0])})
+    return columns
