@@ -84,8 +84,12 @@ def test_two_processes_match_one_and_only_rank_0_writes(tmp_path):
     assert metrics[1]["train/flops"] == metrics[0]["train/flops"]
     # Evaluation is split over the processes (16 held-out sequences: a batch of 8 each) and
     # the sums are pooled.
-    for key in ("eval/mlm_loss", "eval/mlm_accuracy"):
-        assert metrics[1][key] == pytest.approx(metrics[0][key], rel=TOLERANCE), key
+    assert metrics[1]["eval/mlm_loss"] == pytest.approx(metrics[0]["eval/mlm_loss"],
+                                                        rel=TOLERANCE)
+    # ~220 masked tokens: the two runs' weights differ in the last bits (the gradient sums are
+    # reduced in another order), which can flip one near-tie argmax (1/220 = 0.0045)
+    assert metrics[1]["eval/mlm_accuracy"] == pytest.approx(metrics[0]["eval/mlm_accuracy"],
+                                                            abs=0.01)
 
 
 def launch_two(args: list[str], run_dir: Path) -> subprocess.Popen:
