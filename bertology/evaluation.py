@@ -1,4 +1,5 @@
-"""Predictions on the eval split and the task metrics computed from them.
+"""Predictions on the eval split, the task metrics computed from them, and their bootstrap
+replicates over eval examples (for the report's intervals).
 
 Each decoder turns per-feature logits back into per-example predictions: a label, a tag per
 word (read at the word's first sub-token), or the best valid answer span over all windows of a
@@ -7,17 +8,22 @@ context (start <= end, inside the context, at most max_answer_tokens long; BERT 
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from tqdm.auto import tqdm
 
 from bertology.config.groups import TaskConfig
 from bertology.data.encode import build_collate
 from bertology.metrics import (
+    bio_spans,
     compute_classification_metrics,
     compute_squad_metrics,
     compute_tagging_metrics,
+    normalize_answer,
+    squad_f1,
 )
 from bertology.models.task_model import TaskModel
+from bertology.run.replicates import bootstrap_indices
 
 
 @torch.no_grad()
@@ -112,3 +118,81 @@ def evaluate_task(model: TaskModel, task: TaskConfig, examples: list[dict],
     logits = predict_logits(model, features, pad_token_id)
     rows = DECODERS[task.kind](examples, features, logits, labels, task)
     return score_predictions(task.kind, rows, labels), rows
+
+
+# ---------------------------------------------------------------- item replicates
+
+
+def classification_statistics(rows: list[dict], labels: list[str]) -> np.ndarray:
+    """Per example, its cell of the confusion matrix as a one-hot: (examples, K·K), gold-major."""
+    k = len(labels)
+    cells = [labels.index(r["gold"]) * k + labels.index(r["predicted"]) for r in rows]
+    return np.eye(k * k)[cells]
+
+
+def compute_classification_replicates(rows: list[dict], labels: list[str],
+                                      indices: np.ndarray) -> dict[str, np.ndarray]:
+    """Accuracy, F1 and MCC (as compute_classification_metrics) on each resample of examples:
+    each from the resample's confusion matrix."""
+    k = len(labels)
+    confusion = classification_statistics(rows, labels)[indices].sum(axis=1)  # (R, K·K)
+    confusion = confusion.reshape(-1, k, k)  # (R, gold, predicted)
+    total = confusion.sum(axis=(1, 2))
+    hits = np.diagonal(confusion, axis1=1, axis2=2)  # (R, K)
+    gold, predicted = confusion.sum(axis=2), confusion.sum(axis=1)  # (R, K) each
+    with np.errstate(invalid="ignore", divide="ignore"):
+        f1 = np.where(gold + predicted > 0, 2 * hits / (gold + predicted), 0.0)  # (R, K)
+        # Gorodkin's multiclass MCC, which sklearn computes
+        cov_yp = hits.sum(axis=1) * total - (gold * predicted).sum(axis=1)
+        cov_yy = total**2 - (gold * gold).sum(axis=1)
+        cov_pp = total**2 - (predicted * predicted).sum(axis=1)
+        mcc = np.where(cov_yy * cov_pp > 0, cov_yp / np.sqrt(cov_yy * cov_pp), 0.0)
+    return {"accuracy": hits.sum(axis=1) / total,
+            "f1": f1[:, 1] if k == 2 else f1.mean(axis=1), "mcc": mcc}
+
+
+def tagging_statistics(rows: list[dict]) -> np.ndarray:
+    """Per sentence: correct words, words, entity hits, gold entities, predicted entities."""
+    stats = []
+    for r in rows:
+        gold, predicted = bio_spans(r["gold"]), bio_spans(r["predicted"])
+        stats.append([sum(g == p for g, p in zip(r["gold"], r["predicted"])), len(r["gold"]),
+                      len(gold & predicted), len(gold), len(predicted)])
+    return np.array(stats, dtype=np.float64).reshape(-1, 5)
+
+
+def compute_tagging_replicates(rows: list[dict], labels: list[str], indices: np.ndarray
+                               ) -> dict[str, np.ndarray]:
+    """Word accuracy, and entity precision/recall/F1 for BIO tags (as
+    compute_tagging_metrics), on each resample of sentences."""
+    sums = tagging_statistics(rows)[indices].sum(axis=1)  # (R, 5)
+    words, hits, n_gold, n_pred = sums[:, 1], sums[:, 2], sums[:, 3], sums[:, 4]
+    out = {"accuracy": sums[:, 0] / np.maximum(words, 1)}
+    if any(t.startswith(("B-", "I-")) for r in rows for t in r["gold"]):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            precision = np.where(n_pred > 0, hits / n_pred, 0.0)
+            recall = np.where(n_gold > 0, hits / n_gold, 0.0)
+            f1 = np.where(hits > 0, 2 * precision * recall / (precision + recall), 0.0)
+        out.update(entity_precision=precision, entity_recall=recall, entity_f1=f1, f1=f1)
+    return out
+
+
+def compute_qa_replicates(rows: list[dict], labels: list[str], indices: np.ndarray
+                          ) -> dict[str, np.ndarray]:
+    """Exact match and F1 (as compute_squad_metrics) on each resample of questions."""
+    exact = np.array([max(float(normalize_answer(r["predicted"]) == normalize_answer(t))
+                          for t in r["gold"]) for r in rows])
+    f1 = np.array([max(squad_f1(r["predicted"], t) for t in r["gold"]) for r in rows])
+    return {"exact_match": exact[indices].mean(axis=1), "f1": f1[indices].mean(axis=1)}
+
+
+REPLICATES = {"classification": compute_classification_replicates,
+              "tagging": compute_tagging_replicates, "qa": compute_qa_replicates}
+
+
+def compute_score_replicates(kind: str, rows: list[dict], labels: list[str],
+                             indices: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """The task metrics of score_predictions on bootstrap resamples of the eval examples
+    (sentences for tagging, questions for QA): {metric: (R,)} (run/replicates.py)."""
+    indices = bootstrap_indices(len(rows)) if indices is None else indices
+    return REPLICATES[kind](rows, labels, indices)

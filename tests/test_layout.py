@@ -28,7 +28,7 @@ LAYERS = [
     {"models"},
     {"training"},
     {"objectives", "evaluation"},
-    {"analysis", "pruning"},
+    {"analysis", "pruning", "findings"},
     {"pipelines"},
     {"cli", "reproduce", "runs"},
     {"__main__"},

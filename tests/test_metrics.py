@@ -62,3 +62,55 @@ def test_classification_metrics_binary_and_multiclass():
     assert binary["mcc"] == pytest.approx(1 / 3 ** 0.5)
     multi = compute_classification_metrics([0, 1, 2], [0, 1, 1], num_labels=3)
     assert multi["f1"] == pytest.approx((1 + 2 / 3 + 0) / 3)
+
+
+# ---------------------------------------------------------------- replicates of the metrics
+
+
+def random_rows(kind: str, rng, n: int = 60) -> tuple[list[dict], list[str]]:
+    if kind == "classification":
+        labels = ["neg", "neu", "pos"]
+        return [{"gold": labels[rng.integers(3)], "predicted": labels[rng.integers(3)]}
+                for _ in range(n)], labels
+    if kind == "tagging":
+        labels = ["O", "B-PER", "I-PER", "B-LOC"]
+        rows = []
+        for _ in range(n):
+            length = int(rng.integers(1, 8))
+            rows.append({"gold": [labels[i] for i in rng.integers(4, size=length)],
+                         "predicted": [labels[i] for i in rng.integers(4, size=length)]})
+        return rows, labels
+    words = ["the cat", "a dog", "cat", "dog sat", "on the mat"]
+    return [{"gold": [words[rng.integers(5)], words[rng.integers(5)]],
+             "predicted": words[rng.integers(5)]} for _ in range(n)], []
+
+
+@pytest.mark.parametrize("kind", ["classification", "tagging", "qa"])
+def test_replicates_are_the_metric_on_each_resample(kind):
+    """On the identity resample and on an arbitrary one, the vectorised replicates equal
+    score_predictions computed from the resampled rows."""
+    import numpy as np
+
+    from bertology.evaluation import compute_score_replicates, score_predictions
+
+    rng = np.random.default_rng(0)
+    rows, labels = random_rows(kind, rng)
+    indices = np.stack([np.arange(len(rows)), rng.integers(0, len(rows), len(rows))])
+    reps = compute_score_replicates(kind, rows, labels, indices)
+    for r, sample in enumerate(indices):
+        expected = score_predictions(kind, [rows[i] for i in sample], labels)
+        for key, value in expected.items():
+            assert reps[key][r] == pytest.approx(value, abs=1e-12), (key, r)
+
+
+def test_binary_f1_replicates_are_the_positive_class():
+    import numpy as np
+
+    from bertology.evaluation import compute_score_replicates, score_predictions
+
+    rng = np.random.default_rng(1)
+    labels = ["0", "1"]
+    rows = [{"gold": labels[rng.integers(2)], "predicted": labels[rng.integers(2)]}
+            for _ in range(50)]
+    reps = compute_score_replicates("classification", rows, labels, np.arange(50)[None])
+    assert reps["f1"][0] == pytest.approx(score_predictions("classification", rows, labels)["f1"])

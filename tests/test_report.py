@@ -1,5 +1,6 @@
-"""bertology report: verdicts computed from synthetic run dirs where a claim holds, fails or is
-inconclusive; reductions over layer curves; aggregation over seeds; the CLI end to end."""
+"""bertology report: verdicts from synthetic run dirs (with and without item replicates),
+reductions over layer curves, paired and unpaired designs, compound claims, Holm over a suite,
+studies shared by several findings, and the CLI end to end."""
 
 from __future__ import annotations
 
@@ -7,45 +8,53 @@ import csv
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
-from conftest import run_cli
+from conftest import REPO, run_cli
 from omegaconf import OmegaConf
 
 from bertology.errors import UserError
+from bertology.findings import catalog
+from bertology.findings.evidence import REDUCTIONS
+from bertology.findings.runs import find_runs
+from bertology.findings.verdicts import judge, parse_finding
 from bertology.pipelines import report
+from bertology.run.replicates import write_replicates
 
 FINDING = {"id": "demo", "claim": "a beats b", "source": "a paper, Table 1",
            "compare": {"a": "eval/a", "b": "eval/b", "expect": "greater"}}
 
 
 def write_run(path: Path, metrics: dict, seed: int, finding: dict | None = None,
-              **config) -> Path:
+              replicates: dict | None = None, **config) -> Path:
     (path / ".hydra").mkdir(parents=True)
     (path / ".hydra" / "config.yaml").write_text(
         yaml.safe_dump({"seed": seed, **config, **({"finding": finding} if finding else {})}))
     (path / "metrics.json").write_text(json.dumps(metrics))
+    if replicates:
+        write_replicates(path, "test", replicates)
     return path
 
 
 def judge_runs(tmp_path: Path, pairs: list[tuple[float, float]], finding=FINDING):
     for seed, (a, b) in enumerate(pairs):
         write_run(tmp_path / str(seed), {"eval/a": a, "eval/b": b}, seed, finding)
-    runs = report.find_runs([tmp_path])
-    return report.judge("demo", runs)
+    return judge(parse_finding(finding), find_runs([tmp_path]))
 
 
 @pytest.mark.parametrize("pairs, verdict", [
     ([(0.80, 0.70), (0.82, 0.71), (0.81, 0.69)], "holds"),
     ([(0.60, 0.70), (0.62, 0.71), (0.61, 0.69)], "does not hold"),
-    ([(0.80, 0.70), (0.60, 0.71), (0.75, 0.72)], "inconclusive"),  # seeds disagree
-    ([(0.80, 0.70)], "holds"),  # one deterministic value: the sign decides
+    ([(0.80, 0.70), (0.60, 0.71), (0.75, 0.72)], "underpowered"),  # seeds disagree
+    ([(0.80, 0.70)], "underpowered"),  # one run and no replicates: no uncertainty measured
 ])
 def test_verdicts_from_seeds(tmp_path, pairs, verdict):
     result = judge_runs(tmp_path, pairs)
-    assert result.verdict == verdict
-    assert result.diff.n == len(pairs)
-    assert result.a.mean == pytest.approx(sum(a for a, _ in pairs) / len(pairs))
+    assert result.raw == verdict
+    assert result.tests[0].estimate.n == len(pairs)
+    assert result.tests[0].estimate.mean == pytest.approx(
+        sum(a - b for a, b in pairs) / len(pairs))
 
 
 @pytest.mark.parametrize("margin, verdict", [(0.05, "holds"), (0.0, "does not hold")])
@@ -54,32 +63,39 @@ def test_less_with_a_margin(tmp_path, margin, verdict):
     finding = {**FINDING, "compare": {"a": "eval/a", "b": "eval/b", "expect": "less",
                                       "margin": margin}}
     result = judge_runs(tmp_path, [(0.72, 0.70), (0.73, 0.71), (0.715, 0.70)], finding)
-    assert result.verdict == verdict
+    assert result.raw == verdict
 
 
-def test_the_interval_is_a_t_interval():
-    summary = report.summarise([1.0, 2.0, 3.0])
-    assert summary.mean == 2.0 and summary.std == 1.0
-    assert summary.high - summary.mean == pytest.approx(4.302653 / 3**0.5, rel=1e-5)
+def test_one_deterministic_run_is_judged_on_its_item_replicates(tmp_path):
+    rng = np.random.default_rng(0)
+    reps = {"eval/a": 0.80 + rng.normal(0, 0.01, 400), "eval/b": 0.70 + rng.normal(0, 0.01, 400)}
+    write_run(tmp_path / "0", {"eval/a": 0.80, "eval/b": 0.70}, 0, FINDING, reps)
+    result = judge(parse_finding(FINDING), find_runs([tmp_path]))
+    assert result.raw == "holds" and result.tests[0].estimate.items
 
 
 def layer_metrics(values: list[float]) -> dict[str, float]:
     return {f"probe/layer_{i:02d}/accuracy": v for i, v in enumerate(values)}
 
 
-def test_layer_reductions():
-    layers, values = report.layer_series(layer_metrics([0.5, 0.9, 0.8, 0.7, 0.6]),
-                                         "probe/layer_*/accuracy")
-    assert layers == [0, 1, 2, 3, 4]
-    assert report.REDUCTIONS["argmax_fraction"](layers, values) == 0.25
-    assert report.REDUCTIONS["peak_off_middle"](layers, values) == 0.25
-    assert report.REDUCTIONS["trend"](layers, [0.1, 0.2, 0.3, 0.5, 0.4]) == pytest.approx(0.9)
-    assert report.REDUCTIONS["top_minus_bottom"](layers, values) == pytest.approx(
-        (0.7 + 0.6) / 2 - (0.5 + 0.9) / 2)
+def test_layer_reductions_by_hand():
+    layers = np.arange(5)
+    values = np.array([0.5, 0.9, 0.8, 0.7, 0.6])
+    assert REDUCTIONS["argmax_fraction"](layers, values) == 0.25
+    assert REDUCTIONS["top_minus_bottom"](layers, values) == pytest.approx(0.65 - 0.7)
+    # slope over depth 0, .25, .5, .75, 1 of a line rising 0.1 per layer: 0.4 bottom to top
+    assert REDUCTIONS["slope"](layers, 0.1 * layers) == pytest.approx(0.4)
+    # Tenney's expected layer: Δ = (.4, −.1, −.1, −.1) at l = 1..4, Σ lΔ = .4 − .2 − .3 − .4
+    assert REDUCTIONS["expected_layer"](layers, values) == pytest.approx(
+        (0.4 - 0.2 - 0.3 - 0.4) / 0.1 / 4)
+    assert np.isnan(REDUCTIONS["expected_layer"](layers, values[::-1] * 0 + 0.5))
+    # row by row over replicates
+    table = np.stack([values, values + 0.1])
+    assert REDUCTIONS["max"](layers, table).tolist() == pytest.approx([0.9, 1.0])
 
 
-def test_a_threshold_finding_over_layer_curves(tmp_path):
-    """'POS peaks in the lower half': argmax fraction < 0.5 in every seed."""
+def test_a_discrete_reduction_gets_the_sign_test(tmp_path):
+    """'POS peaks in the lower half': three agreeing seeds are not enough (p = 1/8)."""
     finding = {**FINDING, "compare": {"a": {"metric": "probe/layer_*/accuracy",
                                             "reduce": "argmax_fraction"},
                                       "b": 0.5, "expect": "less"}}
@@ -87,24 +103,45 @@ def test_a_threshold_finding_over_layer_curves(tmp_path):
         values = [0.6] * 7
         values[peak] = 0.9
         write_run(tmp_path / str(seed), layer_metrics(values), seed, finding)
-    result = report.judge("demo", report.find_runs([tmp_path]))
-    assert result.verdict == "holds" and result.diff.n == 3
+    result = judge(parse_finding(finding), find_runs([tmp_path]))
+    assert result.p_holds == 0.125
+    assert result.raw == "underpowered" and "6 seeds" in result.note
 
 
-def test_groups_of_a_sweep_are_compared_by_where(tmp_path):
+def test_groups_of_a_sweep_are_compared_by_where_and_paired_by_seed(tmp_path):
     """Dynamic vs static masking: two config groups of one sweep, paired by seed."""
-    finding = {**FINDING, "compare": {"a": {"metric": "eval/acc", "reduce": "max",
+    finding = {**FINDING, "compare": {"a": {"metric": "eval/acc",
                                             "where": {"model.masking": "dynamic"}},
                                       "b": {"metric": "eval/acc",
                                             "where": {"model.masking": "static"}},
                                       "expect": "greater", "margin": -0.01}}
     for seed in range(3):
-        for masking, acc in (("dynamic", 0.70 + 0.01 * seed), ("static", 0.70 + 0.01 * seed)):
+        for masking, acc in (("dynamic", 0.702 + 0.01 * seed), ("static", 0.70 + 0.01 * seed)):
             write_run(tmp_path / f"{masking}{seed}", {"eval/acc": acc}, seed, finding,
                       model={"masking": masking})
-    result = report.judge("demo", report.find_runs([tmp_path]))
-    assert result.verdict == "holds"  # equal within the 1-point margin: "at least as good"
-    assert result.diff.mean == pytest.approx(0.0)
+    result = judge(parse_finding(finding), find_runs([tmp_path]))
+    assert result.designs == ["paired by seed"]
+    assert result.tests[0].estimate.mean == pytest.approx(0.002)
+    assert result.raw == "underpowered"  # identical differences, no replicates: zero width
+
+
+def test_sides_without_common_seeds_are_compared_by_welch(tmp_path):
+    finding = {**FINDING, "compare": {"a": {"metric": "eval/acc", "where": {"arm": "x"}},
+                                      "b": {"metric": "eval/acc", "where": {"arm": "y"}}}}
+    for seed, acc in enumerate([0.80, 0.81, 0.82]):
+        write_run(tmp_path / f"x{seed}", {"eval/acc": acc}, seed, finding, arm="x")
+    for seed, acc in zip((7, 8, 9, 10), [0.60, 0.62, 0.61, 0.63]):
+        write_run(tmp_path / f"y{seed}", {"eval/acc": acc}, seed, finding, arm="y")
+    result = judge(parse_finding(finding), find_runs([tmp_path]))
+    assert result.designs == ["unpaired (Welch)"] and result.raw == "holds"
+
+
+def test_a_compound_claim_needs_every_part(tmp_path):
+    finding = {**FINDING, "compare": {"all": [
+        {"a": "eval/a", "b": "eval/b", "expect": "greater"},        # holds
+        {"a": "eval/a", "b": 0.9, "expect": "greater"}]}}            # does not hold
+    result = judge_runs(tmp_path, [(0.80, 0.70), (0.82, 0.71), (0.81, 0.69)], finding)
+    assert len(result.tests) == 2 and result.raw == "does not hold"
 
 
 def test_report_pipeline_writes_markdown_tables_and_figures(tmp_path):
@@ -113,29 +150,74 @@ def test_report_pipeline_writes_markdown_tables_and_figures(tmp_path):
     write_run(runs / "plain", {"eval/accuracy": 0.5}, 0)  # a run of no finding: aggregated
     out = tmp_path / "report"
     metrics = report.run(OmegaConf.create({"runs": [str(runs)]}), out)
-    assert metrics["report/findings"] == 1 and metrics["report/holds"] == 1
+    assert metrics["report/findings"] == 1 and metrics["report/raw/holds"] == 1
+    assert metrics["report/corrected/holds"] == 1  # Holm over one finding changes nothing
     text = (out / "REPORT.md").read_text()
     assert "| demo | a beats b | a paper, Table 1 |" in text and "**holds**" in text
-    assert "| eval/accuracy | 0.5 |" in text  # the plain run's group, in the runs section
+    assert "| eval/accuracy | 0.5 ± 0 |" in text  # the plain run's group, in the runs section
     assert (out / "plots" / "finding_demo.png").stat().st_size > 0
     with (out / "tables" / "findings.csv").open() as handle:
-        assert next(csv.DictReader(handle))["verdict"] == "holds"
+        row = next(csv.DictReader(handle))
+    assert row["raw_verdict"] == row["corrected_verdict"] == "holds"
+    assert float(row["ci_low"]) > 0 and int(row["seeds"]) == 3
     with (out / "tables" / "metrics.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     a = next(r for r in rows if r["metric"] == "eval/a")
     assert int(a["n"]) == 3 and float(a["mean"]) == pytest.approx(0.8)
 
 
+def test_holm_over_the_report_can_overturn_a_raw_verdict(tmp_path):
+    """Two findings: one clear, one just past the 2.5% edge alone; after Holm only the clear
+    one holds."""
+    clear = {**FINDING, "id": "clear"}
+    edge = {**FINDING, "id": "edge", "compare": {"a": "eval/c", "b": "eval/d"}}
+    for seed, (c, d) in enumerate([(0.52, 0.50), (0.55, 0.50), (0.58, 0.505)]):
+        write_run(tmp_path / "runs" / f"c{seed}", {"eval/c": c, "eval/d": d}, seed, edge)
+    for seed, (a, b) in enumerate([(0.8, 0.7), (0.81, 0.7), (0.79, 0.71)]):
+        write_run(tmp_path / "runs" / f"a{seed}", {"eval/a": a, "eval/b": b}, seed, clear)
+    report.run(OmegaConf.create({"runs": [str(tmp_path / "runs")]}), tmp_path / "out")
+    with (tmp_path / "out" / "tables" / "findings.csv").open() as handle:
+        rows = {r["finding"]: r for r in csv.DictReader(handle)}
+    assert 0.0125 < float(rows["edge"]["p_holds"]) < 0.025
+    assert rows["edge"]["raw_verdict"] == "holds"
+    assert rows["edge"]["corrected_verdict"] == "underpowered"
+    assert rows["clear"]["corrected_verdict"] == "holds"
+
+
+def test_a_study_serves_every_finding_of_the_catalog(tmp_path):
+    """Runs of a study (made by make reproduce) are judged by every finding of that study."""
+    specs = {s["id"]: parse_finding(s) for s in (
+        {**FINDING, "id": "one", "study": "demo_study"},
+        {**FINDING, "id": "two", "study": "demo_study", "compare": {"a": "eval/a", "b": 0.5}},
+        {**FINDING, "id": "three", "study": "other"})}
+    for seed in range(3):
+        write_run(tmp_path / str(seed), {"eval/a": 0.8 + seed / 100, "eval/b": 0.7}, seed,
+                  study="demo_study")
+    pairs = catalog.findings_for(find_runs([tmp_path]), specs)
+    assert [spec.id for spec, runs in pairs] == ["one", "two"]
+    assert all(len(runs) == 3 for _, runs in pairs)
+
+
+def test_every_catalog_finding_names_its_study_and_composes_with_it():
+    from conftest import compose_config
+
+    specs = catalog.load_catalog()
+    assert specs, "conf/experiment holds no finding"
+    for spec in specs.values():
+        assert spec.study, f"{spec.id}: no study"
+        path = REPO / "conf" / "experiment" / f"finding_{spec.id}.yaml"
+        assert path.exists(), f"{spec.id}: the file is not named finding_<id>.yaml"
+
+
 def test_no_runs_is_a_user_error(tmp_path):
     with pytest.raises(UserError, match="no finished runs"):
-        report.find_runs([tmp_path])
+        find_runs([tmp_path])
 
 
 def test_cli_takes_dirs_as_arguments(tmp_path):
-    judge_runs(tmp_path / "runs", [(0.8, 0.7), (0.81, 0.7)])
+    judge_runs(tmp_path / "runs", [(0.8, 0.7), (0.81, 0.7), (0.82, 0.71)])
     result = run_cli("report", str(tmp_path / "runs"), "hydra.run.dir=out", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "**holds**" in (tmp_path / "out" / "REPORT.md").read_text()
     missing = run_cli("report", str(tmp_path / "nowhere"), cwd=tmp_path)
     assert missing.returncode == 2
-    assert "does not exist" in missing.stderr.strip().splitlines()[-1]

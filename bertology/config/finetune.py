@@ -34,9 +34,13 @@ class FinetuneConfig:
     resume: str
     data_dir: Path
     cache_dir: Path
+    eval_shuffled_words: bool = False  # also score word-shuffled eval inputs: eval/shuffled/*
 
     def __post_init__(self) -> None:
         one_of(self.init, ("pretrained", "random"), "init")
+        require(not self.eval_shuffled_words or self.task.kind == "classification",
+                f"eval_shuffled_words=true shuffles the words of classification inputs; "
+                f"task={self.task.name} is a {self.task.kind} task")
         one_of(self.resume, ("auto", "true", "false"), "resume")
         require(len(set(self.seeds)) == len(self.seeds), f"seeds={self.seeds} repeats a seed")
         require(self.init == "pretrained" or self.model.name_or_path is not None,
@@ -55,6 +59,7 @@ def build_finetune_cfg(container: dict, model: dict, size: dict, trainer: dict, 
         "model": model, "size": size, "trainer": trainer, "task": task, "head": {},
         "logger": container["logger"], "seed": container["seed"], "seeds": None,
         "init": "pretrained", "resume": container["resume"], "paths": container["paths"],
+        "eval_shuffled_words": False,
     })
 
 
@@ -66,6 +71,8 @@ def load_finetune_config(cfg: DictConfig) -> FinetuneConfig:
     require(seeds is None or (isinstance(seeds, list) and seeds
                               and all(isinstance(s, int) for s in seeds)),
             f"seeds={seeds!r} must be a non-empty list of integers, e.g. seeds=[0,1,2]")
+    shuffled = container.get("eval_shuffled_words", False)
+    require(isinstance(shuffled, bool), f"eval_shuffled_words={shuffled!r} must be true or false")
     return FinetuneConfig(
         model=build_group(ModelConfig, container["model"], "model"),
         size=build_group(SizeConfig, container["size"], "size"),
@@ -79,4 +86,5 @@ def load_finetune_config(cfg: DictConfig) -> FinetuneConfig:
         resume=str(container["resume"]).lower(),
         data_dir=data_dir,
         cache_dir=cache_dir,
+        eval_shuffled_words=shuffled,
     )

@@ -33,8 +33,9 @@ def generator_step(generator, batch: dict) -> tuple[torch.Tensor, torch.Tensor, 
     loss = F.cross_entropy(logits.float(), targets)
     with torch.no_grad():  # sampling is not differentiable, and ELECTRA does not try
         sampled = torch.multinomial(F.softmax(logits.float(), dim=-1), 1).squeeze(-1)
-    logs = {"gen_loss": loss.detach(), "gen_correct": (logits.argmax(-1) == targets).sum(),
-            "gen_count": masked.sum()}
+    correct = (logits.argmax(-1) == targets).detach()
+    logs = {"gen_loss": loss.detach(), "gen_correct": correct.sum(), "gen_count": masked.sum(),
+            "seq_gen_correct": mlm.per_sequence(masked, correct), "seq_gen_count": masked.sum(1)}
     return loss, sampled, logs
 
 
@@ -55,8 +56,10 @@ def discriminator_step(discriminator, batch: dict, corrupted: torch.Tensor,
     real = batch["attention_mask"].bool()
     loss = F.binary_cross_entropy_with_logits(logits[real].float(), replaced[real].float())
     predicted = (logits[real] > 0).long()
-    logs = {"disc_loss": loss.detach(), "disc_correct": (predicted == replaced[real]).sum(),
-            "disc_count": real.sum(), "replaced": replaced[real].sum()}
+    correct = (predicted == replaced[real]).detach()
+    logs = {"disc_loss": loss.detach(), "disc_correct": correct.sum(),
+            "disc_count": real.sum(), "replaced": replaced[real].sum(),
+            "seq_disc_correct": mlm.per_sequence(real, correct), "seq_disc_count": real.sum(1)}
     return loss, logs
 
 
@@ -96,4 +99,6 @@ def build(cfg: ObjectiveConfig, tokenizer: PreTrainedTokenizerBase, family: str,
         disc_loss, disc_logs = discriminator_step(model.discriminator, batch, corrupted, replaced)
         return gen_loss + cfg.disc_weight * disc_loss, {**logs, **disc_logs}
 
-    return Objective("electra", None, collate, loss, electra_metrics, electra_flops)
+    items = {"gen_accuracy": ("seq_gen_correct", "seq_gen_count"),
+             "disc_accuracy": ("seq_disc_correct", "seq_disc_count")}
+    return Objective("electra", None, collate, loss, electra_metrics, electra_flops, items)

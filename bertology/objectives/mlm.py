@@ -118,10 +118,23 @@ def encode_and_mlm(model: torch.nn.Module, family: str, batch: dict):
     logits = mlm_head_of(model, family)(encoded.last_hidden_state[masked])  # (n_masked, vocab)
     targets = batch["labels"][masked]
     loss = F.cross_entropy(logits.float(), targets)
-    logs = {"mlm_loss": loss.detach(),
-            "mlm_correct": (logits.argmax(-1) == targets).sum().detach(),
-            "mlm_count": masked.sum().detach()}
+    correct = (logits.argmax(-1) == targets).detach()  # (n_masked,)
+    logs = {"mlm_loss": loss.detach(), "mlm_correct": correct.sum(),
+            "mlm_count": masked.sum().detach(),
+            "seq_mlm_correct": per_sequence(masked, correct), "seq_mlm_count": masked.sum(1)}
     return encoded, loss, logs
+
+
+def per_sequence(positions: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """(batch,) sums of per-target values, given in the order of positions.nonzero(): the
+    counts a per-sequence bootstrap of the eval resamples."""
+    rows = positions.nonzero(as_tuple=True)[0]  # (n,) each target's sequence
+    out = torch.zeros(positions.shape[0], device=values.device)
+    return out.index_add_(0, rows, values.float())
+
+
+# eval metric -> the per-sequence counts it is the pooled ratio of
+MLM_ITEMS = {"mlm_accuracy": ("seq_mlm_correct", "seq_mlm_count")}
 
 
 def mlm_metrics(sums: dict[str, float], batches: int) -> dict[str, float]:
@@ -143,4 +156,4 @@ def build(cfg: ObjectiveConfig, tokenizer: PreTrainedTokenizerBase, family: str,
         _, mlm_loss, logs = encode_and_mlm(model, family, batch)
         return mlm_loss, logs
 
-    return Objective("mlm", None, collate, loss, mlm_metrics)
+    return Objective("mlm", None, collate, loss, mlm_metrics, item_ratios=MLM_ITEMS)

@@ -33,8 +33,10 @@ def _build(cfg: ObjectiveConfig, tokenizer: PreTrainedTokenizerBase, family: str
         logits = pair_head_of(model, family)(encoded.pooler_output)  # (batch, 2)
         pair_loss = F.cross_entropy(logits.float(), batch["sentence_label"])
         logs[f"{task}_loss"] = pair_loss.detach()
-        logs[f"{task}_correct"] = (logits.argmax(-1) == batch["sentence_label"]).sum()
+        correct = (logits.argmax(-1) == batch["sentence_label"]).float()  # (batch,)
+        logs[f"{task}_correct"] = correct.sum()
         logs[f"{task}_count"] = torch.tensor(len(logits))
+        logs[f"seq_{task}_correct"], logs[f"seq_{task}_count"] = correct, torch.ones_like(correct)
         return mlm_loss + pair_loss, logs
 
     def metrics(sums: dict[str, float], batches: int) -> dict[str, float]:
@@ -43,7 +45,8 @@ def _build(cfg: ObjectiveConfig, tokenizer: PreTrainedTokenizerBase, family: str
         out[f"{task}_accuracy"] = sums[f"{task}_correct"] / max(1, sums[f"{task}_count"])
         return out
 
-    return Objective(f"mlm_{task}", task, collate, loss, metrics)
+    items = {**mlm.MLM_ITEMS, f"{task}_accuracy": (f"seq_{task}_correct", f"seq_{task}_count")}
+    return Objective(f"mlm_{task}", task, collate, loss, metrics, item_ratios=items)
 
 
 def build_nsp(cfg, tokenizer, family, seed) -> Objective:

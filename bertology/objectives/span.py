@@ -169,8 +169,10 @@ def sbo_step(model: torch.nn.Module, hidden: torch.Tensor, batch: dict):
     logits = sbo_head_of(model)(left, right, batch["sbo_position"][masked], embeddings)
     targets = batch["labels"][masked]
     loss = F.cross_entropy(logits.float(), targets)
-    logs = {"sbo_loss": loss.detach(), "sbo_correct": (logits.argmax(-1) == targets).sum(),
-            "sbo_count": masked.sum()}
+    correct = (logits.argmax(-1) == targets).detach()
+    logs = {"sbo_loss": loss.detach(), "sbo_correct": correct.sum(), "sbo_count": masked.sum(),
+            "seq_sbo_correct": mlm.per_sequence(masked, correct),
+            "seq_sbo_count": masked.sum(1)}
     return loss, logs
 
 
@@ -204,4 +206,5 @@ def build(cfg: ObjectiveConfig, tokenizer: PreTrainedTokenizerBase, family: str,
         sbo_loss, sbo_logs = sbo_step(model, encoded.last_hidden_state, batch)
         return mlm_loss + cfg.sbo_weight * sbo_loss, {**logs, **sbo_logs}
 
-    return Objective("span_sbo", None, collate, loss, span_metrics, span_flops)
+    items = {**mlm.MLM_ITEMS, "sbo_accuracy": ("seq_sbo_correct", "seq_sbo_count")}
+    return Objective("span_sbo", None, collate, loss, span_metrics, span_flops, items)

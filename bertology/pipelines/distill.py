@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 from transformers import PretrainedConfig
@@ -22,7 +23,7 @@ from bertology.data.stream import InMemoryExamples
 from bertology.data.tasks import TaskData, load_task
 from bertology.data.tokenizers import load_pretrained_tokenizer, tokenizer_options
 from bertology.errors import require
-from bertology.evaluation import evaluate_task
+from bertology.evaluation import compute_score_replicates, evaluate_task
 from bertology.models.build import count_parameters, load_checkpoint_config, resolve_checkpoint
 from bertology.models.latency import compare_latency, eval_latency_batch
 from bertology.models.student import build_student, check_layer_map, default_layer_map
@@ -35,6 +36,7 @@ from bertology.models.task_model import (
 from bertology.objectives import kd
 from bertology.pipelines.nested import run_nested
 from bertology.run.files import write_predictions
+from bertology.run.replicates import write_replicates
 from bertology.run.tracking import build_tracker
 from bertology.training.budget import resolve_budget
 from bertology.training.checkpoint import check_resume
@@ -129,11 +131,14 @@ def compare(teacher: TaskModel, student: TaskModel, config: DistillConfig, data:
     """Both models on the whole eval set, their sizes and CPU latency; the student's
     predictions go to predictions.jsonl and its scores are also the run's eval/*."""
     metrics: dict[str, float] = {}
+    replicates: dict[str, np.ndarray] = {}
     models = {"teacher": teacher, "student": student}
     for name, model in models.items():
         scores, rows = evaluate_task(model, config.task, data.eval, eval_features, data.labels,
                                      pad_token_id)
         metrics.update({f"distill/{name}/{k}": v for k, v in scores.items()})
+        replicates.update({f"distill/{name}/{k}": v for k, v in compute_score_replicates(
+            config.task.kind, rows, data.labels).items()})
         metrics[f"distill/{name}/parameters"] = float(count_parameters(model.model))
         metrics[f"distill/{name}/layers"] = float(model.model.config.num_hidden_layers)
     # Interleaved rounds: a slowdown of the machine mid-measurement hits both models.
@@ -147,6 +152,13 @@ def compare(teacher: TaskModel, student: TaskModel, config: DistillConfig, data:
     teacher_score = metrics[f"distill/teacher/{metric}"]
     metrics["distill/retained"] = metrics[f"distill/student/{metric}"] / teacher_score \
         if teacher_score > 0 else float("nan")
+    # the same resampled examples for both models: the ratio pairs them item by item
+    replicates["distill/retained"] = (replicates[f"distill/student/{metric}"]
+                                      / replicates[f"distill/teacher/{metric}"])
+    student_prefix = "distill/student/"
+    replicates.update({f"eval/{k[len(student_prefix):]}": v for k, v in replicates.items()
+                       if k.startswith(student_prefix)})
+    write_replicates(out_dir, "eval", replicates)
     metrics["distill/speedup"] = (metrics["distill/teacher/latency_ms"]
                                   / metrics["distill/student/latency_ms"])
     metrics["distill/latency_threads"] = float(torch.get_num_threads())

@@ -15,6 +15,7 @@ import shutil
 import statistics
 from pathlib import Path
 
+import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 from transformers import PretrainedConfig, PreTrainedTokenizerBase
@@ -23,6 +24,7 @@ from bertology.config.finetune import FinetuneConfig, load_finetune_config
 from bertology.config.groups import TrainerConfig
 from bertology.data.corpora import Corpus, text_corpus
 from bertology.data.encode import encode
+from bertology.data.perturb import shuffle_words
 from bertology.data.stream import InMemoryExamples
 from bertology.data.tasks import TaskData, load_task
 from bertology.data.tokenizers import (
@@ -31,7 +33,7 @@ from bertology.data.tokenizers import (
     tokenizer_options,
 )
 from bertology.errors import require
-from bertology.evaluation import evaluate_task
+from bertology.evaluation import compute_score_replicates, evaluate_task
 from bertology.families import family_of_checkpoint
 from bertology.models.build import (
     build_config,
@@ -46,6 +48,12 @@ from bertology.models.task_model import (
 )
 from bertology.objectives import task as task_objective
 from bertology.run.files import write_dir_atomic, write_json_atomic, write_predictions
+from bertology.run.replicates import (
+    average_replicates,
+    compute_mean_replicates,
+    read_replicates,
+    write_replicates,
+)
 from bertology.run.tracking import build_tracker
 from bertology.training.budget import resolve_budget
 from bertology.training.checkpoint import check_resume
@@ -64,8 +72,10 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     trainer = resolve_budget(config.trainer, len(train_features))
     log.info("%d train / %d eval features; %d steps", len(train_features), len(eval_features),
              trainer.max_steps)
+    shuffled = shuffle_words(data.eval, config.seed) if config.eval_shuffled_words else None
     context = SeedContext(config, trainer, data, tokenizer, model_config, train_features,
-                          eval_features, OmegaConf.to_container(cfg, resolve=True))
+                          eval_features, OmegaConf.to_container(cfg, resolve=True), shuffled,
+                          encode(shuffled, tokenizer, config.task) if shuffled else None)
     if len(config.seeds) == 1:
         return run_seed(context, config.seeds[0], out_dir)
     results = {seed: run_seed(context, seed, out_dir / "seeds" / str(seed))
@@ -73,6 +83,8 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     best = max(results, key=lambda seed: results[seed][f"eval/{config.task.metric}"])
     promote(out_dir / "seeds" / str(best), out_dir)
     summary = aggregate(results, best)
+    write_replicates(out_dir, "eval", average_replicates(
+        [read_replicates(out_dir / "seeds" / str(seed)) for seed in config.seeds]))
     write_json_atomic(out_dir / "metrics.json", summary)  # last: the run is finished
     return summary
 
@@ -89,6 +101,8 @@ class SeedContext:
     train_features: list[dict]
     eval_features: list[dict]
     raw_config: dict
+    shuffled: list[dict] | None = None  # eval_shuffled_words: the word-shuffled eval examples
+    shuffled_features: list[dict] | None = None
 
 
 def run_seed(ctx: SeedContext, seed: int, seed_dir: Path) -> dict[str, float]:
@@ -116,10 +130,37 @@ def run_seed(ctx: SeedContext, seed: int, seed_dir: Path) -> dict[str, float]:
                                  ctx.data.labels, ctx.tokenizer.pad_token_id)
     log.info("seed %d: %s", seed, " ".join(f"{k}={v:.4f}" for k, v in sorted(scores.items())))
     metrics.update({f"eval/{k}": v for k, v in scores.items()})
+    replicates = {f"eval/{k}": v for k, v in
+                  compute_score_replicates(config.task.kind, rows, ctx.data.labels).items()}
+    if ctx.shuffled is not None:
+        shuffled_scores, shuffled_replicates = evaluate_shuffled(model, ctx, rows)
+        metrics.update(shuffled_scores)
+        replicates.update(shuffled_replicates)
     metrics["model/parameters"] = float(count_parameters(model))
+    write_replicates(seed_dir, "eval", replicates)
     write_predictions(rows, seed_dir / "predictions.jsonl")
     save_task_model_atomic(model, ctx.tokenizer, seed_dir / "model")
     return tracker.finish(metrics)
+
+
+def evaluate_shuffled(model, ctx: SeedContext, rows: list[dict]
+                      ) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+    """Scores on the word-shuffled eval inputs (eval/shuffled/*) and the share of predictions
+    the shuffle leaves unchanged (eval/shuffled/agreement); and their replicates over the same
+    resampled examples as the unshuffled scores'."""
+    task, labels = ctx.config.task, ctx.data.labels
+    scores, shuffled_rows = evaluate_task(model, task, ctx.shuffled, ctx.shuffled_features,
+                                          labels, ctx.tokenizer.pad_token_id)
+    same = np.array([a["predicted"] == b["predicted"] for a, b in zip(rows, shuffled_rows)],
+                    dtype=np.float64)
+    metrics = {f"eval/shuffled/{k}": v for k, v in scores.items()}
+    metrics["eval/shuffled/agreement"] = float(same.mean())
+    replicates = {f"eval/shuffled/{k}": v for k, v in
+                  compute_score_replicates(task.kind, shuffled_rows, labels).items()}
+    replicates["eval/shuffled/agreement"] = compute_mean_replicates(same)
+    log.info("word-shuffled eval: %s", " ".join(f"{k}={v:.4f}" for k, v in
+                                                sorted(metrics.items())))
+    return metrics, replicates
 
 
 def load_tokenizer_and_config(config: FinetuneConfig, data: TaskData):

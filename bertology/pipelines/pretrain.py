@@ -28,6 +28,7 @@ from bertology.objectives import OBJECTIVES
 from bertology.pipelines.nested import run_nested
 from bertology.run.files import write_dir_atomic
 from bertology.run.processes import is_main_process, world_size
+from bertology.run.replicates import read_replicates, write_replicates
 from bertology.run.tracking import build_tracker
 from bertology.training.checkpoint import check_resume
 from bertology.training.loop import train
@@ -73,6 +74,8 @@ def run_downstream(config: PretrainConfig, out_dir: Path) -> dict[str, float]:
     cfg.model.name_or_path = str(out_dir / "model")
     scores = run_nested("finetune", cfg, out_dir / "downstream",
                         f"fine-tuning model/ on {cfg.task.name}")
+    replicates = read_replicates(out_dir / "downstream")  # of its eval/*, over eval examples
+    write_replicates(out_dir, "downstream", {f"downstream/{k}": v for k, v in replicates.items()})
     return {f"downstream/{k}": v for k, v in scores.items() if k.startswith("eval/")}
 
 

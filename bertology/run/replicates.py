@@ -85,3 +85,10 @@ def read_replicates(run_dir: Path) -> dict[str, np.ndarray]:
         values = np.array(rows[1:], dtype=np.float64)  # (replicates, keys)
         columns.update({key: values[:, i] for i, key in enumerate(rows[0])})
     return columns
+
+
+def average_replicates(tables: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Row-wise means of the columns every table has: the replicates of a metric averaged over
+    runs scored on the same items (finetune's random restarts)."""
+    keys = set.intersection(*(set(t) for t in tables)) if tables else set()
+    return {k: np.mean([t[k] for t in tables], axis=0) for k in sorted(keys)}

@@ -44,12 +44,10 @@ from bertology.training.collectives import (
     any_process,
     check_shardable,
     from_main,
-    is_split,
     mean_over_processes,
-    process_share,
     shard,
-    sum_over_processes,
 )
+from bertology.training.evaluate import HeldOut
 from bertology.training.flops import masked_lm_flops
 from bertology.training.objective import Objective
 from bertology.training.precision import resolve_precision
@@ -94,30 +92,6 @@ def build_optimizer(model: torch.nn.Module, cfg: TrainerConfig,
     # for the per-tensor loop on 40 (256, 1024) matrices, 2 cores (bench/RESULTS.md).
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.adam_beta1, cfg.adam_beta2),
                              eps=cfg.adam_epsilon, fused=True)
-
-
-def evaluate(model: torch.nn.Module, objective: Objective, data: ExampleSource,
-             cfg: TrainerConfig, accelerator: Accelerator) -> dict[str, float]:
-    """Held-out metrics on fixed masks, so numbers are comparable across steps and runs. With
-    several processes each evaluates every N-th batch and the per-batch sums are pooled: the
-    same numbers as one process, in 1/N of the time."""
-    model.eval()
-    sums: dict[str, float] = {}
-    examples = data.eval_examples[: cfg.eval_batches * cfg.batch_size]
-    starts = list(range(0, len(examples), cfg.batch_size))
-    mine = process_share(starts, accelerator)
-    with torch.no_grad():
-        for start in mine:
-            batch = objective.collate(examples[start: start + cfg.batch_size])
-            batch = {k: v.to(accelerator.device) for k, v in batch.items()}
-            with accelerator.autocast():
-                _, logs = objective.loss(model, batch)
-            for key, value in logs.items():
-                sums[key] = sums.get(key, 0.0) + float(value)
-    model.train()
-    if is_split(len(starts), accelerator):
-        sums = sum_over_processes(sums, accelerator)
-    return {f"eval/{k}": v for k, v in objective.metrics(sums, len(starts)).items()}
 
 
 def _restore(out_dir: Path, model, optimizer, main_process: bool = True) -> LoopState:
@@ -190,6 +164,7 @@ def train(model: torch.nn.Module, objective: Objective, data: ExampleSource, cfg
     count_flops = objective.flops or masked_lm_flops
     progress = BudgetBar(state, cfg, desc, enabled=accelerator.is_main_process)
     window = Window()
+    held_out = HeldOut(objective, data, cfg, accelerator)
     with stop_signals() as stop:
         while budget_progress(state, cfg) < 1.0:
             torch.manual_seed(seed * 1_000_003 + state.step)  # dropout: a function of the step
@@ -206,7 +181,7 @@ def train(model: torch.nn.Module, objective: Objective, data: ExampleSource, cfg
             if state.step == cfg.warmup_steps:
                 state.warmup_progress = budget_progress(state, cfg)
             _after_step(state, cfg, lr, window, progress, tracker, accelerator,
-                        lambda: evaluate(model, objective, data, cfg, accelerator))
+                        lambda: held_out.run(model))
             stopping = any_process(stop.is_set(), accelerator)
             if state.step % cfg.save_every == 0 or stopping:
                 _save(out_dir, state, model, optimizer, cfg, accelerator)
@@ -215,6 +190,8 @@ def train(model: torch.nn.Module, objective: Objective, data: ExampleSource, cfg
                 raise Interrupted(f"stopped by a signal: checkpoint written at step "
                                   f"{state.step}", handover=stop.handover)
     progress.close()
+    if accelerator.is_main_process:  # the final eval's item replicates (run/replicates.py)
+        held_out.write_replicates(model, out_dir)
     return _final_metrics(state)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -13,10 +13,14 @@ class Objective:
     name: str
     pair_task: str | None  # "nsp" | "sop" | None: how the input format builds sentence pairs
     collate: Callable[[list[dict]], dict[str, torch.Tensor]]
-    # loss(model, batch) -> (loss with grad, logs of detached scalars: losses and summed counts)
+    # loss(model, batch) -> (loss with grad, logs of detached scalars: losses and summed counts;
+    # logs named seq_* are (batch,) per-sequence counts, for the eval's item replicates)
     loss: Callable[[torch.nn.Module, dict], tuple[torch.Tensor, dict[str, torch.Tensor]]]
     # metrics(summed eval logs, number of batches) -> {"mlm_accuracy": ..., ...}
     metrics: Callable[[dict[str, float], int], dict[str, float]]
     # flops(model, batch) -> training FLOPs of the batch; None: encoder + MLM (+ pair) head,
     # training/flops.masked_lm_flops. Objectives with other modules count them here.
     flops: Callable[[torch.nn.Module, dict], float] | None = None
+    # eval metric -> (numerator, denominator) seq_* logs it is the pooled ratio of; the eval
+    # writes bootstrap replicates of these over held-out sequences (run/replicates.py)
+    item_ratios: dict[str, tuple[str, str]] = field(default_factory=dict)

@@ -1,0 +1,78 @@
+"""The loop's held-out evaluation: metrics on fixed masks, so numbers compare across steps and
+runs, and at the end of training the bootstrap replicates of the final ones over held-out
+sequences (run/replicates.py), which the report's intervals read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from accelerate import Accelerator
+
+from bertology.config.groups import TrainerConfig
+from bertology.data.stream import ExampleSource
+from bertology.run.replicates import compute_ratio_replicates, write_replicates
+from bertology.training.collectives import is_split, process_share, sum_over_processes
+from bertology.training.objective import Objective
+
+ITEM_PREFIX = "seq_"  # per-sequence (batch,) logs: collected, not summed
+
+
+class HeldOut:
+    """Evaluates on the first eval_batches batches of the held-out examples. With several
+    processes each evaluates every N-th batch and the per-batch sums are pooled: the same
+    numbers as one process, in 1/N of the time."""
+
+    def __init__(self, objective: Objective, data: ExampleSource, cfg: TrainerConfig,
+                 accelerator: Accelerator):
+        self.objective, self.data, self.cfg, self.accelerator = objective, data, cfg, accelerator
+        self.items: dict[str, np.ndarray] | None = None  # of the latest evaluation
+
+    def run(self, model: torch.nn.Module) -> dict[str, float]:
+        cfg, accelerator = self.cfg, self.accelerator
+        examples = self.data.eval_examples[: cfg.eval_batches * cfg.batch_size]
+        starts = list(range(0, len(examples), cfg.batch_size))
+        sums, items = self._score(model, [examples[s: s + cfg.batch_size]
+                                          for s in process_share(starts, accelerator)])
+        if is_split(len(starts), accelerator):
+            sums = sum_over_processes(sums, accelerator)
+            items = None  # each process holds its own share of the sequences
+        self.items = items
+        return {f"eval/{k}": v for k, v in self.objective.metrics(sums, len(starts)).items()}
+
+    def _score(self, model: torch.nn.Module, batches: list[list[dict]]
+               ) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+        model.eval()
+        sums: dict[str, float] = {}
+        items: dict[str, list[np.ndarray]] = {}
+        with torch.no_grad():
+            for examples in batches:
+                batch = {k: v.to(self.accelerator.device)
+                         for k, v in self.objective.collate(examples).items()}
+                with self.accelerator.autocast():
+                    _, logs = self.objective.loss(model, batch)
+                for key, value in logs.items():
+                    if key.startswith(ITEM_PREFIX):
+                        items.setdefault(key, []).append(value.float().cpu().numpy())
+                    else:
+                        sums[key] = sums.get(key, 0.0) + float(value)
+        model.train()
+        return sums, {k: np.concatenate(v) for k, v in items.items()}
+
+    def write_replicates(self, model: torch.nn.Module, out_dir: Path) -> None:
+        """replicates/eval.csv for the objective's ratio metrics (eval/mlm_accuracy, ...). A run
+        resumed after its final evaluation evaluates once more to get the sequences' counts;
+        a multi-process run has none (each process scored a share) and writes none."""
+        ratios = self.objective.item_ratios
+        if not ratios:
+            return
+        if self.items is None and self.accelerator.num_processes == 1:
+            self.run(model)
+        if not self.items:
+            return
+        columns = {f"eval/{name}": compute_ratio_replicates(self.items[num], self.items[den])
+                   for name, (num, den) in ratios.items()
+                   if num in self.items and den in self.items}
+        if columns:
+            write_replicates(out_dir, "eval", columns)
