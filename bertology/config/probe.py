@@ -69,6 +69,40 @@ class MLPSettings:
 
 
 @dataclass
+class PositionSettings:
+    """analysis=position: a linear probe per layer for each word's index (Lin et al., 2019)."""
+
+    max_position: int = 15  # indices 0..14 are their own class; 15 and later share one
+    c: float = 1.0  # inverse L2 strength of LogisticRegression
+    max_iter: int = 300
+    max_train_words: int | None = 20000  # a seeded subsample of the training words
+
+    def __post_init__(self) -> None:
+        require(self.max_position >= 2,
+                f"analysis.position.max_position={self.max_position} must be >= 2")
+        positive(self.c, "analysis.position.c")
+        positive(self.max_iter, "analysis.position.max_iter")
+        require(self.max_train_words is None or self.max_train_words >= 100,
+                f"analysis.position.max_train_words={self.max_train_words} must be >= 100 "
+                "or null")
+
+
+@dataclass
+class NumeracySettings:
+    """analysis=numeracy: decode a number's value from its states (Wallace et al., 2019)."""
+
+    max_number: int = 1000  # the integers 0 .. max_number - 1
+    train_below: int = 500  # decoders train below this; extrapolation is scored from it up
+    alpha: float = 1.0  # ridge strength (scikit-learn's alpha)
+
+    def __post_init__(self) -> None:
+        require(10 <= self.train_below < self.max_number,
+                f"analysis.numeracy.train_below={self.train_below} must lie in [10, "
+                f"max_number={self.max_number})")
+        positive(self.alpha, "analysis.numeracy.alpha")
+
+
+@dataclass
 class StructuralSettings:
     """analysis=structural: Hewitt & Manning (2019) distance and depth probes per layer."""
 
@@ -156,6 +190,8 @@ ANALYSIS_SETTINGS = {
     "linear": LinearSettings,
     "mlp": MLPSettings,
     "structural": StructuralSettings,
+    "position": PositionSettings,
+    "numeracy": NumeracySettings,
     "attention": AttentionSettings,
     "geometry": GeometrySettings,
     "cloze": ClozeSettings,

@@ -18,7 +18,8 @@ from bertology.config.finetune import FinetuneConfig, build_finetune_cfg, load_f
 from bertology.config.groups import LoggerConfig, TaskConfig, TrainerConfig
 from bertology.errors import require
 
-EXPERIMENTS = ("heads", "removal", "layers", "magnitude", "int8", "matrix")
+EXPERIMENTS = ("heads", "removal", "layers", "magnitude", "int8", "matrix", "ablation",
+               "attention_gradients")
 SCORES = ("gradient", "confidence", "entropy", "ablation", "random")
 INT8_BACKENDS = ("auto", "torch_ao", "torchao")
 # Sajjad et al. (2020) §3's layer-dropping strategies; pruning/heads.py's LAYER_DROPPING has

@@ -12,7 +12,16 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from bertology.analysis import amnesic, attention, cloze, geometry, probes, structural
+from bertology.analysis import (
+    amnesic,
+    attention,
+    cloze,
+    geometry,
+    numeracy,
+    position,
+    probes,
+    structural,
+)
 from bertology.analysis.context import Encoder, ProbeContext, device, keep_whole
 from bertology.analysis.features import fingerprint_model
 from bertology.config.probe import ProbeConfig, load_probe_config
@@ -30,6 +39,8 @@ ANALYSES = {
     "linear": probes.run_linear,
     "mlp": probes.run_mlp,
     "structural": structural.run,
+    "position": position.run,
+    "numeracy": numeracy.run,
     "attention": attention.run,
     "geometry": geometry.run,
     "cloze": cloze.run,

@@ -29,9 +29,10 @@ from bertology.models.task_model import (
     save_task_model_atomic,
 )
 from bertology.pipelines.nested import run_nested
-from bertology.pruning import compression, head_pruning
+from bertology.pruning import attention_gradients, compression, head_pruning
 from bertology.pruning.context import PruneContext, build_importance_batches
 from bertology.pruning.heads import load_pruned, read_pruned_heads
+from bertology.run.replicates import write_replicates
 from bertology.run.tracking import build_tracker
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,8 @@ EXPERIMENTS = {
     "magnitude": compression.run_magnitude,
     "int8": compression.run_int8,
     "matrix": compression.run_matrix,
+    "ablation": head_pruning.run_ablation,
+    "attention_gradients": attention_gradients.run_attention_gradients,
 }
 
 
@@ -65,6 +68,10 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
         metrics.update(EXPERIMENTS[name](ctx))
     if ctx.pruned is not None:
         save_task_model_atomic(ctx.pruned, ctx.tokenizer, out_dir / "model")
+    original = "prune/original/"
+    ctx.replicates.update({f"eval/{k[len(original):]}": v for k, v in ctx.replicates.items()
+                           if k.startswith(original)})
+    write_replicates(out_dir, "prune", ctx.replicates)
     return tracker.finish(metrics)
 
 
@@ -139,7 +146,7 @@ def build_context(config: PruneConfig, model_path: str, out_dir: Path) -> PruneC
             config.prune.batch_size, config.seed),
         latency_batch=eval_latency_batch(eval_features, tokenizer.pad_token_id,
                                           config.prune.batch_size))
-    ctx.base = ctx.evaluate()
+    ctx.base = ctx.evaluate(record="prune/original")
     log.info("%s: %d heads in %d layers; %d eval examples; original %s %.4f", model_path,
              ctx.total_heads, model.model.config.num_hidden_layers, len(eval_features),
              ctx.metric, ctx.base_metric)

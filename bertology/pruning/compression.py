@@ -96,7 +96,8 @@ def run_magnitude(ctx: PruneContext) -> dict[str, float]:
                          leave=False):
         model = ctx.copy_model()
         zeroed = prune_magnitude(model.model, sparsity)
-        value = ctx.evaluate(model)[ctx.metric]
+        value = ctx.evaluate(model, record=f"prune/magnitude/sparsity_{round(sparsity * 100):02d}"
+                             )[ctx.metric]
         rows.append({"sparsity": sparsity, "zeroed": zeroed, "metric": value})
         metrics[f"prune/magnitude/sparsity_{round(sparsity * 100):02d}/{ctx.metric}"] = value
         log.info("magnitude sparsity %.2f (zeroed %.3f): %s %.4f", sparsity, zeroed, ctx.metric,
@@ -119,7 +120,7 @@ def plot_magnitude(ctx: PruneContext, rows: list[dict]) -> None:
 
 def run_int8(ctx: PruneContext) -> dict[str, float]:
     quantized = quantize_int8(ctx.model, ctx.config.prune.int8_backend)
-    scores = ctx.evaluate(quantized)
+    scores = ctx.evaluate(quantized, record="prune/int8")
     latency = ctx.compare_latency({"fp32": ctx.model.model, "int8": quantized.model})
     scratch = ctx.out_dir / ".size_on_disk"
     try:

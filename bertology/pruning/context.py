@@ -22,7 +22,7 @@ from bertology.config.groups import HeadConfig, TaskConfig
 from bertology.config.prune import PruneConfig
 from bertology.data.encode import build_collate, encode
 from bertology.data.tasks import TaskData
-from bertology.evaluation import evaluate_task
+from bertology.evaluation import compute_score_replicates, evaluate_task
 from bertology.models.build import count_parameters
 from bertology.models.latency import compare_latency
 from bertology.models.task_model import TaskModel
@@ -71,6 +71,9 @@ class PruneContext:
     curves: dict[tuple[str, int | None], Curve] = field(default_factory=dict)
     pruned: TaskModel | None = None  # removal's model, saved to model/
     student_path: str | None = None  # the matrix's distilled student
+    # metric key -> bootstrap replicates over eval examples (run/replicates.py), of every
+    # evaluation recorded under a name; written to replicates/prune.csv
+    replicates: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def metric(self) -> str:
@@ -84,15 +87,21 @@ class PruneContext:
     def total_heads(self) -> int:
         return sum(len(heads) for heads in kept_heads(self.model.model))
 
-    def evaluate(self, model: TaskModel | None = None, gates: torch.Tensor | None = None
-                 ) -> dict[str, float]:
-        """Task scores on the whole eval set, with `gates` applied to `model`'s heads."""
+    def evaluate(self, model: TaskModel | None = None, gates: torch.Tensor | None = None,
+                 record: str | None = None) -> dict[str, float]:
+        """Task scores on the whole eval set, with `gates` applied to `model`'s heads; with
+        `record`, the scores' item replicates are kept as <record>/<metric>."""
         model = self.model if model is None else model
-        if gates is None:
-            return evaluate_task(model, self.config.task, self.data.eval, self.eval_features,
-                                 self.data.labels, self.tokenizer.pad_token_id)[0]
-        with HeadGates(model.model, gates):
-            return self.evaluate(model)
+        if gates is not None:
+            with HeadGates(model.model, gates):
+                return self.evaluate(model, record=record)
+        task, labels = self.config.task, self.data.labels
+        scores, rows = evaluate_task(model, task, self.data.eval, self.eval_features, labels,
+                                     self.tokenizer.pad_token_id)
+        if record is not None:
+            self.replicates.update({f"{record}/{k}": v for k, v in compute_score_replicates(
+                task.kind, rows, labels).items()})
+        return scores
 
     def compare_latency(self, models: dict[str, nn.Module]) -> dict[str, float]:
         """Median CPU milliseconds per forward pass of each model on the latency batch, timed

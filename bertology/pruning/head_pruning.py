@@ -65,7 +65,9 @@ def compute_curve(ctx: PruneContext, score: str, seed: int | None) -> Curve:
             curve.first_scores = scores if curve.first_scores is None else curve.first_scores
         for layer, head in select_heads_to_mask(scores, gates, count - curve.counts[-1]):
             gates[layer, head] = 0.0
-        value = ctx.evaluate(gates=gates)[ctx.metric]
+        # a deterministic order's steps keep their item replicates (masked_<percent>/<metric>)
+        record = None if seed is not None else masked_key(score, count, total)
+        value = ctx.evaluate(gates=gates, record=record)[ctx.metric]
         curve.fractions.append(count / total)
         curve.counts.append(count)
         curve.values.append(value)
@@ -89,6 +91,8 @@ def run_heads(ctx: PruneContext) -> dict[str, float]:
                                                settings.max_loss) for c in group]
         metrics[f"prune/heads/{score}/area"] = statistics.fmean(areas)
         metrics[f"prune/heads/{score}/fraction_within_loss"] = statistics.fmean(within)
+        if group[0].seed is None:  # a deterministic order: its metric after every step
+            metrics.update(step_metrics(group[0], ctx.total_heads, ctx.metric))
         if len(group) > 1:
             metrics[f"prune/heads/{score}/area_std"] = statistics.stdev(areas)
             metrics[f"prune/heads/{score}/fraction_within_loss_std"] = statistics.stdev(within)
@@ -105,6 +109,16 @@ def run_heads(ctx: PruneContext) -> dict[str, float]:
                           ctx.out_dir, "head_importance", label=settings.scores[0])
         write_table(ctx.out_dir, "head_importance", importance_rows(first))
     return metrics
+
+
+def masked_key(score: str, count: int, total: int) -> str:
+    """prune/heads/<score>/masked_<percent of heads masked, rounded>: the name of a step."""
+    return f"prune/heads/{score}/masked_{round(100 * count / total):02d}"
+
+
+def step_metrics(curve: Curve, total: int, metric: str) -> dict[str, float]:
+    return {f"{masked_key(curve.score, count, total)}/{metric}": value
+            for count, value in zip(curve.counts[1:], curve.values[1:])}
 
 
 def curve_rows(curves: dict[str, list[Curve]]) -> list[dict]:
@@ -207,3 +221,23 @@ def run_removal(ctx: PruneContext) -> dict[str, float]:
              latency["pruned"])
     ctx.pruned = pruned
     return metrics
+
+
+def run_ablation(ctx: PruneContext) -> dict[str, float]:
+    """Removing some heads improves the model (Michel et al., 2019, §3.2; Kovaleva et al.,
+    2019, §6). The head is chosen where it is not scored: on the training sample, as the one
+    whose removal lowers the loss most (leave-one-out ablation importance, most negative);
+    then the eval set scores the model without it, example by example beside the original,
+    so the choice cannot flatter its own score."""
+    scores = ctx.score_heads("ablation", build_gates(ctx.model.model), None)
+    layer, head = np.unravel_index(np.nanargmin(scores), scores.shape)
+    gates = build_gates(ctx.model.model)
+    gates[layer, head] = 0.0
+    masked = ctx.evaluate(gates=gates, record="prune/ablation/best_head")
+    log.info("head %d.%d (train loss %.4f lower without it): eval %s %.4f → %.4f", layer + 1,
+             head, -scores[layer, head], ctx.metric, ctx.base_metric, masked[ctx.metric])
+    return {"prune/ablation/best_head/layer": float(layer + 1),
+            "prune/ablation/best_head/head": float(head),
+            "prune/ablation/best_head/train_loss_drop": float(-scores[layer, head]),
+            "prune/ablation/heads_lowering_train_loss": float(np.nanmean(scores < 0)),
+            **{f"prune/ablation/best_head/{k}": v for k, v in masked.items()}}

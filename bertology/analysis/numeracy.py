@@ -1,0 +1,111 @@
+"""Do a model's representations of numbers carry their value? (Wallace et al., 2019, "Do NLP
+Models Know Numbers?", §3 decoding; the survey §3.2: BERT does not form good representations
+of numbers and fails to generalise away from the training range.)
+
+Each integer 0 … max_number − 1 is encoded alone ([CLS] n [SEP]), its sub-words mean-pooled at
+every layer. A ridge regression (standardised features, scikit-learn) decodes the value:
+- interpolation: trained on a seeded 80% of the numbers below `train_below`, scored (R²) on
+  the other 20%;
+- extrapolation: the same decoder scored on the numbers from `train_below` up, which it
+  never saw; R² against their own mean, so predictions stuck in the training range score
+  below 0.
+Beside the model, the same decoder on a digits baseline (each digit's value in each place, in
+which the number's value is linear) shows what a representation that encodes it can reach.
+Item replicates resample the scored numbers. Deviations: Wallace et al. decode with an MLP and
+also test list maximum and addition; this is their decoding task with a linear decoder.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.linear_model import Ridge
+from sklearn.preprocessing import StandardScaler
+
+from bertology.analysis.features import extract_or_load
+from bertology.config.probe import NumeracySettings
+from bertology.data.probe_sentences import ProbeSentence
+from bertology.run.figures import plot_layer_curves
+from bertology.run.replicates import bootstrap_indices, write_replicates
+from bertology.run.tables import write_table
+
+SPLITS = ("interpolate", "extrapolate")
+
+
+def compute_r2(truth: np.ndarray, predicted: np.ndarray, indices: np.ndarray | None = None
+               ) -> np.ndarray:
+    """R² = 1 − Σ(y − ŷ)² / Σ(y − ȳ)², on the items or on each resample (R, n) of them."""
+    if indices is None:
+        indices = np.arange(len(truth))[None, :]
+    y, y_hat = truth[indices], predicted[indices]  # (R, n)
+    residual = ((y - y_hat) ** 2).sum(axis=1)
+    total = ((y - y.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
+    return 1.0 - residual / np.maximum(total, 1e-12)
+
+
+def digit_features(numbers: np.ndarray, places: int) -> np.ndarray:
+    """Each decimal digit's value in each place: (n, places); the value is linear in them."""
+    return ((numbers[:, None] // 10 ** np.arange(places)[None, :]) % 10).astype(np.float64)
+
+
+def split_numbers(settings: NumeracySettings, seed: int) -> dict[str, np.ndarray]:
+    inside = np.random.default_rng([seed, 2019]).permutation(settings.train_below)
+    cut = int(round(0.8 * len(inside)))
+    return {"train": np.sort(inside[:cut]), "interpolate": np.sort(inside[cut:]),
+            "extrapolate": np.arange(settings.train_below, settings.max_number)}
+
+
+def decode(x: np.ndarray, split: dict[str, np.ndarray], alpha: float
+           ) -> dict[str, np.ndarray]:
+    """Predicted values of the scored numbers, from a ridge fit on the training numbers."""
+    scaler = StandardScaler().fit(x[split["train"]])
+    model = Ridge(alpha=alpha).fit(scaler.transform(x[split["train"]]), split["train"])
+    return {name: model.predict(scaler.transform(x[split[name]])) for name in SPLITS}
+
+
+def extract_numbers(ctx, settings: NumeracySettings) -> np.ndarray:
+    """(layers + 1, numbers, dim) mean-pooled states of each number alone."""
+    encoder = ctx.encoder("model")
+    sentences = [ProbeSentence((str(n),), (None,)) for n in range(settings.max_number)]
+    features = extract_or_load(encoder.model, encoder.fingerprint, encoder.tokenizer,
+                               sentences, ctx.config.cache_dir, "mean", False,
+                               ctx.config.batch_size, 16, desc="extract numbers")
+    return np.stack([features.layer(layer) for layer in range(features.num_layers + 1)])
+
+
+def score(predicted: dict[str, np.ndarray], split: dict[str, np.ndarray],
+          indices: dict[str, np.ndarray]) -> dict[str, tuple[float, np.ndarray]]:
+    return {name: (float(compute_r2(split[name].astype(float), predicted[name])[0]),
+                   compute_r2(split[name].astype(float), predicted[name], indices[name]))
+            for name in SPLITS}
+
+
+def run(ctx, settings: NumeracySettings) -> dict[str, float]:
+    states = extract_numbers(ctx, settings)
+    places = len(str(settings.max_number - 1))
+    digits = digit_features(np.arange(settings.max_number), places)
+    series = {f"layer_{layer:02d}": states[layer] for layer in range(len(states))}
+    series["digits"] = digits
+    rows, sums, replicates = [], {}, {}
+    for seed in ctx.config.seeds:
+        split = split_numbers(settings, seed)
+        indices = {name: bootstrap_indices(len(split[name])) for name in SPLITS}
+        for name, x in series.items():
+            scores = score(decode(x, split, settings.alpha), split, indices)
+            layer = int(name[6:]) if name.startswith("layer_") else None
+            rows.append({"model": "digits" if layer is None else "model", "layer": layer,
+                         "seed": seed, **{f"r2_{s}": v for s, (v, _) in scores.items()}})
+            for s, (value, reps) in scores.items():
+                key = f"numeracy/{name}/r2_{s}"
+                sums[key] = sums.get(key, 0.0) + value / len(ctx.config.seeds)
+                replicates[key] = replicates.get(key, 0.0) + reps / len(ctx.config.seeds)
+    name = f"numeracy_0_{settings.max_number}"
+    write_table(ctx.out_dir, name, rows)
+    write_replicates(ctx.out_dir, name, replicates)
+    digit_rows = [r for r in rows if r["model"] == "digits"]
+    plot_layer_curves([r for r in rows if r["model"] == "model"],
+                      [f"r2_{s}" for s in SPLITS], "decoding a number's value (ridge)",
+                      ctx.out_dir, name, series="model",
+                      baselines=[{"model": "digits baseline",
+                                  **{f"r2_{s}": float(np.mean([r[f'r2_{s}'] for r in digit_rows]))
+                                     for s in SPLITS}}])
+    return sums

@@ -1,0 +1,103 @@
+"""Is attention to the special tokens doing anything? (Clark et al., 2019, §3.2.)
+
+Clark et al. find heads putting most of their attention on [SEP] in BERT's middle layers, yet
+the gradient of the loss with respect to those attention weights is small there: attending to
+[SEP] looks like a no-op, a place to put attention when a head's pattern does not apply. For
+each eval example and head, this compares two shares over the example's query tokens:
+- attention share: the attention mass on [CLS] and [SEP] (the sequence's first and last real
+  tokens), the mean over queries of Σ_{k special} α_qk;
+- gradient share: Σ_{k special} |∂L/∂α_qk| / Σ_k |∂L/∂α_qk|, the part of the loss's
+  sensitivity to the head's weights that sits on those keys, meaned over queries.
+A no-op sink has a high attention share and a low gradient share. Deviation: Clark et al.
+take the masked-LM loss of pretrained BERT on [SEP] alone; here the loss is the fine-tuned
+model's task loss (the prune pipeline's model), and [CLS] and [SEP] are pooled, since which of
+them a model uses as its sink differs (all-MiniLM-L6-v2 attends to [CLS] far more).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from bertology.data.encode import build_collate
+from bertology.errors import require
+from bertology.models.task_model import INPUT_KEYS
+from bertology.pruning.context import PruneContext
+from bertology.pruning.importance import eager_attention, evaluating
+from bertology.run.replicates import compute_mean_replicates
+
+log = logging.getLogger(__name__)
+
+
+def special_key_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """(batch, k) 1 at each sequence's first and last real token ([CLS], [SEP])."""
+    lengths = attention_mask.sum(dim=1)  # (batch,)
+    special = torch.zeros_like(attention_mask, dtype=torch.float64)
+    rows = torch.arange(len(lengths))
+    special[rows, 0] = 1.0
+    special[rows, lengths - 1] = 1.0
+    return special
+
+
+def compute_shares(weights: torch.Tensor, grads: torch.Tensor, attention_mask: torch.Tensor
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per example and head, the attention and gradient shares on the special keys, meaned
+    over real query tokens: (batch, heads) each."""
+    special = special_key_mask(attention_mask)[:, None, None, :]  # (batch, 1, 1, k)
+    queries = attention_mask.to(torch.float64)[:, None, :]  # (batch, 1, q)
+    attention = (weights.double() * special).sum(dim=-1)  # (batch, heads, q)
+    magnitude = grads.double().abs()  # (batch, heads, q, k)
+    gradient = (magnitude * special).sum(-1) / magnitude.sum(-1).clamp(min=1e-30)
+    count = queries.sum(dim=-1)  # (batch, 1)
+    return (attention * queries).sum(-1) / count, (gradient * queries).sum(-1) / count
+
+
+def collect_shares(ctx: PruneContext) -> tuple[np.ndarray, np.ndarray]:
+    """(examples, layers, heads) attention and gradient shares over the eval set. The loss is
+    summed over the batch: an example's attention weights reach only its own loss, so each
+    gets the gradient of its own loss."""
+    require(ctx.model.kind == "classification", "prune.experiments=[attention_gradients] "
+            f"needs a classification task; task={ctx.config.task.name} is {ctx.model.kind}")
+    model = ctx.model.model
+    collate = build_collate(ctx.tokenizer.pad_token_id)
+    size = ctx.config.prune.batch_size
+    attention, gradient = [], []
+    with evaluating(model), eager_attention(model):
+        for start in tqdm(range(0, len(ctx.eval_features), size), desc="attention gradients",
+                          unit="batch", leave=False):
+            batch = collate(ctx.eval_features[start: start + size])
+            inputs = {k: batch[k] for k in INPUT_KEYS if k in batch}
+            outputs = model(**inputs, output_attentions=True)
+            for weights in outputs.attentions:  # (batch, heads, q, k), in the graph
+                weights.retain_grad()
+            F.cross_entropy(outputs.logits.float(), batch["labels"], reduction="sum").backward()
+            shares = [compute_shares(w.detach(), w.grad, batch["attention_mask"])
+                      for w in outputs.attentions]
+            attention.append(torch.stack([a for a, _ in shares], dim=1).numpy())
+            gradient.append(torch.stack([g for _, g in shares], dim=1).numpy())
+            model.zero_grad(set_to_none=True)
+    return np.concatenate(attention), np.concatenate(gradient)
+
+
+def run_attention_gradients(ctx: PruneContext) -> dict[str, float]:
+    attention, gradient = collect_shares(ctx)  # (examples, layers, heads)
+    gap = attention - gradient
+    metrics = {"prune/special/attention_share": float(attention.mean()),
+               "prune/special/gradient_share": float(gradient.mean()),
+               "prune/special/share_gap": float(gap.mean())}
+    replicates = {"prune/special/attention_share": attention.mean(axis=(1, 2)),
+                  "prune/special/gradient_share": gradient.mean(axis=(1, 2)),
+                  "prune/special/share_gap": gap.mean(axis=(1, 2))}
+    for layer in range(attention.shape[1]):
+        for name, values in (("attention_share", attention), ("gradient_share", gradient)):
+            key = f"prune/special/layer_{layer + 1:02d}/{name}"
+            metrics[key] = float(values[:, layer].mean())
+            replicates[key] = values[:, layer].mean(axis=1)
+    ctx.replicates.update({k: compute_mean_replicates(v) for k, v in replicates.items()})
+    log.info("special tokens: %.3f of attention, %.3f of the loss gradient on attention",
+             metrics["prune/special/attention_share"], metrics["prune/special/gradient_share"])
+    return metrics
