@@ -8,6 +8,8 @@ context (start <= end, inside the context, at most max_answer_tokens long; BERT 
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import torch
 from tqdm.auto import tqdm
@@ -23,7 +25,7 @@ from bertology.metrics import (
     squad_f1,
 )
 from bertology.models.task_model import TaskModel
-from bertology.run.replicates import bootstrap_indices
+from bertology.run.replicates import bootstrap_indices, resample_sums
 
 
 @torch.no_grad()
@@ -100,14 +102,19 @@ DECODERS = {"classification": decode_classification, "tagging": decode_tagging,
 
 
 def score_predictions(kind: str, rows: list[dict], labels: list[str]) -> dict[str, float]:
+    """The task's metrics; beside accuracy, majority_accuracy: the accuracy of always
+    predicting the eval set's most frequent label (tag), the floor a model must clear."""
     gold = [r["gold"] for r in rows]
     predicted = [r["predicted"] for r in rows]
     if kind == "classification":  # binary F1 is the second label's (GLUE's positive class)
-        return compute_classification_metrics([labels.index(g) for g in gold],
-                                              [labels.index(p) for p in predicted],
-                                              len(labels))
+        scores = compute_classification_metrics([labels.index(g) for g in gold],
+                                                [labels.index(p) for p in predicted],
+                                                len(labels))
+        return {**scores, "majority_accuracy": Counter(gold).most_common(1)[0][1] / len(gold)}
     if kind == "tagging":
-        return compute_tagging_metrics(gold, predicted)
+        tags = Counter(t for sentence in gold for t in sentence)
+        return {**compute_tagging_metrics(gold, predicted),
+                "majority_accuracy": tags.most_common(1)[0][1] / max(1, sum(tags.values()))}
     return compute_squad_metrics(gold, predicted)
 
 
@@ -135,7 +142,7 @@ def compute_classification_replicates(rows: list[dict], labels: list[str],
     """Accuracy, F1 and MCC (as compute_classification_metrics) on each resample of examples:
     each from the resample's confusion matrix."""
     k = len(labels)
-    confusion = classification_statistics(rows, labels)[indices].sum(axis=1)  # (R, K·K)
+    confusion = resample_sums(classification_statistics(rows, labels), indices)  # (R, K·K)
     confusion = confusion.reshape(-1, k, k)  # (R, gold, predicted)
     total = confusion.sum(axis=(1, 2))
     hits = np.diagonal(confusion, axis1=1, axis2=2)  # (R, K)
@@ -148,26 +155,34 @@ def compute_classification_replicates(rows: list[dict], labels: list[str],
         cov_pp = total**2 - (predicted * predicted).sum(axis=1)
         mcc = np.where(cov_yy * cov_pp > 0, cov_yp / np.sqrt(cov_yy * cov_pp), 0.0)
     return {"accuracy": hits.sum(axis=1) / total,
-            "f1": f1[:, 1] if k == 2 else f1.mean(axis=1), "mcc": mcc}
+            "f1": f1[:, 1] if k == 2 else f1.mean(axis=1), "mcc": mcc,
+            "majority_accuracy": gold.max(axis=1) / total}
 
 
-def tagging_statistics(rows: list[dict]) -> np.ndarray:
-    """Per sentence: correct words, words, entity hits, gold entities, predicted entities."""
-    stats = []
-    for r in rows:
+def tagging_statistics(rows: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+    """Per sentence: (correct words, words, entity hits, gold entities, predicted entities),
+    and its count of each gold tag (sentences, tags)."""
+    stats, tags = [], sorted({t for r in rows for t in r["gold"]})
+    counts = np.zeros((len(rows), len(tags)))
+    for i, r in enumerate(rows):
         gold, predicted = bio_spans(r["gold"]), bio_spans(r["predicted"])
         stats.append([sum(g == p for g, p in zip(r["gold"], r["predicted"])), len(r["gold"]),
                       len(gold & predicted), len(gold), len(predicted)])
-    return np.array(stats, dtype=np.float64).reshape(-1, 5)
+        for tag, count in Counter(r["gold"]).items():
+            counts[i, tags.index(tag)] = count
+    return np.array(stats, dtype=np.float64).reshape(-1, 5), counts
 
 
 def compute_tagging_replicates(rows: list[dict], labels: list[str], indices: np.ndarray
                                ) -> dict[str, np.ndarray]:
     """Word accuracy, and entity precision/recall/F1 for BIO tags (as
     compute_tagging_metrics), on each resample of sentences."""
-    sums = tagging_statistics(rows)[indices].sum(axis=1)  # (R, 5)
+    stats, tag_counts = tagging_statistics(rows)
+    sums = resample_sums(stats, indices)  # (R, 5)
     words, hits, n_gold, n_pred = sums[:, 1], sums[:, 2], sums[:, 3], sums[:, 4]
-    out = {"accuracy": sums[:, 0] / np.maximum(words, 1)}
+    out = {"accuracy": sums[:, 0] / np.maximum(words, 1),
+           "majority_accuracy": resample_sums(tag_counts, indices).max(axis=1)
+           / np.maximum(words, 1)}
     if any(t.startswith(("B-", "I-")) for r in rows for t in r["gold"]):
         with np.errstate(invalid="ignore", divide="ignore"):
             precision = np.where(n_pred > 0, hits / n_pred, 0.0)

@@ -1,12 +1,14 @@
-"""`make reproduce`: every finding bundle at CPU scale, then `bertology report` over them.
+"""`make reproduce`: every study the findings read, at CPU scale, then `bertology report`.
 
     python -m bertology.reproduce [--out outputs/reproduce/<stamp>] [--only pos_layers ...]
 
-Steps run in order as separate `bertology` processes (so one failing step does not take the
-others down; the summary names it). Findings that judge a fine-tuned model share one: MiniLM
+A finding (conf/experiment/finding_<id>.yaml) reads the runs of a study
+(conf/experiment/study_<name>.yaml), and several findings share one: each study runs once, as
+one sweep, in order, in its own `bertology` process (so one failing step does not take the
+others down; the summary names it). Studies that judge a fine-tuned model share one: MiniLM
 fine-tuned on a sample of SST-2 first, passed to them by the `{sst2_model}` placeholder of
-their `reproduce:` overrides (the finding block's CPU-budget settings). The report of every
-finding dir lands in <out>/report/REPORT.md.
+their `reproduce:` overrides (the study block's CPU-budget settings). The report over every
+study dir lands in <out>/report/REPORT.md, with a verdict for every finding.
 """
 
 from __future__ import annotations
@@ -23,9 +25,9 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from bertology.errors import require
+from bertology.findings.catalog import EXPERIMENTS, load_catalog
 
 REPO = Path(__file__).resolve().parent.parent
-EXPERIMENTS = REPO / "conf" / "experiment"
 
 # The shared fine-tuned model: MiniLM on 4,000 SST-2 phrases, 2 epochs (~2 min on 2 cores).
 SST2_MODEL = ["finetune", "model=minilm", "task=sst2", "trainer=finetune_cpu",
@@ -42,17 +44,22 @@ def pipeline_of(bundle: Path) -> str:
     return match.group(1)
 
 
-def load_findings(only: list[str] | None) -> dict[str, dict]:
-    """finding id -> {pipeline, overrides} from conf/experiment/finding_*.yaml."""
-    findings = {}
-    for path in sorted(EXPERIMENTS.glob("finding_*.yaml")):
-        spec = OmegaConf.to_container(OmegaConf.load(path))["finding"]
-        pipeline = pipeline_of(path)
-        if only and spec["id"] not in only:
+def load_studies(only: list[str] | None) -> dict[str, dict]:
+    """study name -> {pipeline, bundle, overrides, findings} for every study that a finding
+    (or one of `only`) reads."""
+    studies: dict[str, dict] = {}
+    for spec in load_catalog(EXPERIMENTS).values():
+        if only and spec.id not in only:
             continue
-        findings[spec["id"]] = {"pipeline": pipeline, "bundle": path.stem,
-                                "overrides": list(spec.get("reproduce", []))}
-    return findings
+        for name in spec.studies:
+            if name not in studies:
+                bundle = EXPERIMENTS / f"study_{name}.yaml"
+                block = OmegaConf.to_container(OmegaConf.load(bundle))["study"]
+                studies[name] = {"pipeline": pipeline_of(bundle), "bundle": bundle.stem,
+                                 "overrides": list(block.get("reproduce", [])), "findings": []}
+            studies[name]["findings"].append(spec.id)
+    require(bool(studies), f"no finding matches {only}")
+    return studies
 
 
 def bertology(args: list[str], log_path: Path) -> tuple[int, float]:
@@ -74,8 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = args.out.resolve()
     (out / "logs").mkdir(parents=True, exist_ok=True)
-    findings = load_findings(args.only)
-    needs_model = any("{sst2_model}" in " ".join(f["overrides"]) for f in findings.values())
+    studies = load_studies(args.only)
+    needs_model = any("{sst2_model}" in " ".join(f["overrides"]) for f in studies.values())
     sst2_model = out / "sst2_model"
     failed, total = [], time.perf_counter()
     if needs_model and not (sst2_model / "metrics.json").exists():
@@ -85,18 +92,18 @@ def main(argv: list[str] | None = None) -> int:
         log.info("sst2_model: exit %d in %.0f s", status, seconds)
         if status:
             failed.append("sst2_model")
-    for index, (finding, spec) in enumerate(findings.items(), 1):
+    for index, (study, spec) in enumerate(studies.items(), 1):
         overrides = [o.replace("{sst2_model}", str(sst2_model / "model"))
                      for o in spec["overrides"]]
         command = [spec["pipeline"], "-m", f"experiment={spec['bundle']}", "logger=none",
-                   *overrides, f"hydra.sweep.dir={out / finding}"]
-        log.info("[%d/%d] %s: bertology %s", index, len(findings), finding, " ".join(command))
-        status, seconds = bertology(command, out / "logs" / f"{finding}.log")
-        log.info("[%d/%d] %s: exit %d in %.0f s", index, len(findings), finding, status,
-                 seconds)
+                   *overrides, f"hydra.sweep.dir={out / study}"]
+        log.info("[%d/%d] %s (%s): bertology %s", index, len(studies), study,
+                 ", ".join(spec["findings"]), " ".join(command))
+        status, seconds = bertology(command, out / "logs" / f"{study}.log")
+        log.info("[%d/%d] %s: exit %d in %.0f s", index, len(studies), study, status, seconds)
         if status:
-            failed.append(finding)
-    status, _ = bertology(["report", *(str(out / f) for f in findings if (out / f).exists()),
+            failed.append(study)
+    status, _ = bertology(["report", *(str(out / s) for s in studies if (out / s).exists()),
                            f"hydra.run.dir={out / 'report'}"], out / "logs" / "report.log")
     log.info("report: %s (exit %d); all steps %.1f min; failed: %s", out / "report" /
              "REPORT.md", status, (time.perf_counter() - total) / 60, failed or "none")

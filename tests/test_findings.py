@@ -1,11 +1,10 @@
-"""Every conf/experiment/finding_*.yaml: its header gives the command that runs it, its
-`finding:` block is complete, it composes and passes its pipeline's checks (every job of its
-sweep), and its smoke variant runs one step end to end, producing the evidence the report reads
-(and, for a finding within one run, a computed verdict)."""
+"""The findings suite: every study bundle composes, every job of its sweep passes its
+pipeline's checks, and its smoke variant runs end to end and produces every metric its
+findings read; every finding names its source, composes with its study, and picks jobs of
+that study's sweep; make reproduce runs every study once."""
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
 import pytest
@@ -15,58 +14,83 @@ from test_experiments import sweep_jobs
 
 from bertology import reproduce
 from bertology.cli import CONFIG_CHECKS, PIPELINES
-from bertology.pipelines import report
+from bertology.findings.catalog import load_catalog, runs_of
+from bertology.findings.evidence import Evidence, evaluate
+from bertology.findings.runs import Run, find_runs
+from bertology.findings.verdicts import selects
+from bertology.pipelines import load_pipeline
 
-FINDINGS = sorted(p.stem for p in (REPO / "conf" / "experiment").glob("finding_*.yaml"))
-VERDICTS = ("holds", "does not hold", "inconclusive")
+EXPERIMENTS = REPO / "conf" / "experiment"
+STUDIES = sorted(p.stem.removeprefix("study_") for p in EXPERIMENTS.glob("study_*.yaml"))
+CATALOG = load_catalog()
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def pipeline_of(name: str) -> str:
-    return reproduce.pipeline_of(REPO / "conf" / "experiment" / f"{name}.yaml")
+def pipeline_of(bundle: str) -> str:
+    return reproduce.pipeline_of(EXPERIMENTS / f"{bundle}.yaml")
 
 
-@pytest.mark.parametrize("name", FINDINGS)
-def test_a_finding_composes_and_is_complete(name):
-    pipeline = pipeline_of(name)
-    cfg = compose_config(pipeline, [f"experiment={name}", "seed=0"])
-    finding = OmegaConf.to_container(cfg.finding, resolve=True)
-    assert {"id", "claim", "source", "compare", "smoke", "reproduce"} <= set(finding)
-    assert f"finding_{finding['id']}" == name
-    assert finding["compare"]["expect"] in report.EXPECTATIONS
-    reproduce = [o.replace("{sst2_model}", "outputs/some/model") for o in finding["reproduce"]]
+def evidences(spec) -> list[Evidence]:
+    return [side for c in spec.comparisons for side in (c.a, c.b) if isinstance(side, Evidence)]
+
+
+def test_the_suite_has_thirty_findings_over_its_studies():
+    assert len(CATALOG) >= 30
+    assert {s for spec in CATALOG.values() for s in spec.studies} == set(STUDIES)
+
+
+@pytest.mark.parametrize("finding", sorted(CATALOG))
+def test_a_finding_names_its_claim_and_source_and_composes(finding):
+    spec = CATALOG[finding]
+    assert spec.claim and spec.source and "survey" in spec.source
+    pipeline = pipeline_of(f"study_{spec.studies[0]}")
+    cfg = compose_config(pipeline, [f"experiment=finding_{finding}", "seed=0"])
+    assert cfg.finding.id == finding and cfg.study.name == spec.studies[0]
+    text = (EXPERIMENTS / f"finding_{finding}.yaml").read_text()
+    assert "Finding:" in text and "Test:" in text  # the header says what is tested
+
+
+@pytest.mark.parametrize("study", STUDIES)
+def test_every_job_of_a_study_passes_its_checks(study):
+    pipeline = pipeline_of(f"study_{study}")
+    block = OmegaConf.to_container(compose_config(pipeline, [f"experiment=study_{study}"]).study)
+    reproduce_overrides = [o.replace("{sst2_model}", "outputs/some/model")
+                           for o in block["reproduce"]]
     jobs = []
-    for overrides in sweep_jobs(name, pipeline):
-        job = compose_config(pipeline, [*overrides, *reproduce])
+    for overrides in sweep_jobs(f"study_{study}", pipeline):
+        job = compose_config(pipeline, [*overrides, *reproduce_overrides])
         CONFIG_CHECKS[pipeline](job)
-        jobs.append(report.Run(Path(name), {}, OmegaConf.to_container(job, resolve=True),
-                               finding))
-    for side in (finding["compare"]["a"], finding["compare"]["b"]):
-        if not isinstance(side, (int, float)):  # each side is some job of the sweep
-            assert any(report.selects(job, side) for job in jobs), side
+        jobs.append(Run(Path(study), {}, OmegaConf.to_container(job, resolve=True)))
+    for spec in CATALOG.values():  # each side of each finding picks some job of the sweep
+        for side in evidences(spec):
+            if study in spec.studies and not any(selects(j, side) for j in jobs):
+                assert len(spec.studies) > 1, f"{spec.id}: {side.describe()} picks no job"
 
 
-@pytest.mark.parametrize("name", FINDINGS)
-def test_a_finding_runs_one_step_and_gets_a_verdict(name, tmp_path):
-    pipeline = pipeline_of(name)
-    smoke = OmegaConf.to_container(compose_config(pipeline, [f"experiment={name}"]).finding.smoke)
-    cfg = compose_config(pipeline, [f"experiment={name}", "seed=0", "logger=none", *smoke])
+@pytest.mark.parametrize("study", STUDIES)
+def test_a_study_runs_one_step_and_yields_what_its_findings_read(study, tmp_path):
+    pipeline = pipeline_of(f"study_{study}")
+    smoke = OmegaConf.to_container(
+        compose_config(pipeline, [f"experiment=study_{study}"]).study.smoke)
+    cfg = compose_config(pipeline, [f"experiment=study_{study}", "seed=0", "logger=none",
+                                    *smoke])
     run_dir = tmp_path / "run"
     (run_dir / ".hydra").mkdir(parents=True)
     OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")  # as Hydra saves a run's config
-    importlib.import_module(PIPELINES[pipeline]).run(cfg, run_dir)
-    (run,) = report.find_runs([run_dir])
-    compare = run.finding["compare"]
-    sides = [side for side in (compare["a"], compare["b"]) if not isinstance(side, (int, float))]
-    for side in sides:  # the run produced the evidence (a sweep's arm aside)
-        assert isinstance(report.evidence_value(run, side), float)
-    if not any(isinstance(side, dict) and side.get("where") for side in sides):
-        result = report.judge(name.removeprefix("finding_"), [run])
-        assert result.verdict in VERDICTS and result.diff.n == 1
+    load_pipeline(pipeline)(cfg, run_dir)
+    (run,) = find_runs([run_dir])
+    for spec in CATALOG.values():
+        if study not in spec.studies or not runs_of(spec, [run]):
+            continue
+        for side in evidences(spec):
+            if selects(run, side):  # this arm of the sweep is the smoke run's
+                value, _ = evaluate(side, run.metrics, run.replicates)
+                assert isinstance(value, float), (spec.id, side.describe())
 
 
-def test_reproduce_runs_every_finding():
-    findings = reproduce.load_findings(None)
-    assert {f"finding_{name}" for name in findings} == set(FINDINGS)
-    assert all(spec["pipeline"] in PIPELINES for spec in findings.values())
+def test_reproduce_runs_every_study_once():
+    studies = reproduce.load_studies(None)
+    assert set(studies) == set(STUDIES)
+    assert {f for s in studies.values() for f in s["findings"]} == set(CATALOG)
+    assert all(spec["pipeline"] in PIPELINES for spec in studies.values())

@@ -46,7 +46,7 @@ def judge_runs(tmp_path: Path, pairs: list[tuple[float, float]], finding=FINDING
 @pytest.mark.parametrize("pairs, verdict", [
     ([(0.80, 0.70), (0.82, 0.71), (0.81, 0.69)], "holds"),
     ([(0.60, 0.70), (0.62, 0.71), (0.61, 0.69)], "does not hold"),
-    ([(0.80, 0.70), (0.60, 0.71), (0.75, 0.72)], "underpowered"),  # seeds disagree
+    ([(0.80, 0.70), (0.60, 0.71), (0.75, 0.72)], "inconclusive"),  # seeds disagree
     ([(0.80, 0.70)], "underpowered"),  # one run and no replicates: no uncertainty measured
 ])
 def test_verdicts_from_seeds(tmp_path, pairs, verdict):
@@ -83,6 +83,9 @@ def test_layer_reductions_by_hand():
     values = np.array([0.5, 0.9, 0.8, 0.7, 0.6])
     assert REDUCTIONS["argmax_fraction"](layers, values) == 0.25
     assert REDUCTIONS["top_minus_bottom"](layers, values) == pytest.approx(0.65 - 0.7)
+    # depth 0, .25, .5, .75, 1: the middle third [1/3, 2/3] is layer 2 alone
+    assert REDUCTIONS["middle"](layers, values) == pytest.approx(0.8)
+    assert REDUCTIONS["middle_minus_ends"](layers, values) == pytest.approx(0.8 - 0.675)
     # slope over depth 0, .25, .5, .75, 1 of a line rising 0.1 per layer: 0.4 bottom to top
     assert REDUCTIONS["slope"](layers, 0.1 * layers) == pytest.approx(0.4)
     # Tenney's expected layer: Δ = (.4, −.1, −.1, −.1) at l = 1..4, Σ lΔ = .4 − .2 − .3 − .4
@@ -192,7 +195,7 @@ def test_a_study_serves_every_finding_of_the_catalog(tmp_path):
         {**FINDING, "id": "three", "study": "other"})}
     for seed in range(3):
         write_run(tmp_path / str(seed), {"eval/a": 0.8 + seed / 100, "eval/b": 0.7}, seed,
-                  study="demo_study")
+                  study={"name": "demo_study"})
     pairs = catalog.findings_for(find_runs([tmp_path]), specs)
     assert [spec.id for spec, runs in pairs] == ["one", "two"]
     assert all(len(runs) == 3 for _, runs in pairs)
@@ -204,7 +207,7 @@ def test_every_catalog_finding_names_its_study_and_composes_with_it():
     specs = catalog.load_catalog()
     assert specs, "conf/experiment holds no finding"
     for spec in specs.values():
-        assert spec.study, f"{spec.id}: no study"
+        assert spec.studies, f"{spec.id}: no study"
         path = REPO / "conf" / "experiment" / f"finding_{spec.id}.yaml"
         assert path.exists(), f"{spec.id}: the file is not named finding_<id>.yaml"
 

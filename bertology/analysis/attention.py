@@ -54,10 +54,12 @@ from dataclasses import dataclass, field
 import numpy as np
 from tqdm.auto import tqdm
 
+from bertology.analysis.head_similarity import compute_head_distances
 from bertology.config.probe import AttentionSettings
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import require
 from bertology.run.figures import plot_head_heatmap, plot_layer_curves, save_figure
+from bertology.run.replicates import write_replicates
 from bertology.run.tables import write_table
 
 log = logging.getLogger(__name__)
@@ -384,4 +386,6 @@ def run(ctx, settings: AttentionSettings) -> dict[str, float]:
     metrics = run_head_stats(ctx, settings, features, sentences)
     metrics.update(run_dependencies(ctx, features, sentences))
     metrics.update(run_patterns(ctx, settings, features, sentences))
-    return metrics
+    distances, replicates = compute_head_distances(features, len(sentences))
+    write_replicates(ctx.out_dir, f"head_similarity_{ctx.config.task.name}", replicates)
+    return {**metrics, **distances}

@@ -37,8 +37,8 @@ def load_catalog(folder: Path = EXPERIMENTS) -> dict[str, FindingSpec]:
 
 
 def runs_of(spec: FindingSpec, runs: list[Run]) -> list[Run]:
-    if spec.study is not None:
-        return [r for r in runs if r.study == spec.study]
+    if spec.studies:
+        return [r for r in runs if r.study in spec.studies]
     return [r for r in runs if (r.finding or {}).get("id") == spec.id]
 
 
@@ -50,10 +50,10 @@ def findings_for(runs: list[Run], catalog: dict[str, FindingSpec] | None = None
     specs: dict[str, FindingSpec] = {}
     for run in runs:
         if run.finding:
-            spec = parse_finding(run.finding, run.study)
+            spec = parse_finding(run.finding)
             specs[spec.id] = spec
     studies = {r.study for r in runs if r.study}
     for spec in catalog.values():
-        if spec.study in studies:
+        if set(spec.studies) & studies:
             specs.setdefault(spec.id, spec)
     return [(spec, runs_of(spec, runs)) for _, spec in sorted(specs.items())]

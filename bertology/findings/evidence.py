@@ -44,6 +44,23 @@ def reduce_top_minus_bottom(layers: np.ndarray, values: np.ndarray) -> np.ndarra
     return values[..., -half:].mean(axis=-1) - values[..., :half].mean(axis=-1)
 
 
+def middle_layers(layers: np.ndarray) -> np.ndarray:
+    """Layers whose depth (0 = embeddings, 1 = top) lies in the middle third, [1/3, 2/3]."""
+    depth = layers / layers.max()
+    return (depth >= 1 / 3 - 1e-9) & (depth <= 2 / 3 + 1e-9)
+
+
+def reduce_middle(layers: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Mean over the middle third of the layers (a fixed band: no layer chosen on the data)."""
+    return values[..., middle_layers(layers)].mean(axis=-1)
+
+
+def reduce_middle_minus_ends(layers: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Mean over the middle third of the layers minus the mean over the others."""
+    middle = middle_layers(layers)
+    return values[..., middle].mean(axis=-1) - values[..., ~middle].mean(axis=-1)
+
+
 def reduce_slope(layers: np.ndarray, values: np.ndarray) -> np.ndarray:
     """Least-squares slope of the value over depth (0 = embeddings, 1 = top): the change from
     bottom to top of the fitted line, in the metric's units."""
@@ -85,6 +102,8 @@ REDUCTIONS = {
     "first": reduce_first,
     "last": reduce_last,
     "top_minus_bottom": reduce_top_minus_bottom,
+    "middle": reduce_middle,
+    "middle_minus_ends": reduce_middle_minus_ends,
     "slope": reduce_slope,
     "expected_layer": reduce_expected_layer,
     "argmax_fraction": reduce_argmax_fraction,

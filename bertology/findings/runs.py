@@ -28,7 +28,9 @@ class Run:
 
     @property
     def study(self) -> str | None:
-        return self.config.get("study")
+        """The study the run belongs to (its bundle's `study.name`), if any."""
+        block = self.config.get("study")
+        return block.get("name") if isinstance(block, dict) else block
 
     @property
     def finding(self) -> dict | None:

@@ -62,7 +62,7 @@ class FindingSpec:
     claim: str
     source: str
     comparisons: tuple[Comparison, ...]
-    study: str | None = None
+    studies: tuple[str, ...] = ()  # the studies whose runs it reads (none: its own runs)
 
     def describe(self) -> str:
         return " and ".join(c.describe() for c in self.comparisons)
@@ -78,13 +78,14 @@ def parse_comparison(spec: dict, finding: str) -> Comparison:
                       float(spec.get("margin", 0.0)))
 
 
-def parse_finding(spec: dict, study: str | None = None) -> FindingSpec:
+def parse_finding(spec: dict) -> FindingSpec:
     require(isinstance(spec, dict) and spec.get("id"), f"a finding block needs an id: {spec!r}")
     compare = spec.get("compare") or {}
     parts = compare["all"] if isinstance(compare, dict) and "all" in compare else [compare]
+    study = spec.get("study") or ()
     return FindingSpec(str(spec["id"]), str(spec.get("claim", "")), str(spec.get("source", "")),
                        tuple(parse_comparison(p, spec["id"]) for p in parts),
-                       spec.get("study", study))
+                       (study,) if isinstance(study, str) else tuple(study))
 
 
 # ---------------------------------------------------------------- one comparison

@@ -92,3 +92,12 @@ def average_replicates(tables: list[dict[str, np.ndarray]]) -> dict[str, np.ndar
     runs scored on the same items (finetune's random restarts)."""
     keys = set.intersection(*(set(t) for t in tables)) if tables else set()
     return {k: np.mean([t[k] for t in tables], axis=0) for k in sorted(keys)}
+
+
+def resample_sums(values: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """Σ over each resample's items of per-item values (items, k) → (replicates, k), as a
+    product with the resamples' item multiplicities (no (replicates, items, k) array)."""
+    replicates, items = indices.shape
+    counts = np.zeros((replicates, items))
+    np.add.at(counts, (np.arange(replicates)[:, None], indices), 1.0)
+    return counts @ np.asarray(values, dtype=np.float64)
