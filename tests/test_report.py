@@ -202,7 +202,6 @@ def test_a_study_serves_every_finding_of_the_catalog(tmp_path):
 
 
 def test_every_catalog_finding_names_its_study_and_composes_with_it():
-    from conftest import compose_config
 
     specs = catalog.load_catalog()
     assert specs, "conf/experiment holds no finding"
