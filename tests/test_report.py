@@ -170,18 +170,22 @@ def test_report_pipeline_writes_markdown_tables_and_figures(tmp_path):
 
 
 def test_holm_over_the_report_can_overturn_a_raw_verdict(tmp_path):
-    """Two findings: one clear, one just past the 2.5% edge alone; after Holm only the clear
-    one holds."""
+    """Three findings: one clear, one just past the 2.5% edge alone, one null. Holm multiplies
+    the edge's p-value by 2 (it ranks second of three), so after the correction only the clear
+    one holds. By hand (t, 2 dof): edge differences .03, .045, .06 give p = 0.0175."""
     clear = {**FINDING, "id": "clear"}
     edge = {**FINDING, "id": "edge", "compare": {"a": "eval/c", "b": "eval/d"}}
-    for seed, (c, d) in enumerate([(0.52, 0.50), (0.55, 0.50), (0.58, 0.505)]):
+    null = {**FINDING, "id": "null", "compare": {"a": "eval/e", "b": "eval/f"}}
+    for seed, (c, d) in enumerate([(0.53, 0.50), (0.545, 0.50), (0.56, 0.50)]):
         write_run(tmp_path / "runs" / f"c{seed}", {"eval/c": c, "eval/d": d}, seed, edge)
     for seed, (a, b) in enumerate([(0.8, 0.7), (0.81, 0.7), (0.79, 0.71)]):
         write_run(tmp_path / "runs" / f"a{seed}", {"eval/a": a, "eval/b": b}, seed, clear)
+    for seed, (e, f) in enumerate([(0.52, 0.50), (0.47, 0.50), (0.51, 0.50)]):
+        write_run(tmp_path / "runs" / f"e{seed}", {"eval/e": e, "eval/f": f}, seed, null)
     report.run(OmegaConf.create({"runs": [str(tmp_path / "runs")]}), tmp_path / "out")
     with (tmp_path / "out" / "tables" / "findings.csv").open() as handle:
         rows = {r["finding"]: r for r in csv.DictReader(handle)}
-    assert 0.0125 < float(rows["edge"]["p_holds"]) < 0.025
+    assert float(rows["edge"]["p_holds"]) == pytest.approx(0.0175, abs=1e-3)
     assert rows["edge"]["raw_verdict"] == "holds"
     assert rows["edge"]["corrected_verdict"] == "underpowered"
     assert rows["clear"]["corrected_verdict"] == "holds"

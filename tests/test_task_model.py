@@ -102,3 +102,14 @@ def test_every_table7_feature_choice_runs(features):
         assert torch.allclose(out, torch.full_like(out, expected[features]))
     model = build("tagging", mode="feature", features=features, lstm_hidden=4)
     assert model(batch()).shape == (3, 9, 2)
+
+
+@pytest.mark.parametrize("features", ["sum_last_four", "concat_last_four"])
+def test_the_last_four_layers_need_four_hidden_states(features):
+    """A 2-layer model has 3 hidden states: refused in one line, not a shape error mid-run."""
+    from bertology.errors import UserError
+    from bertology.models.task_model import FeatureHead
+
+    with pytest.raises(UserError, match=f"head.features={features} reads the last four"):
+        FeatureHead(HeadConfig(mode="feature", features=features), "tagging", 3, 8, 2)
+    assert FeatureHead(HeadConfig(mode="feature", features=features), "tagging", 4, 8, 2)

@@ -77,6 +77,10 @@ class FeatureHead(nn.Module):
 
     def __init__(self, cfg: HeadConfig, kind: str, num_layers: int, hidden: int, outputs: int):
         super().__init__()
+        require(not cfg.features.endswith("_last_four") or num_layers >= 4,
+                f"head.features={cfg.features} reads the last four hidden states, but the model "
+                f"has {num_layers} (embeddings + {num_layers - 1} layers); pick a model with at "
+                "least 3 layers or head.features=last")
         self.cfg, self.kind = cfg, kind
         self.mix = ScalarMix(num_layers) if cfg.features == "scalar_mix" else None
         width = 4 * hidden if cfg.features == "concat_last_four" else hidden

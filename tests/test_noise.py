@@ -1,0 +1,192 @@
+"""Every finding fed noise must not hold, raw or after Holm's correction.
+
+The noise reaches each study where its evidence comes from, and everything downstream of it
+(the analyses, the metrics, the item replicates, the verdict) is the real code:
+- probe studies: every extraction (hidden states, attention maps, numbers) is replaced by
+  random features: Gaussian states, attention rows drawn from a flat Dirichlet;
+- finetune, prune and distill studies: the training labels are shuffled, so the fine-tuned
+  model (and the teacher) can learn nothing about the task;
+- pretrain studies: the encoder is left untrained (one step at a negligible learning rate).
+Studies run on tiny models and data with three seeds, as the report needs seeds."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import compose_config
+from omegaconf import OmegaConf
+
+from bertology.analysis.features import Features
+from bertology.findings.catalog import load_catalog, runs_of
+from bertology.findings.runs import find_runs
+from bertology.findings.verdicts import correct_suite, judge
+from bertology.pipelines import load_pipeline
+from bertology.reproduce import pipeline_of
+
+CATALOG = load_catalog()
+EXPERIMENTS = Path(__file__).resolve().parent.parent / "conf" / "experiment"
+SEEDS = (0, 1, 2)
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def run_study(study: str, root: Path, overrides: list[str], seeds=SEEDS,
+              arms: list[list[str]] = ([],)) -> None:
+    """Every arm × seed of a study into root/<n>, each with its saved config (as Hydra)."""
+    pipeline = pipeline_of(EXPERIMENTS / f"study_{study}.yaml")
+    for index, (arm, seed) in enumerate((a, s) for a in arms for s in seeds):
+        cfg = compose_config(pipeline, [f"experiment=study_{study}", f"seed={seed}",
+                                        "logger=none", *overrides, *arm])
+        run_dir = root / str(index)
+        (run_dir / ".hydra").mkdir(parents=True)
+        OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")
+        load_pipeline(pipeline)(cfg, run_dir)
+
+
+def assert_no_finding_holds(root: Path, studies: set[str]) -> list:
+    runs = find_runs([root])
+    results = [judge(spec, runs_of(spec, runs)) for spec in CATALOG.values()
+               if set(spec.studies) <= studies]
+    correct_suite(results)
+    assert results, f"no finding reads {studies}"
+    held = [(r.id, r.raw, r.corrected) for r in results if "holds" in (r.raw, r.corrected)]
+    assert not held, f"findings that hold on noise: {held}"
+    return results
+
+
+# ---------------------------------------------------------------- random features
+
+
+def random_features(model, model_fingerprint, tokenizer, sentences, cache_dir, pooling,
+                    attention, batch_size, max_length, desc) -> Features:
+    """What extract_or_load returns, made of noise: Gaussian states for every word of every
+    layer, and (when asked) flat-Dirichlet attention rows, seeded by model and sentences."""
+    key = hashlib.sha256((model_fingerprint + "".join(" ".join(s.words) for s in sentences))
+                         .encode()).digest()
+    rng = np.random.default_rng(list(key[:8]))
+    layers, heads = model.config.num_hidden_layers, model.config.num_attention_heads
+    lengths = [len(s.words) for s in sentences]
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    hidden = rng.normal(size=(layers + 1, int(offsets[-1]), model.config.hidden_size))
+    if not attention:
+        return Features(hidden.astype(np.float16), offsets, num_heads=heads)
+    maps = [rng.dirichlet(np.ones(n + 2), size=(layers, heads, n + 2)).ravel() for n in lengths]
+    map_offsets = np.concatenate([[0], np.cumsum([len(m) for m in maps])]).astype(np.int64)
+    return Features(hidden.astype(np.float16), offsets, np.concatenate(maps).astype(np.float16),
+                    map_offsets, num_heads=heads)
+
+
+def test_probing_findings_do_not_hold_on_random_features(tmp_path, monkeypatch):
+    monkeypatch.setattr("bertology.analysis.context.extract_or_load", random_features)
+    monkeypatch.setattr("bertology.analysis.numeracy.extract_or_load", random_features)
+    sizes = ["max_train_sentences=80", "max_eval_sentences=40",
+             "analysis.attention.max_sentences=40", "analysis.attention.min_dependents=5",
+             "analysis.numeracy.max_number=200",
+             "analysis.numeracy.train_below=100",
+             "compare_to=sentence-transformers/all-MiniLM-L6-v2"]
+    run_study("probe_pos", tmp_path / "probe_pos", sizes)
+    run_study("probe_ner", tmp_path / "probe_ner", sizes[:2])
+    assert_no_finding_holds(tmp_path, {"probe_pos", "probe_ner"})
+
+
+# ---------------------------------------------------------------- shuffled labels
+
+
+def shuffle_labels(examples: list[dict]) -> None:
+    """Permute the labels across examples, or the tags across every word of every example
+    (each sentence keeps its length): no model can learn the task from them."""
+    rng = random.Random(0)
+    if "label" in examples[0]:
+        labels = [e["label"] for e in examples]
+        rng.shuffle(labels)
+        for example, label in zip(examples, labels):
+            example["label"] = label
+        return
+    tags = [tag for e in examples for tag in e["tags"]]
+    rng.shuffle(tags)
+    for example in examples:
+        example["tags"], tags = tags[:len(example["tags"])], tags[len(example["tags"]):]
+
+
+def shuffled(load_task):
+    """load_task, with the training labels shuffled."""
+
+    def load(task, data_dir, max_train_examples=None):
+        data = load_task(task, data_dir, max_train_examples)
+        shuffle_labels(data.train)
+        return data
+
+    return load
+
+
+@pytest.fixture
+def shuffled_labels(monkeypatch):
+    for pipeline in ("finetune", "prune", "distill"):
+        module = f"bertology.pipelines.{pipeline}"
+        monkeypatch.setattr(f"{module}.load_task", shuffled(
+            __import__(module, fromlist=["load_task"]).load_task))
+
+
+TINY_TASK = ["task.num_sentences=600", "trainer.max_steps=40", "trainer.lr=2e-3"]
+
+
+@pytest.mark.slow
+def test_finetuning_findings_do_not_hold_on_shuffled_labels(tmp_path, shuffled_labels):
+    run_study("finetune_sst2", tmp_path / "sst2", ["model=bert", "size=deep_narrow",
+                                                   "task=synthetic_negation", *TINY_TASK],
+              arms=[["head.freeze_layers=0"], ["head.freeze_layers=3"]])
+    run_study("finetune_conll", tmp_path / "conll",
+              ["model=bert", "size=deep_narrow", "trainer.max_train_examples=200",
+               "task.max_eval_examples=100", "trainer.max_steps=40", "trainer.lr=2e-3",
+               "trainer.epochs=null"],
+              arms=[[f"head.features={f}"] for f in ("last", "concat_last_four",
+                                                     "scalar_mix")])
+    assert_no_finding_holds(tmp_path, {"finetune_sst2", "finetune_conll"})
+
+
+@pytest.mark.slow
+def test_compression_findings_do_not_hold_on_shuffled_labels(tmp_path, shuffled_labels):
+    run_study("prune_sst2", tmp_path / "prune", ["model=bert", "task=synthetic_negation",
+                                                 "trainer=finetune_tiny", *TINY_TASK,
+                                                 "prune.importance_examples=32"])
+    run_study("distill_sst2", tmp_path / "distill", [
+        "model@teacher.model=bert", "trainer@teacher.trainer=finetune_tiny",
+        "task=synthetic_negation", *TINY_TASK, "student.num_layers=1"])
+    assert_no_finding_holds(tmp_path, {"prune_sst2", "distill_sst2"})
+
+
+# ---------------------------------------------------------------- untrained encoders
+
+
+UNTRAINED = ["trainer.max_steps=1", "trainer.lr=1e-12", "trainer.warmup_steps=0",
+             "trainer.batch_size=8", "trainer.eval_batches=4", "data.num_sentences=800",
+             "data.eval_docs=20", "data.max_seq_length=64"]
+
+
+@pytest.mark.slow
+def test_pretraining_findings_do_not_hold_on_untrained_encoders(tmp_path):
+    run_study("pretrain_masking", tmp_path / "masking", UNTRAINED,
+              arms=[["model.masking=static"], ["model.masking=dynamic"]])
+    run_study("pretrain_shape", tmp_path / "shape", UNTRAINED,
+              arms=[["size=deep_narrow"], ["size=shallow_wide"]])
+    downstream = [*UNTRAINED, "++downstream.trainer.max_train_examples=300",
+                  "downstream.trainer.epochs=null", "+downstream.trainer.max_steps=30"]
+    run_study("pretrain_nsp", tmp_path / "nsp", downstream,
+              arms=[["objective=mlm_nsp"], ["objective=mlm"]])
+    run_study("pretrain_electra", tmp_path / "electra",
+              [*downstream, "trainer.max_flops=null"],
+              arms=[["model=roberta"], ["model=electra"]])
+    assert_no_finding_holds(tmp_path, {"pretrain_masking", "pretrain_shape", "pretrain_nsp",
+                                       "pretrain_electra"})
+
+
+def test_every_finding_has_a_noise_test():
+    """The studies the tests above feed noise cover every finding of the catalog."""
+    covered = {"probe_pos", "probe_ner", "finetune_sst2", "finetune_conll", "prune_sst2",
+               "distill_sst2", "pretrain_masking", "pretrain_shape", "pretrain_nsp",
+               "pretrain_electra"}
+    assert all(set(spec.studies) <= covered for spec in CATALOG.values())
