@@ -18,6 +18,7 @@ from bertology.pruning.importance import (
     compute_entropy_importance,
     compute_gate_gradients,
     compute_gradient_importance,
+    compute_max_weight,
     compute_random_importance,
 )
 
@@ -84,13 +85,27 @@ def test_gate_gradient_matches_finite_differences(start):
     assert grad.abs().sum() > 0
 
 
-def test_gradient_importance_is_the_mean_absolute_gradient():
+def one_example(batch: dict, i: int) -> dict:
+    """Example i alone, cut to its real tokens (an independent slicing of the batch)."""
+    n = int(batch["attention_mask"][i].sum())
+    return {"input_ids": batch["input_ids"][i: i + 1, :n],
+            "attention_mask": batch["attention_mask"][i: i + 1, :n],
+            "labels": batch["labels"][i: i + 1]}
+
+
+def test_gradient_importance_is_the_mean_absolute_gradient_per_example():
+    """Michel et al.'s E_x |∂L(x)/∂ξ|: the absolute value of each example's own gradient."""
     model = tiny_model()
     batches = make_batches(3)
-    expected = np.mean([compute_gate_gradients(model, b, loss_fn).abs().numpy() for b in batches],
-                       axis=0)
+    per_example = [compute_gate_gradients(model, one_example(b, i), loss_fn).numpy()
+                   for b in batches for i in range(len(b["labels"]))]
+    expected = np.mean(np.abs(per_example), axis=0)
     raw = compute_gradient_importance(model, batches, loss_fn, normalize=False)
-    np.testing.assert_allclose(raw, expected, rtol=1e-6)
+    np.testing.assert_allclose(raw, expected, rtol=1e-5)
+    # per batch, examples whose gradients disagree in sign cancel: a smaller, other score
+    per_batch = np.mean([compute_gate_gradients(model, b, loss_fn).abs().numpy()
+                         for b in batches], axis=0)
+    assert np.all(per_batch <= raw + 1e-7) and not np.allclose(per_batch, raw, rtol=1e-3)
     normalized = compute_gradient_importance(model, batches, loss_fn)
     np.testing.assert_allclose(np.linalg.norm(normalized, axis=1), 1.0, rtol=1e-6)
     np.testing.assert_allclose(normalized, raw / np.linalg.norm(raw, axis=1, keepdims=True),
@@ -153,6 +168,34 @@ def test_attention_scores_of_a_uniform_head():
     negative_entropy = compute_entropy_importance(model, batches, score="entropy")
     assert negative_entropy[1, 3] == pytest.approx(-entropy, rel=1e-6)
     assert np.all(negative_entropy <= 0) and np.all(negative_entropy >= -math.log(7) - 1e-9)
+
+
+def test_max_weight_leaves_out_the_end_of_sentence_key():
+    weights = torch.tensor([[[[0.1, 0.2, 0.7], [0.5, 0.3, 0.2]]]], dtype=torch.float64)
+    is_end = torch.tensor([[False, False, True]])
+    assert compute_max_weight(weights, is_end).tolist() == [[[0.2, 0.5]]]
+
+
+def test_confidence_matches_the_attention_maps_without_the_end_token():
+    """Voita et al.'s confidence from output_attentions by hand: per real query token, the
+    largest weight on any key that is not the end-of-sentence token, averaged."""
+    model = tiny_model(attn_implementation="eager")
+    batches = make_batches(2)
+    end = int(batches[0]["input_ids"][0, 2])  # a token that occurs: call it [SEP]
+    total, tokens = np.zeros((2, HEADS)), 0
+    for batch in batches:
+        with torch.no_grad():
+            maps = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                         output_attentions=True).attentions
+        for b in range(len(batch["input_ids"])):
+            n = int(batch["attention_mask"][b].sum())
+            keys = [k for k in range(n) if int(batch["input_ids"][b, k]) != end]
+            for layer, weights in enumerate(maps):  # (batch, heads, q, k)
+                total[layer] += weights[b, :, :n][:, :, keys].amax(-1).sum(-1).numpy()
+            tokens += n
+    scores = compute_entropy_importance(model, batches, end_token_id=end)
+    np.testing.assert_allclose(scores, total / tokens, rtol=1e-5)
+    assert not np.allclose(scores, compute_entropy_importance(model, batches), rtol=1e-3)
 
 
 def test_removed_heads_are_nan():

@@ -133,7 +133,8 @@ def score_gradient(ctx: PruneContext, model: TaskModel, gates, seed) -> np.ndarr
 def score_attention(name: str):
     def score(ctx: PruneContext, model: TaskModel, gates, seed) -> np.ndarray:
         with HeadGates(model.model, gates):
-            return compute_entropy_importance(model.model, ctx.importance_batches, name)
+            return compute_entropy_importance(model.model, ctx.importance_batches, name,
+                                              end_token_id=ctx.tokenizer.sep_token_id)
     return score
 
 

@@ -2,8 +2,10 @@
 model's original head numbering, higher = more important. Heads that prune_heads removed are
 NaN (nothing left to score), so ranking code should skip NaN.
 
-- gradient (Michel et al., 2019, §4.1): I_h = E_x |∂L(x)/∂ξ_h|, ξ_h the head's gate at 1.
-- attention confidence / entropy (Voita et al., 2019): how peaked a head's attention is.
+- gradient (Michel et al., 2019, §4.1): I_h = E_x |∂L(x)/∂ξ_h|, ξ_h the head's gate at 1,
+  the absolute value taken per example x (not per batch, where signs would cancel).
+- attention confidence / entropy (Voita et al., 2019, §4.2): how peaked a head's attention is;
+  confidence leaves out the end-of-sentence token ([SEP] / </s>), as the paper defines it.
 - ablation: the metric lost when the head alone is gated off - the slow, direct reference.
 - random: the baseline order.
 
@@ -84,21 +86,33 @@ def compute_gate_gradients(model: nn.Module, batch: Batch, loss_fn: LossFn,
     return grad
 
 
+def split_examples(batch: Batch) -> Iterable[Batch]:
+    """The batch's examples one by one, each cut to its own length (batches are right-padded,
+    so the padding columns are the tail): the same loss as in the batch, less work."""
+    lengths = batch["attention_mask"].sum(dim=1).tolist()  # (batch,)
+    width = batch["input_ids"].shape[1]
+    for i, length in enumerate(lengths):
+        yield {key: value[i: i + 1, :length] if value.dim() > 1 and value.shape[1] == width
+               else value[i: i + 1] for key, value in batch.items()}
+
+
 def compute_gradient_importance(model: nn.Module, batches: Iterable[Batch], loss_fn: LossFn,
                                 normalize: bool = True, gates: torch.Tensor | None = None
                                 ) -> np.ndarray:
-    """Michel et al.'s I_h: |∂L/∂ξ_h| averaged over batches, one forward + backward each.
+    """Michel et al.'s I_h = E_x |∂L(x)/∂ξ_h|: one forward + backward per example x.
 
-    The absolute value is taken per batch (per example with batches of one, as in the paper's
-    expectation). normalize: divide each layer by its L2 norm, as Michel et al. do. gates:
-    score a partly masked model (iterative pruning), default all heads on."""
+    The absolute value is per example, as the paper's expectation has it: taken per batch,
+    examples whose gradients disagree in sign cancel (on MiniLM/SST-2 with batches of 32 the
+    two rankings correlate at only 0.60). normalize: divide each layer by its L2 norm, as
+    Michel et al. do. gates: score a partly masked model (iterative pruning), default all on."""
     total, count = None, 0
     with evaluating(model):
         for batch in tqdm(batches, desc="gradient importance", unit="batch", leave=False):
-            grad = compute_gate_gradients(model, batch, loss_fn, gates).abs()
-            total = grad if total is None else total + grad
-            count += 1
-    require(count > 0, "head importance needs at least one batch")
+            for example in split_examples(batch):
+                grad = compute_gate_gradients(model, example, loss_fn, gates).abs()
+                total = grad if total is None else total + grad
+                count += 1
+    require(count > 0, "head importance needs at least one example")
     scores = (total / count).double().cpu().numpy()
     return mark_removed(model, compute_layer_normalized(scores) if normalize else scores)
 
@@ -128,26 +142,32 @@ def compute_ablation_importance(model: nn.Module, batches: Iterable[Batch],
     return mark_removed(model, scores)
 
 
-def compute_max_weight(weights: torch.Tensor) -> torch.Tensor:
-    return weights.amax(dim=-1)  # (batch, heads, q)
+def compute_max_weight(weights: torch.Tensor, is_end: torch.Tensor) -> torch.Tensor:
+    """Voita et al. (2019) §4.2: the largest weight "excluding the end of sentence symbol":
+    the sink heads that park their attention on [SEP] would otherwise rank most confident."""
+    keep = ~is_end[:, None, None, :]  # (batch, 1, 1, k)
+    return weights.masked_fill(~keep, 0.0).amax(dim=-1)  # (batch, heads, q)
 
 
-def compute_negative_entropy(weights: torch.Tensor) -> torch.Tensor:
+def compute_negative_entropy(weights: torch.Tensor, is_end: torch.Tensor) -> torch.Tensor:
     return -torch.special.entr(weights).sum(dim=-1)  # (batch, heads, q), nats; 0 log 0 = 0
 
 
-# score -> per query token, from attention weights (batch, heads, q, k)
+# score -> per query token, from attention weights (batch, heads, q, k) and the (batch, k)
+# end-of-sentence keys
 ATTENTION_SCORES = {
-    "confidence": compute_max_weight,  # Voita et al.'s "confidence": the largest weight
+    "confidence": compute_max_weight,  # Voita et al.'s "confidence"
     "entropy": compute_negative_entropy,  # negated, so that focused heads score higher
 }
 
 
 def compute_entropy_importance(model: nn.Module, batches: Iterable[Batch],
-                               score: str = "confidence") -> np.ndarray:
-    """Voita et al. (2019): a head's confidence is its maximum attention weight averaged over
-    the (non-padding) query tokens of the batches; score="entropy" gives minus the mean
-    attention entropy instead. Runs with eager attention, then restores the model's own."""
+                               score: str = "confidence", end_token_id: int | None = None
+                               ) -> np.ndarray:
+    """Voita et al. (2019): a head's confidence is its maximum attention weight, leaving out
+    the end-of-sentence key (`end_token_id`: [SEP], </s>), averaged over the (non-padding)
+    query tokens of the batches; score="entropy" gives minus the mean attention entropy
+    instead. Runs with eager attention, then restores the model's own."""
     require(score in ATTENTION_SCORES,
             f"unknown attention score {score!r}; valid: {', '.join(ATTENTION_SCORES)}")
     heads = [torch.tensor(h, dtype=torch.long) for h in kept_heads(model)]
@@ -160,8 +180,10 @@ def compute_entropy_importance(model: nn.Module, batches: Iterable[Batch],
             require(len(attentions) == len(heads), "the model returned no attention weights")
             mask = batch.get("attention_mask", torch.ones_like(batch["input_ids"]))
             mask = mask.to(torch.float64)[:, None, :]  # (batch, 1, q)
+            is_end = (batch["input_ids"] == end_token_id if end_token_id is not None
+                      else torch.zeros_like(batch["input_ids"], dtype=torch.bool))  # (batch, k)
             for layer, weights in enumerate(attentions):  # (batch, heads, q, k)
-                per_query = ATTENTION_SCORES[score](weights.double())  # (batch, heads, q)
+                per_query = ATTENTION_SCORES[score](weights.double(), is_end)  # (batch, heads, q)
                 totals[layer, heads[layer]] += (per_query * mask).sum(dim=(0, 2)).cpu()
             tokens += float(mask.sum())
     require(tokens > 0, "head importance needs at least one token")
