@@ -118,6 +118,25 @@ def test_a_head_pointing_at_gold_heads_scores_one_and_offsets_are_counted():
     assert (rows["all"]["baseline_offset"], rows["all"]["baseline_accuracy"]) == (1, 5 / 8)
 
 
+def swapped_head_maps(sentence: ProbeSentence) -> np.ndarray:
+    """gold_head_maps with its two heads swapped: head 1 gold, head 0 the previous word."""
+    return gold_head_maps(sentence)[:, ::-1]
+
+
+def test_the_best_head_and_offset_are_chosen_on_one_half_and_scored_on_the_other():
+    """Chosen where head 0 is gold, scored where head 0 points at the previous word: the
+    held-out accuracy is head 0's there (by hand: the dependents whose head is word i − 1,
+    none in TREES), not the 1.0 it had where it was chosen nor head 1's 1.0 there."""
+    select = attention.count_relations([gold_head_maps(s) for s in TREES], TREES)["all"]
+    score = attention.count_relations([swapped_head_maps(s) for s in TREES], TREES)["all"]
+    row = attention.build_dependency_row("all", select, score)
+    assert (row["best_layer"], row["best_head"], row["direction"]) == (1, 0, "dep->head")
+    assert row["selection_accuracy"] == pytest.approx(1.0)
+    assert sum(h == j for s in TREES for j, h in enumerate(s.heads) if h > 0) == 0
+    assert row["best_accuracy"] == 0.0
+    assert (row["baseline_offset"], row["baseline_accuracy"]) == (1, 5 / 8)
+
+
 def test_head_to_dependent_direction_reads_the_columns():
     rows = np.zeros((3, 5))
     rows[0, 3] = 1.0  # word 0 attends to word 2: word 2's predicted head (transposed) is 0
@@ -217,7 +236,8 @@ def test_probe_attention_end_to_end(tmp_path, synthetic_tokenizer):
     cfg = compose_config("probe", [
         "analysis=attention", "task=synthetic_pos", "logger=none", "seeds=[0]",
         "max_train_sentences=30", "max_eval_sentences=40", "analysis.attention.max_sentences=30",
-        "analysis.attention.kovaleva_sentences=20", f"compare_to={tmp_path / 'compare'}",
+        "analysis.attention.kovaleva_sentences=20", "analysis.attention.min_dependents=1",
+        f"compare_to={tmp_path / 'compare'}",
         f"paths.cache_dir={tmp_path / 'cache'}"])
     out = tmp_path / "run"
     metrics = run(cfg, out)

@@ -30,9 +30,9 @@ class LinearSettings:
 
     control: bool = True  # Hewitt & Liang (2019) control task → selectivity
     random_init: bool = True  # the same probe on a random-initialised model of the same shape
-    mdl: bool = False  # online code length (Voita & Titov, 2020)
-    c: float = 1.0  # inverse L2 strength of LogisticRegression
-    max_iter: int = 300
+    mdl: bool = False  # online code length (Voita & Titov, 2020), + the control task's
+    c: float = 1.0  # inverse L2 strength of LogisticRegression and of the MDL softmax probe
+    max_iter: int = 300  # L-BFGS iterations of either
     max_train_words: int | None = 50000  # a seeded subsample of the training words
 
     def __post_init__(self) -> None:
@@ -130,10 +130,12 @@ class AttentionSettings:
     max_sentences: int = 500  # eval sentences whose maps are read
     heatmaps: bool = True
     kovaleva_sentences: int = 100  # maps classified per head (majority class is reported)
+    min_dependents: int = 100  # held-out dependents a relation needs for a metric (Clark et al.)
 
     def __post_init__(self) -> None:
         positive(self.max_sentences, "analysis.attention.max_sentences")
         positive(self.kovaleva_sentences, "analysis.attention.kovaleva_sentences")
+        positive(self.min_dependents, "analysis.attention.min_dependents")
 
 
 @dataclass
