@@ -1,9 +1,10 @@
 """The probe pipeline's core: extract-once features and their cache, layer-wise probes with
-control tasks (Hewitt & Liang, 2019), MDL, the dispatch in sync with conf/analysis/, and the
-CLI's answers to bad input."""
+control tasks (Hewitt & Liang, 2019), the dispatch in sync with conf/analysis/, and the CLI's
+answers to bad input. MDL probing has its own file, tests/test_mdl.py."""
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -186,20 +187,6 @@ def test_edge_units_pair_each_dependent_with_its_head():
     assert units.types[1] == "the|dog"
 
 
-def test_online_code_length_compresses_a_decodable_label_and_not_noise():
-    settings = LinearSettings(max_iter=100)
-
-    def fit(x, y, seed):
-        return probes.fit_logistic(x, y, 4, settings, seed)
-
-    x, y = labelled_features(3000, 8, 4, signal=5.0, seed=0)
-    bits, compression = probes.compute_online_codelength(x, y, 4, fit, seed=0)
-    assert compression > 3 and bits < 3000 * 2 / 3
-    noise, _ = labelled_features(3000, 8, 4, signal=0.0, seed=1)
-    _, noise_compression = probes.compute_online_codelength(noise, y, 4, fit, seed=0)
-    assert noise_compression < 1.1  # nothing to learn: no better than sending labels uniformly
-
-
 # ---------------------------------------------------------------- end to end
 
 
@@ -226,6 +213,27 @@ def test_linear_probe_run_writes_tables_plots_and_flat_metrics(linear_run):
         assert metrics[f"{key}/selectivity"] == pytest.approx(
             metrics[f"{key}/accuracy"] - metrics[f"{key}/control_accuracy"])
         assert 0 <= metrics[f"probe/random/layer_{layer:02d}/accuracy"] <= 1
+
+
+def test_without_a_subsample_the_linear_seeds_vary_only_the_control_labels(linear_run):
+    """What the log and the figure say: all training words, L-BFGS from zero on a convex
+    objective, so the task probe is the same for every seed; the control labels differ."""
+    out, _, _ = linear_run
+    with (out / "tables" / "linear_synthetic_pos.csv").open() as handle:
+        rows = [r for r in csv.DictReader(handle) if r["model"] == "model"]
+    by_layer = {}
+    for row in rows:
+        by_layer.setdefault(row["layer"], []).append(row)
+    for layer_rows in by_layer.values():
+        assert len({r["accuracy"] for r in layer_rows}) == 1
+    assert any(len({r["control_accuracy"] for r in layer_rows}) > 1
+               for layer_rows in by_layer.values())
+    data = probes.ProbeData(probes.Units(np.zeros(500), np.zeros(500), []), None, 2, None)
+    settings = LinearSettings(max_train_words=None)
+    assert probes.seeds_vary_only_the_control("linear", settings, data, [0, 1])
+    assert not probes.seeds_vary_only_the_control("linear", LinearSettings(max_train_words=100),
+                                                   data, [0, 1])
+    assert not probes.seeds_vary_only_the_control("mlp", settings, data, [0, 1])
 
 
 def test_pos_probes_beat_the_majority_tag_and_their_control_matches_them(linear_run):

@@ -8,14 +8,19 @@ For every layer 0 (embeddings) … L and every seed:
   identity; selectivity = task accuracy − control accuracy,
 - the same task probe on a random-initialised model of the same architecture, so that what
   pretraining adds shows apart from what the architecture and word identity give,
-- optionally the online code length of the labels (MDL probing, Voita & Titov, 2020).
-Seeds draw the training-word sample, the control labels and the MLP's initial weights.
+- optionally the online code length of the labels (MDL probing, Voita & Titov, 2020, §3.2):
+  units in a seeded order are cut at 0.1%, 0.2%, 0.4%, …, 50%, 100%; the first block costs
+  log2 K bits a label, each later block −log2 p(y|x) under a probe fit on the blocks before
+  it; compression = n·log2 K / code length (analysis/mdl.py). As theirs, the probe is a
+  softmax over all K classes (fit_softmax, fit_mlp), so a label the prefix lacks costs finite
+  bits. With the control task on, the control labels get a code too, and the gap.
+Seeds draw the training-word sample, the control labels, the MDL order and the MLP's initial
+weights.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import statistics
 import warnings
 from collections import Counter
@@ -31,6 +36,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from bertology.analysis.features import Features
+from bertology.analysis.mdl import compute_mdl_metrics, fit_softmax
 from bertology.config.probe import LinearSettings, MLPSettings
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import require
@@ -38,10 +44,6 @@ from bertology.run.figures import plot_layer_curves
 from bertology.run.tables import write_table
 
 log = logging.getLogger(__name__)
-
-# Voita & Titov (2020) §3.2: the online code's block boundaries, as shares of the train set
-MDL_FRACTIONS = (0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.0625, 0.125, 0.25, 0.5, 1.0)
-
 
 @dataclass(frozen=True)
 class Units:
@@ -163,36 +165,19 @@ def fit_mlp(x: np.ndarray, y: np.ndarray, classes: int, settings: MLPSettings, s
     @torch.no_grad()
     def predict_proba(features: np.ndarray) -> np.ndarray:
         logits = probe(torch.from_numpy((features - mean) / std).float())
-        return torch.softmax(logits, dim=-1).numpy()
+        # float64 softmax: the online code takes −log2 p, which must not underflow to 0
+        return torch.softmax(logits.double(), dim=-1).numpy()
 
     return predict_proba
 
 
 FITS = {"linear": fit_logistic, "mlp": fit_mlp}
+# The online code needs probabilities for all K classes (Voita & Titov's softmax probe)
+MDL_FITS = {"linear": fit_softmax, "mlp": fit_mlp}
 
 
 def compute_accuracy(proba: np.ndarray, labels: np.ndarray) -> float:
     return float((proba.argmax(axis=1) == labels).mean())
-
-
-def compute_online_codelength(x: np.ndarray, y: np.ndarray, classes: int, fit, seed: int
-                              ) -> tuple[float, float]:
-    """Voita & Titov (2020) §3.2: transmit the labels block by block; the first block costs
-    log2(K) bits a label, each next block −log2 p(y|x) under a probe fit on all earlier
-    blocks. Returns (online code length in bits, compression = uniform / online)."""
-    order = np.random.default_rng(seed).permutation(len(y))
-    x, y = x[order], y[order]
-    ends = sorted({max(1, int(round(f * len(y)))) for f in MDL_FRACTIONS})
-    bits = ends[0] * math.log2(classes)
-    for start, end in zip(ends, ends[1:]):
-        if len(np.unique(y[:start])) < 2:  # nothing to fit yet: transmit uniformly
-            bits += (end - start) * math.log2(classes)
-            continue
-        proba = fit(x[:start], y[:start], seed)(x[start:end])  # (block, classes)
-        p = np.clip(proba[np.arange(end - start), y[start:end]], 1e-12, 1.0)
-        bits += float(-np.log2(p).sum())
-    uniform = len(y) * math.log2(classes)
-    return bits, uniform / bits
 
 
 # ---------------------------------------------------------------- one layer, one seed
@@ -210,26 +195,27 @@ class ProbeData:
 
 def probe_layer(kind: str, settings, data: ProbeData, train_layer: np.ndarray,
                 eval_layer: np.ndarray, seed: int, control: bool) -> dict[str, float]:
-    """Task accuracy (+ control accuracy and selectivity, + MDL) of one layer and seed."""
+    """Task accuracy (+ control accuracy and selectivity, + MDL of the task and, with the
+    control task on, of the control task) of one layer and seed."""
     fit = FITS[kind]
     train = sample(data.train, settings.max_train_words, seed)
     x_train = unit_features(train_layer, train.rows)
     x_eval = unit_features(eval_layer, data.eval.rows)
     proba = fit(x_train, train.labels, data.classes, settings, seed)(x_eval)
     row = {"accuracy": compute_accuracy(proba, data.eval.labels)}
+    y_control = None
     if control:
         mapping = compute_control_labels([*data.train.types, *data.eval.types], data.distribution,
                                          seed)
-        y_train = np.array([mapping[t] for t in train.types])
+        y_control = np.array([mapping[t] for t in train.types])
         y_eval = np.array([mapping[t] for t in data.eval.types])
-        proba = fit(x_train, y_train, data.classes, settings, seed)(x_eval)
+        proba = fit(x_train, y_control, data.classes, settings, seed)(x_eval)
         row["control_accuracy"] = compute_accuracy(proba, y_eval)
         row["selectivity"] = row["accuracy"] - row["control_accuracy"]
     if settings.mdl:
-        bits, compression = compute_online_codelength(
-            x_train, train.labels, data.classes,
-            lambda x, y, s: fit(x, y, data.classes, settings, s), seed)
-        row["codelength_kbits"], row["compression"] = bits / 1000, compression
+        row.update(compute_mdl_metrics(
+            lambda x, y, s: MDL_FITS[kind](x, y, data.classes, settings, s),
+            x_train, train.labels, y_control, data.classes, seed))
     return row
 
 
@@ -284,9 +270,23 @@ def run_probes(ctx, settings, kind: str, prefix: str) -> dict[str, float]:
     rows = [row for which in encoders for row in probe_encoder(ctx, kind, settings, which, data)]
     name = f"{kind}_{ctx.config.task.name}"
     write_table(ctx.out_dir, name, rows)
-    plot_layer_curves(curve_rows(rows), ["accuracy", "selectivity"],
-                      f"{kind} probe: {ctx.config.task.name}", ctx.out_dir, name)
+    title = f"{kind} probe: {ctx.config.task.name}"
+    if seeds_vary_only_the_control(kind, settings, data, ctx.config.seeds):
+        log.info("%s probe: every seed trains on the same %d words (max_train_words=%s) and "
+                 "L-BFGS is deterministic, so the seeds %s vary only the control task's labels; "
+                 "for seeds that sample other sentences run one job per seed (seed=0,1,2)",
+                 kind, len(data.train.labels), settings.max_train_words, ctx.config.seeds)
+        title += "\n(band over seeds: control labels only; the task probe is deterministic)"
+    plot_layer_curves(curve_rows(rows), ["accuracy", "selectivity"], title, ctx.out_dir, name)
     return summarise(rows, prefix, majority=majority_accuracy(data))
+
+
+def seeds_vary_only_the_control(kind: str, settings, data: ProbeData, seeds: list) -> bool:
+    """Whether the probe seeds change nothing but the control labels: a linear probe (L-BFGS
+    from zero on a convex objective) on every training word, no subsample to draw."""
+    everything = settings.max_train_words is None or \
+        settings.max_train_words >= len(data.train.labels)
+    return kind == "linear" and everything and len(seeds) > 1
 
 
 def curve_rows(rows: list[dict]) -> list[dict]:
