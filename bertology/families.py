@@ -31,6 +31,9 @@ class Family:
     embedding_size_is_hidden: bool = False  # a separate embedding width, set to the hidden size
     span_boundary_head: bool = False  # SpanBERT's SBO head hangs on the MLM model
     generator: bool = False  # ELECTRA: a generator and a discriminator, trained together
+    # the MLM head's transform (dense, GELU, LayerNorm), whose output the decoder reads, as an
+    # attribute path; None: BERT's layout, <mlm_head>.transform (amnesic probing projects there)
+    mlm_transform: str | None = None
 
 
 FAMILIES = {
@@ -44,7 +47,9 @@ FAMILIES = {
     "roberta": Family(
         model_type="roberta", config_class="RobertaConfig", mlm_class="RobertaForMaskedLM",
         mlm_head="lm_head", objectives=("mlm",), segment_vocab=1, position_offset=2,
-        bos_eos_from_cls_sep=True, prefix_space=True),
+        bos_eos_from_cls_sep=True, prefix_space=True,
+        # no transform module: lm_head runs its dense, gelu and layer_norm itself
+        mlm_transform="lm_head.layer_norm"),
     # SpanBERT (Joshi et al., 2020): BERT's architecture without NSP, plus the span-boundary
     # head (models/spanbert.py); its checkpoints are plain BERT ones.
     "spanbert": Family(
@@ -54,7 +59,9 @@ FAMILIES = {
     "electra": Family(
         model_type="electra", config_class="ElectraConfig", mlm_class="ElectraForMaskedLM",
         mlm_head="generator_predictions", objectives=("electra",),
-        embedding_size_is_hidden=True, generator=True),
+        embedding_size_is_hidden=True, generator=True,
+        # generator_predictions is the transform; generator_lm_head is the decoder
+        mlm_transform="generator_predictions"),
 }
 
 def family_of_checkpoint(model_type: str, key: str = "model.name_or_path") -> Family:
@@ -75,6 +82,11 @@ def checkpoint_family(model_type: str, requested: str) -> str:
         return requested
     row = family_of_checkpoint(model_type)
     return next(name for name, f in FAMILIES.items() if f is row)
+
+
+def mlm_transform_path(family: Family) -> str:
+    """The attribute path of the MLM head's transform, whose output the decoder reads."""
+    return family.mlm_transform or f"{family.mlm_head}.transform"
 
 
 def objective_names() -> tuple[str, ...]:

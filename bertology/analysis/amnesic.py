@@ -3,14 +3,31 @@
 A probe that decodes POS from layer l shows the information is there, not that the model relies
 on it. Elazar et al. remove the linearly decodable labels from layer l with INLP (Ravfogel et
 al., 2020), let the rest of the network run on the projected states, and measure how much the
-masked-LM accuracy drops. The control removes as many random directions: a drop beyond the
-control's is the model's use of the property.
+masked-LM's predictions change: top-1 accuracy and D_KL(p_original ‖ p_amnesic) of its output
+distributions. The control removes as many random directions, measured the same way: a change
+beyond the control's is the model's use of the property.
 
-Masking choice: `mask_prob` of the words that are a single sub-word are replaced by the mask
-token, and accuracy is top-1 on those positions. A word of one sub-word is a whole-word
-prediction with no leak from its other sub-words, as Elazar et al.'s word-level tasks; words of
-several sub-words are never masked. The projection is applied to every token's vector at the
-layer, masked or not, as they do.
+Two settings, as Elazar et al.'s; each fits INLP on the states it is applied to:
+- normal: the input as it is; INLP is fit on the states of the labelled words, and the effect
+  is on the MLM's prediction of each (unmasked) word itself at its own position.
+- masked: `mask_prob` of the words are replaced by the mask token; INLP is fit on the states at
+  those [MASK] positions (the label is the hidden word's), and the effect is on the MLM's
+  prediction of the hidden word there.
+Positions are labelled words of a single sub-word: a whole-word prediction with no leak from
+the word's other sub-words, as Elazar et al.'s word-level tasks (words of several sub-words are
+never masked), and only labelled ones, whose property INLP removes (synthetic_agreement labels
+only the verbs). Elazar et al. mask one word per copy of the sentence (their code's
+lm_masked_encoding); here `mask_prob` of the words are masked at once, as in pre-training, so
+one forward pass serves a sentence.
+
+Where the projection sits: on the output of hidden layer l (0 = embeddings), for every token,
+masked or not, as Elazar et al. do; for the last layer, on the output of the MLM head's
+transform (dense, GELU, LayerNorm), directly before the decoder, as their code does (its
+`last_state_after_batch_norm`). Fitting reads the states at the same place.
+
+Metrics, per setting: amnesic/<setting>/mlm_accuracy, …/<inlp|random>/{mlm_accuracy, drop, kl},
+…/probe_accuracy_before, …/probe_accuracy_after, …/random/probe_accuracy, …/majority_accuracy,
+…/directions_removed.
 """
 
 from __future__ import annotations
@@ -18,135 +35,35 @@ from __future__ import annotations
 import contextlib
 import logging
 import statistics
-import warnings
 from dataclasses import dataclass
+from operator import attrgetter
 
 import numpy as np
-import scipy.linalg
 import torch
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.linear_model import LogisticRegression
-from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from bertology.analysis.context import ProbeContext
-from bertology.analysis.features import Features, encode_words, word_spans
+from bertology.analysis.features import encode_words, word_spans
+from bertology.analysis.inlp import INLPResult, fit_inlp, fit_linear_probe, random_projection
 from bertology.config.probe import AmnesicSettings
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import require
+from bertology.families import family_of_checkpoint, mlm_transform_path
 from bertology.run.figures import save_figure
 from bertology.run.tables import write_table
 
 log = logging.getLogger(__name__)
 
+SETTINGS = ("normal", "masked")
 CONDITIONS = ("original", "inlp", "random")
-PROBE_MAX_ITER = 300  # lbfgs iterations; the projected problems converge in far fewer
-RANK_TOLERANCE = 1e-8  # singular values below this share of the largest are numerical zeros
 DEV_SHARE = 0.1  # of the train words: INLP's dev set, which decides when to stop
 MAJORITY_MARGIN = 0.01  # INLP stops once its probe is within a point of the majority baseline
-
-
-# ---------------------------------------------------------------- INLP and its control
-
-
-@dataclass(frozen=True)
-class INLPResult:
-    projection: np.ndarray  # (dim, dim) P: onto the intersection of the classifiers' nullspaces
-    directions_removed: int  # rank of the removed space, dim - rank(P)
-    accuracies: list[float]  # per round: the round's classifier on dev (or its train) words
-    ranks: list[int]  # per round: directions removed after it
-
-
-def fit_linear_probe(x: np.ndarray, y: np.ndarray, seed: int) -> LogisticRegression:
-    """A multinomial logistic-regression probe (Ravfogel et al. allow any linear classifier;
-    lbfgs is far faster than LinearSVC here). Convergence warnings are expected on the late
-    INLP rounds, where nothing is left to separate. One BLAS thread: these matrices are small,
-    and OpenBLAS threads contending with torch's made a 20000 × 384 fit 7× slower (5.1 s vs
-    0.8 s on 2 cores)."""
-    probe = LogisticRegression(max_iter=PROBE_MAX_ITER, random_state=seed)
-    with warnings.catch_warnings(), threadpool_limits(1, user_api="blas"):
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        return probe.fit(x, y)
-
-
-def compute_rowspace_projection(w: np.ndarray) -> np.ndarray:
-    """(rows, dim) → (dim, dim) orthogonal projection onto span(rows) (Ravfogel's
-    get_rowspace_projection: an orthonormal basis B of Wᵀ, then B Bᵀ)."""
-    basis = scipy.linalg.orth(w.T, rcond=RANK_TOLERANCE)  # (dim, rank)
-    return basis @ basis.T
-
-
-def compute_decision_rows(probe: LogisticRegression) -> np.ndarray:
-    """(rows, dim) weights that span what the probe reads. A multinomial softmax only sees
-    differences of its class rows, so they are centred: their mean is optimiser noise and
-    would remove a direction that carries no label. Binary probes have one row."""
-    w = probe.coef_  # (classes, dim), or (1, dim) for two classes
-    return w - w.mean(axis=0, keepdims=True) if w.shape[0] > 2 else w
-
-
-def compute_nullspace_projection(rowspace_projections: list[np.ndarray], dim: int
-                                 ) -> tuple[np.ndarray, int]:
-    """Ravfogel et al.'s final formula: P = I − P_R(Σ_i P_Ri), the projection onto the
-    intersection of the nullspaces. The product of the per-round projections would not be a
-    projection when the row spaces are not orthogonal. Returns P and the removed rank."""
-    if not rowspace_projections:
-        return np.eye(dim), 0
-    summed = np.sum(rowspace_projections, axis=0)  # (dim, dim)
-    basis = scipy.linalg.orth(summed, rcond=RANK_TOLERANCE)  # (dim, removed)
-    return np.eye(dim) - basis @ basis.T, basis.shape[1]
-
-
-def fit_inlp(x: np.ndarray, y: np.ndarray, iterations: int, seed: int,
-             dev: tuple[np.ndarray, np.ndarray] | None = None,
-             min_accuracy: float | None = None) -> INLPResult:
-    """Iterative nullspace projection (Ravfogel et al., 2020, Alg. 1): each round fits a linear
-    classifier on the projected x, adds its row space W (classes × dim) to the removed space
-    and recomputes P from all of them. A round whose classifier scores no more than
-    `min_accuracy` on dev (Ravfogel's min_accuracy; Elazar et al. go on until the probe is at
-    the majority baseline) has found nothing: it removes nothing and ends INLP, as does
-    removing the whole space."""
-    x = np.asarray(x, dtype=np.float64)
-    dev_x, dev_y = (np.asarray(dev[0], dtype=np.float64), dev[1]) if dev is not None else (x, y)
-    dim = x.shape[1]
-    projections: list[np.ndarray] = []
-    projection, removed = np.eye(dim), 0
-    accuracies, ranks = [], []
-    for _ in tqdm(range(iterations), desc="INLP", leave=False):
-        probe = fit_linear_probe(x @ projection, y, seed)
-        accuracies.append(float(probe.score(dev_x @ projection, dev_y)))
-        if min_accuracy is not None and accuracies[-1] <= min_accuracy:
-            ranks.append(removed)
-            break
-        projections.append(compute_rowspace_projection(compute_decision_rows(probe)))
-        projection, removed = compute_nullspace_projection(projections, dim)
-        ranks.append(removed)
-        if removed >= dim:
-            break
-    return INLPResult(projection, removed, accuracies, ranks)
-
-
-def random_projection(dim: int, k: int, seed: int) -> np.ndarray:
-    """Elazar et al.'s control: P = I − Q Qᵀ for k random orthonormal directions Q (dim × k),
-    Haar-distributed as the QR factor of a Gaussian matrix."""
-    require(0 <= k <= dim, f"cannot remove {k} directions from a {dim}-dimensional space")
-    gaussian = np.random.default_rng(seed).standard_normal((dim, k))
-    basis, _ = np.linalg.qr(gaussian)  # (dim, k)
-    return np.eye(dim) - basis @ basis.T
+MASK_STREAMS = {"train": 0, "eval": 1}  # the masks of the two splits are independent draws
+IGNORE = -100  # target of a position that is not evaluated (the torch / transformers convention)
 
 
 # ---------------------------------------------------------------- probe data
-
-
-def load_layer_words(features: Features, sentences: list[ProbeSentence], layer: int
-                     ) -> tuple[np.ndarray, np.ndarray]:
-    """(words, dim) features and (words,) string labels of the labelled words at one layer."""
-    labels = [label for sentence in sentences for label in sentence.labels]
-    require(len(labels) == features.offsets[-1], "features and sentences disagree on the "
-            "number of words; clear paths.cache_dir/features")
-    keep = np.array([label is not None for label in labels])
-    y = np.array([label for label in labels if label is not None], dtype=object)
-    return features.layer(layer)[keep], y.astype(str)
 
 
 def subsample_words(x: np.ndarray, y: np.ndarray, limit: int | None, seed: int
@@ -181,7 +98,7 @@ def compute_probe_accuracy(x_train: np.ndarray, y_train: np.ndarray, x_eval: np.
     return float(probe.score(x_eval @ projection, y_eval))
 
 
-# ---------------------------------------------------------------- the MLM with a projected layer
+# ---------------------------------------------------------------- where the projection sits
 
 
 def layer_module(model: PreTrainedModel, layer: int) -> torch.nn.Module:
@@ -192,6 +109,17 @@ def layer_module(model: PreTrainedModel, layer: int) -> torch.nn.Module:
     if layer == 0:
         return getattr(base, "embeddings_project", base.embeddings)
     return base.encoder.layer[layer - 1]
+
+
+def projection_site(model: PreTrainedModel, layer: int) -> torch.nn.Module:
+    """The module whose output is projected, and read for fitting: hidden layer `layer` below
+    the last; for the last, the MLM head's transform (families.py's path), whose output the
+    decoder reads, as Elazar et al.'s code projects the last layer after it. (ELECTRA's
+    transform output has the embedding size, not the hidden size.)"""
+    if layer < model.config.num_hidden_layers:
+        return layer_module(model, layer)
+    path = mlm_transform_path(family_of_checkpoint(model.config.model_type))
+    return attrgetter(path)(model)
 
 
 @contextlib.contextmanager
@@ -211,133 +139,234 @@ def project_hidden(module: torch.nn.Module, projection: np.ndarray):
         handle.remove()
 
 
+# ---------------------------------------------------------------- the two settings' inputs
+
+
 @dataclass(frozen=True)
-class MaskedBatch:
-    inputs: dict[str, torch.Tensor]  # input_ids with the mask token at the masked words
-    targets: torch.Tensor  # (batch, tokens) the original token at masked positions, else -100
+class AmnesicBatch:
+    inputs: dict[str, torch.Tensor]  # input_ids, with the mask token at masked words
+    targets: torch.Tensor  # (batch, tokens) the original token at evaluated positions, else -100
+    labels: np.ndarray  # (positions,) the task label at each evaluated position, row-major
 
 
-def build_masked_batches(tokenizer: PreTrainedTokenizerBase, sentences: list[ProbeSentence],
-                         mask_prob: float, seed: int, batch_size: int, max_length: int
-                         ) -> list[MaskedBatch]:
-    """Masks `mask_prob` of the single-sub-word words (seeded), the same for every condition."""
+def select_positions(spans: list[tuple[int, int]], labels: tuple, chosen: np.ndarray
+                     ) -> tuple[list[int], list[tuple[int, str]]]:
+    """Of one sentence's words: the token positions to mask (the chosen words of one sub-word)
+    and the evaluated (position, label) pairs (those of them with a label)."""
+    masked, evaluated = [], []
+    for (first, end), label, pick in zip(spans, labels, chosen):
+        if pick and end - first == 1:
+            masked.append(first)
+            if label is not None:
+                evaluated.append((first, str(label)))
+    return masked, evaluated
+
+
+def build_setting_batches(tokenizer: PreTrainedTokenizerBase, sentences: list[ProbeSentence],
+                          setting: str, mask_prob: float, seed: int | list[int],
+                          batch_size: int, max_length: int) -> list[AmnesicBatch]:
+    """normal: every word is chosen and the input is left as it is; masked: a seeded
+    `mask_prob` of the words is chosen and the mask token replaces them. Evaluated are the
+    labelled chosen words of one sub-word (only those are masked)."""
     rng = np.random.default_rng(seed)
     batches = []
     for start in range(0, len(sentences), batch_size):
         chunk = sentences[start: start + batch_size]
         encoded = encode_words(tokenizer, chunk, max_length)
         input_ids = encoded["input_ids"].clone()  # (batch, tokens)
-        targets = torch.full_like(input_ids, -100)
+        targets = torch.full_like(input_ids, IGNORE)
+        labels = []
         for row, sentence in enumerate(chunk):
             spans = word_spans(encoded.word_ids(row), len(sentence.words))
-            chosen = rng.random(len(spans)) < mask_prob
-            for (first, end), masked in zip(spans, chosen):
-                if masked and end - first == 1:
-                    targets[row, first] = input_ids[row, first]
-                    input_ids[row, first] = tokenizer.mask_token_id
+            chosen = (rng.random(len(spans)) < mask_prob if setting == "masked"
+                      else np.ones(len(spans), dtype=bool))
+            masked, evaluated = select_positions(spans, sentence.labels, chosen)
+            for position, label in evaluated:
+                targets[row, position] = input_ids[row, position]
+                labels.append(label)
+            if setting == "masked":
+                input_ids[row, masked] = tokenizer.mask_token_id
         inputs = {"input_ids": input_ids, "attention_mask": encoded["attention_mask"]}
-        batches.append(MaskedBatch(inputs, targets))
+        batches.append(AmnesicBatch(inputs, targets, np.array(labels, dtype=str)))
     return batches
 
 
 @torch.no_grad()
-def extract_mlm_accuracy(model: PreTrainedModel, batches: list[MaskedBatch], desc: str
-                         ) -> float:
-    """Top-1 accuracy of the MLM head on the masked positions."""
+def extract_site_states(model: PreTrainedModel, site: torch.nn.Module,
+                        batches: list[AmnesicBatch], desc: str
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """(positions, dim) outputs of the projection site at the evaluated positions, and their
+    (positions,) labels: what INLP is fit on, read from the same inputs it is applied to."""
     device = next(model.parameters()).device
-    correct = total = 0
-    for batch in tqdm(batches, desc=desc, leave=False):
+    captured = []
+    handle = site.register_forward_hook(
+        lambda _module, _inputs, output: captured.append(
+            output[0] if isinstance(output, tuple) else output))
+    states = []
+    try:
+        for batch in tqdm(batches, desc=desc, leave=False):
+            model(**{k: v.to(device) for k, v in batch.inputs.items()})
+            hidden = captured.pop()  # (batch, tokens, dim)
+            states.append(hidden[batch.targets.to(device) != IGNORE].float().cpu().numpy())
+    finally:
+        handle.remove()
+    labels = np.concatenate([batch.labels for batch in batches])
+    require(len(labels) > 0, "no labelled word of one sub-word was chosen; raise "
+            "analysis.amnesic.mask_prob or the number of sentences")
+    return np.concatenate(states), labels  # (positions, dim), (positions,)
+
+
+# ---------------------------------------------------------------- the MLM's change
+
+
+def compute_kl_divergence(original_logits: torch.Tensor, amnesic_logits: torch.Tensor
+                          ) -> torch.Tensor:
+    """(n, vocab) logits twice → (n,) D_KL(p_original ‖ p_amnesic) in nats, each row's
+    Σ p (log p − log q), as Elazar et al.'s dkl (scipy's entropy(p, q)). In float64: a small
+    divergence is a difference of nearly equal log-probabilities."""
+    log_p = torch.log_softmax(original_logits.double(), dim=-1)  # (n, vocab)
+    log_q = torch.log_softmax(amnesic_logits.double(), dim=-1)  # (n, vocab)
+    return (log_p.exp() * (log_p - log_q)).sum(dim=-1)
+
+
+@torch.no_grad()
+def extract_mlm_effects(model: PreTrainedModel, site: torch.nn.Module,
+                        batches: list[AmnesicBatch], projections: dict[str, np.ndarray]
+                        ) -> dict[str, dict[str, float]]:
+    """Per condition: top-1 accuracy of the MLM at the evaluated positions with the site
+    projected, and the mean D_KL from the unprojected model's distribution there ("original":
+    no projection, D_KL 0). Every condition goes through the same code, batch by batch, so the
+    original logits are never stored whole (positions × vocab)."""
+    device = next(model.parameters()).device
+    conditions = ("original", *projections)
+    correct, divergence, total = dict.fromkeys(conditions, 0), dict.fromkeys(conditions, 0.0), 0
+    for batch in tqdm(batches, desc="MLM", leave=False):
         inputs = {k: v.to(device) for k, v in batch.inputs.items()}
-        logits = model(**inputs).logits  # (batch, tokens, vocab)
-        targets = batch.targets.to(device)
-        masked = targets != -100
-        correct += int((logits.argmax(dim=-1)[masked] == targets[masked]).sum())
-        total += int(masked.sum())
-    require(total > 0, "no word was masked; raise analysis.amnesic.mask_prob or "
-            "max_eval_sentences (only words of one sub-word are masked)")
-    return correct / total
+        evaluated = batch.targets.to(device) != IGNORE  # (batch, tokens)
+        targets = batch.targets.to(device)[evaluated]  # (n,)
+        original = model(**inputs).logits[evaluated]  # (n, vocab)
+        for condition in conditions:
+            logits = original
+            if condition != "original":
+                with project_hidden(site, projections[condition]):
+                    logits = model(**inputs).logits[evaluated]  # (n, vocab)
+            correct[condition] += int((logits.argmax(dim=-1) == targets).sum())
+            divergence[condition] += float(compute_kl_divergence(original, logits).sum())
+        total += int(evaluated.sum())
+    require(total > 0, "no labelled word of one sub-word to evaluate; raise "
+            "analysis.amnesic.mask_prob or max_eval_sentences")
+    return {c: {"mlm_accuracy": correct[c] / total, "kl": divergence[c] / total}
+            for c in conditions}
 
 
 # ---------------------------------------------------------------- the analysis
 
 
-def run_seed(ctx: ProbeContext, settings: AmnesicSettings,
-             mlm: tuple[PreTrainedModel, PreTrainedTokenizerBase], layer: int, seed: int,
-             words: dict[str, tuple[np.ndarray, np.ndarray]]) -> tuple[list[dict], list[dict]]:
-    """One seed: INLP and its random control at `layer`, their probe and MLM accuracies (a row
-    per condition), and INLP's rounds (a row per round)."""
-    (x_train, y_train), (x_eval, y_eval) = words["train"], words["eval"]
-    x_train, y_train = subsample_words(x_train, y_train, settings.max_train_words, seed)
-    (x_fit, y_fit), (x_dev, y_dev) = split_dev(x_train, y_train, seed)
-    inlp = fit_inlp(x_fit, y_fit, settings.iterations, seed, dev=(x_dev, y_dev),
-                    min_accuracy=compute_majority_accuracy(y_fit, y_dev) + MAJORITY_MARGIN)
-    log.info("seed %d: INLP removed %d directions; dev accuracy per round %s", seed,
-             inlp.directions_removed, [round(a, 3) for a in inlp.accuracies])
-    if inlp.directions_removed == x_train.shape[1]:
-        log.warning("INLP removed all %d dimensions before its probe reached the majority "
-                    "baseline: the layer is zeroed, and the random control is the same "
-                    "projection", x_train.shape[1])
-    rounds = [{"layer": layer, "seed": seed, "round": i + 1, "directions_removed": rank,
-               "probe_accuracy": accuracy}
-              for i, (rank, accuracy) in enumerate(zip(inlp.ranks, inlp.accuracies))]
-    dim = x_train.shape[1]
-    removed = inlp.directions_removed
-    projections = {"original": (np.eye(dim), 0), "inlp": (inlp.projection, removed),
-                   "random": (random_projection(dim, removed, seed), removed)}
+def extract_setting(ctx: ProbeContext, settings: AmnesicSettings,
+                    mlm: tuple[PreTrainedModel, PreTrainedTokenizerBase], site: torch.nn.Module,
+                    setting: str, seed: int) -> dict[str, tuple]:
+    """Per split: the setting's batches and the site's (positions, dim) states and labels at
+    its evaluated positions. The masked setting draws its masks from the seed."""
     model, tokenizer = mlm
-    batches = build_masked_batches(tokenizer, ctx.sentences("eval"), settings.mask_prob, seed,
-                                   ctx.config.batch_size, ctx.config.task.max_seq_length)
+    data = {}
+    for split in ("train", "eval"):
+        batches = build_setting_batches(
+            tokenizer, ctx.sentences(split), setting, settings.mask_prob,
+            [seed, MASK_STREAMS[split]], ctx.config.batch_size, ctx.config.task.max_seq_length)
+        data[split] = (batches, *extract_site_states(model, site, batches,
+                                                     desc=f"states {setting}/{split}"))
+    return data
+
+
+def fit_setting_inlp(x_train: np.ndarray, y_train: np.ndarray, iterations: int, seed: int,
+                     setting: str) -> INLPResult:
+    """INLP on one setting's train states, stopped by its dev words at the majority baseline
+    (Elazar et al.)."""
+    (x_fit, y_fit), (x_dev, y_dev) = split_dev(x_train, y_train, seed)
+    inlp = fit_inlp(x_fit, y_fit, iterations, seed, dev=(x_dev, y_dev),
+                    min_accuracy=compute_majority_accuracy(y_fit, y_dev) + MAJORITY_MARGIN)
+    log.info("%s, seed %d: INLP removed %d directions; dev accuracy per round %s", setting,
+             seed, inlp.directions_removed, [round(a, 3) for a in inlp.accuracies])
+    if inlp.directions_removed == x_train.shape[1]:
+        log.warning("%s: INLP removed all %d dimensions before its probe reached the majority "
+                    "baseline: the site is zeroed, and the random control is the same "
+                    "projection", setting, x_train.shape[1])
+    return inlp
+
+
+def run_setting(settings: AmnesicSettings, model: PreTrainedModel, site: torch.nn.Module,
+                layer: int, seed: int, setting: str, data: dict[str, tuple]
+                ) -> tuple[list[dict], list[dict]]:
+    """One seed in one setting: INLP and its random control of the same rank, their probe
+    accuracies and MLM effects (a row per condition), and INLP's rounds (a row per round)."""
+    (_, x_train, y_train), (eval_batches, x_eval, y_eval) = data["train"], data["eval"]
+    require(len(np.unique(y_train)) >= 2, f"the {setting} setting has fewer than two labels "
+            "among its train words; INLP needs a classification task")
+    x_train, y_train = subsample_words(x_train, y_train, settings.max_train_words, seed)
+    inlp = fit_setting_inlp(x_train, y_train, settings.iterations, seed, setting)
+    dim, removed = x_train.shape[1], inlp.directions_removed
+    projections = {"original": np.eye(dim), "inlp": inlp.projection,
+                   "random": random_projection(dim, removed, seed)}
+    effects = extract_mlm_effects(model, site, eval_batches,
+                                  {c: projections[c] for c in ("inlp", "random")})
     majority = compute_majority_accuracy(y_train, y_eval)
-    rows = []
-    for condition, (projection, directions) in projections.items():
-        with project_hidden(layer_module(model, layer), projection):
-            accuracy = extract_mlm_accuracy(model, batches, desc=f"MLM {condition}")
-        rows.append({
-            "condition": condition, "layer": layer, "seed": seed, "dim": dim,
-            "directions_removed": directions,
-            "probe_accuracy": compute_probe_accuracy(x_train, y_train, x_eval, y_eval,
-                                                     projection, seed),
-            "majority_accuracy": majority, "mlm_accuracy": accuracy})
+    rows = [{"setting": setting, "condition": c, "layer": layer, "seed": seed, "dim": dim,
+             "directions_removed": 0 if c == "original" else removed,
+             "probe_accuracy": compute_probe_accuracy(x_train, y_train, x_eval, y_eval,
+                                                      projections[c], seed),
+             "majority_accuracy": majority, **effects[c]} for c in CONDITIONS]
+    rounds = [{"setting": setting, "layer": layer, "seed": seed, "round": i + 1,
+               "directions_removed": rank, "probe_accuracy": accuracy}
+              for i, (rank, accuracy) in enumerate(zip(inlp.ranks, inlp.accuracies))]
     return rows, rounds
 
 
 def summarize(rows: list[dict]) -> dict[str, float]:
-    """Means over seeds; the drops are paired on each seed's masks."""
-    def mean(condition: str, key: str) -> float:
-        return statistics.fmean(r[key] for r in rows if r["condition"] == condition)
+    """Means over seeds, per setting; the drops are paired on each seed's positions, and
+    INLP's and the control's are computed alike."""
+    def mean(setting: str, condition: str, key: str) -> float:
+        return statistics.fmean(r[key] for r in rows
+                                if r["setting"] == setting and r["condition"] == condition)
 
-    original = mean("original", "mlm_accuracy")
-    return {
-        "amnesic/mlm_accuracy": original,
-        "amnesic/inlp/mlm_accuracy": mean("inlp", "mlm_accuracy"),
-        "amnesic/random/mlm_accuracy": mean("random", "mlm_accuracy"),
-        "amnesic/inlp/drop": original - mean("inlp", "mlm_accuracy"),
-        "amnesic/random/drop": original - mean("random", "mlm_accuracy"),
-        "amnesic/probe_accuracy_before": mean("original", "probe_accuracy"),
-        "amnesic/probe_accuracy_after": mean("inlp", "probe_accuracy"),
-        "amnesic/random/probe_accuracy": mean("random", "probe_accuracy"),
-        "amnesic/majority_accuracy": mean("original", "majority_accuracy"),
-        "amnesic/directions_removed": mean("inlp", "directions_removed"),
-    }
+    metrics = {}
+    for s in SETTINGS:
+        original = mean(s, "original", "mlm_accuracy")
+        metrics |= {
+            f"amnesic/{s}/mlm_accuracy": original,
+            **{f"amnesic/{s}/{c}/mlm_accuracy": mean(s, c, "mlm_accuracy") for c in CONDITIONS[1:]},
+            **{f"amnesic/{s}/{c}/drop": original - mean(s, c, "mlm_accuracy")
+               for c in CONDITIONS[1:]},
+            **{f"amnesic/{s}/{c}/kl": mean(s, c, "kl") for c in CONDITIONS[1:]},
+            f"amnesic/{s}/probe_accuracy_before": mean(s, "original", "probe_accuracy"),
+            f"amnesic/{s}/probe_accuracy_after": mean(s, "inlp", "probe_accuracy"),
+            f"amnesic/{s}/random/probe_accuracy": mean(s, "random", "probe_accuracy"),
+            f"amnesic/{s}/majority_accuracy": mean(s, "original", "majority_accuracy"),
+            f"amnesic/{s}/directions_removed": mean(s, "inlp", "directions_removed"),
+        }
+    return metrics
 
 
 def plot_conditions(rows: list[dict], title: str, ctx: ProbeContext, name: str) -> None:
-    """Two bar panels, probe accuracy (with the majority baseline) and MLM accuracy, per
-    condition; error bars are ±1 std over seeds."""
+    """A row of bar panels per setting: probe accuracy (with the majority baseline), MLM
+    accuracy and D_KL from the original, per condition; error bars are ±1 std over seeds."""
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(1, 2, figsize=(8, 3.4))
-    for axis, metric in zip(axes, ("probe_accuracy", "mlm_accuracy")):
-        values = [[r[metric] for r in rows if r["condition"] == c] for c in CONDITIONS]
-        stds = [statistics.stdev(v) if len(v) > 1 else 0.0 for v in values]
-        axis.bar(CONDITIONS, [statistics.fmean(v) for v in values], yerr=stds, capsize=4,
-                 color=["tab:gray", "tab:red", "tab:blue"])
-        axis.set_ylabel(metric)
-        axis.set_ylim(0, 1)
-        axis.grid(axis="y", alpha=0.3)
-    axes[0].axhline(rows[0]["majority_accuracy"], color="black", linestyle="--",
-                    label="majority")
-    axes[0].legend(fontsize=8)
+    panels = ("probe_accuracy", "mlm_accuracy", "kl")
+    figure, axes = plt.subplots(len(SETTINGS), len(panels), figsize=(11, 6.4), squeeze=False)
+    for row_axes, setting in zip(axes, SETTINGS):
+        for axis, metric in zip(row_axes, panels):
+            values = [[r[metric] for r in rows if r["setting"] == setting
+                       and r["condition"] == c] for c in CONDITIONS]
+            stds = [statistics.stdev(v) if len(v) > 1 else 0.0 for v in values]
+            axis.bar(CONDITIONS, [statistics.fmean(v) for v in values], yerr=stds, capsize=4,
+                     color=["tab:gray", "tab:red", "tab:blue"])
+            axis.set_ylabel(f"{setting}: {metric}")
+            axis.grid(axis="y", alpha=0.3)
+            if metric != "kl":
+                axis.set_ylim(0, 1)
+        majority = next(r["majority_accuracy"] for r in rows if r["setting"] == setting)
+        row_axes[0].axhline(majority, color="black", linestyle="--", label="majority")
+        row_axes[0].legend(fontsize=8)
     figure.suptitle(title)
     save_figure(figure, ctx.out_dir, name)
 
@@ -346,31 +375,35 @@ def run(ctx: ProbeContext, settings: AmnesicSettings) -> dict[str, float]:
     require(ctx.config.init == "pretrained", "analysis=amnesic reads the checkpoint's own MLM "
             "head; init=random would probe other weights than it runs: use init=pretrained")
     mlm = ctx.mlm_model()  # first: a checkpoint without an MLM head fails before extraction
-    require(mlm[1].mask_token_id is not None, "the tokenizer has no mask token; amnesic "
+    model, tokenizer = mlm
+    require(tokenizer.mask_token_id is not None, "the tokenizer has no mask token; amnesic "
             "probing measures masked-word accuracy")
-    features = {split: ctx.features("model", split) for split in ("train", "eval")}
-    num_layers = features["train"].num_layers
+    num_layers = model.config.num_hidden_layers
     layer = num_layers if settings.layer is None else settings.layer
     require(0 <= layer <= num_layers, f"analysis.amnesic.layer={layer} is outside 0 (embeddings)"
             f" … {num_layers}; null picks the last layer")
-    words = {split: load_layer_words(features[split], ctx.sentences(split), layer)
-             for split in ("train", "eval")}
-    require(len(np.unique(words["train"][1])) >= 2, f"task={ctx.config.task.name} has fewer "
-            "than two labels among the train words; INLP needs a classification task")
-    per_seed = [run_seed(ctx, settings, mlm, layer, seed, words) for seed in ctx.config.seeds]
-    rows = [row for seed_rows, _ in per_seed for row in seed_rows]
+    site = projection_site(model, layer)
+    # the normal setting masks nothing: its states are the same for every seed
+    normal = extract_setting(ctx, settings, mlm, site, "normal", ctx.config.seed)
+    results = []  # (rows, rounds) per seed and setting
+    for seed in ctx.config.seeds:
+        masked = extract_setting(ctx, settings, mlm, site, "masked", seed)  # the seed's masks
+        results += [run_setting(settings, model, site, layer, seed, setting, data)
+                    for setting, data in (("normal", normal), ("masked", masked))]
+    rows = [row for setting_rows, _ in results for row in setting_rows]
     name = f"amnesic_{ctx.config.task.name}"
     write_table(ctx.out_dir, name, rows)
     # INLP's per-round probe accuracy on its dev words: how fast the labels go
     write_table(ctx.out_dir, f"amnesic_rounds_{ctx.config.task.name}",
-                [row for _, seed_rounds in per_seed for row in seed_rounds])
+                [row for _, setting_rounds in results for row in setting_rounds])
     metrics = summarize(rows)
-    plot_conditions(rows, f"amnesic probing: {ctx.config.task.name}, layer {layer}, "
-                    f"{metrics['amnesic/directions_removed']:.0f} of {rows[0]['dim']} "
-                    "directions removed", ctx, name)
-    log.info("amnesic layer %d: MLM %.3f → INLP %.3f / random %.3f; probe %.3f → %.3f "
-             "(majority %.3f)", layer, metrics["amnesic/mlm_accuracy"],
-             metrics["amnesic/inlp/mlm_accuracy"], metrics["amnesic/random/mlm_accuracy"],
-             metrics["amnesic/probe_accuracy_before"], metrics["amnesic/probe_accuracy_after"],
-             metrics["amnesic/majority_accuracy"])
+    plot_conditions(rows, f"amnesic probing: {ctx.config.task.name}, layer {layer}"
+                    f"{' (after the MLM transform)' if layer == num_layers else ''}", ctx, name)
+    for s in SETTINGS:
+        log.info("amnesic %s, layer %d: MLM %.3f → INLP %.3f / random %.3f (D_KL %.4f / %.4f);"
+                 " probe %.3f → %.3f (majority %.3f)", s, layer,
+                 *(metrics[f"amnesic/{s}/{k}"] for k in (
+                     "mlm_accuracy", "inlp/mlm_accuracy", "random/mlm_accuracy", "inlp/kl",
+                     "random/kl", "probe_accuracy_before", "probe_accuracy_after",
+                     "majority_accuracy")))
     return metrics
