@@ -13,12 +13,15 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 
 from bertology.errors import UserError
+from bertology.run.replicates import read_replicates
 from bertology.run.rundir import is_finished
 from bertology.run.tracking import without_wall_clock
+from bertology.training import collectives
 from bertology.training.checkpoint import list_checkpoints
 from bertology.training.collectives import check_shardable, is_split, process_share, shard
 
@@ -90,6 +93,14 @@ def test_two_processes_match_one_and_only_rank_0_writes(tmp_path):
     # reduced in another order), which can flip one near-tie argmax (1/220 = 0.0045)
     assert metrics[1]["eval/mlm_accuracy"] == pytest.approx(metrics[0]["eval/mlm_accuracy"],
                                                             abs=0.01)
+    # the item replicates are gathered from both processes in batch order: the same sequences,
+    # so the same resamples, apart from that flipped argmax (one token in ~220, counted as
+    # often as a resample draws its sequence)
+    replicates = [read_replicates(d) for d in (one_dir, two_dir)]
+    assert replicates[0].keys() == replicates[1].keys() and replicates[0]
+    for key in replicates[0]:
+        assert np.abs(replicates[1][key] - replicates[0][key]).mean() <= 0.01
+        assert np.std(replicates[1][key]) == pytest.approx(np.std(replicates[0][key]), rel=0.2)
 
 
 def launch_two(args: list[str], run_dir: Path) -> subprocess.Popen:
@@ -148,3 +159,14 @@ def test_evaluation_batches_are_split_over_processes_unless_too_few():
     assert process_share([0], lone) == [0] and not is_split(1, lone)
     one = SimpleNamespace(num_processes=1, process_index=0)
     assert process_share(starts, one) == starts and not is_split(len(starts), one)
+
+
+def test_gathered_shares_come_back_in_the_original_order(monkeypatch):
+    """gather_shares undoes process_share: 3 processes' every-3rd items, back in order."""
+    items = list(range(8))
+    shares = [process_share(items, SimpleNamespace(num_processes=3, process_index=rank))
+              for rank in range(3)]
+    assert shares == [[0, 3, 6], [1, 4, 7], [2, 5]]
+    monkeypatch.setattr(collectives, "gather_object",
+                        lambda wrapped: [s for share in shares for s in [share]])
+    assert collectives.gather_shares(shares[0]) == items

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 from accelerate import Accelerator
-from accelerate.utils import broadcast
+from accelerate.utils import broadcast, gather_object
 
 from bertology.errors import UserError
 
@@ -53,6 +53,14 @@ def process_share(items: list, accelerator: Accelerator) -> list:
     if not is_split(len(items), accelerator):
         return items
     return items[accelerator.process_index::accelerator.num_processes]
+
+
+def gather_shares(share: list) -> list:
+    """The inverse of process_share: every process's share, back in the original order (item
+    i came from process i % N, as the (i // N)-th of its share)."""
+    shares = gather_object([share])  # one list per process, in rank order
+    processes = len(shares)
+    return [shares[i % processes][i // processes] for i in range(sum(map(len, shares)))]
 
 
 def is_split(count: int, accelerator: Accelerator) -> bool:

@@ -13,7 +13,12 @@ from accelerate import Accelerator
 from bertology.config.groups import TrainerConfig
 from bertology.data.stream import ExampleSource
 from bertology.run.replicates import compute_ratio_replicates, write_replicates
-from bertology.training.collectives import is_split, process_share, sum_over_processes
+from bertology.training.collectives import (
+    gather_shares,
+    is_split,
+    process_share,
+    sum_over_processes,
+)
 from bertology.training.objective import Objective
 
 ITEM_PREFIX = "seq_"  # per-sequence (batch,) logs: collected, not summed
@@ -37,42 +42,46 @@ class HeldOut:
                                           for s in process_share(starts, accelerator)])
         if is_split(len(starts), accelerator):
             sums = sum_over_processes(sums, accelerator)
-            items = None  # each process holds its own share of the sequences
-        self.items = items
+            # every process's per-batch counts, in batch order: the sequences one process
+            # would have scored, so the replicates match a 1-process run's
+            items = gather_shares(items)
+        self.items = {k: np.concatenate([batch[k] for batch in items]) for k in items[0]} \
+            if items and items[0] else {}
         return {f"eval/{k}": v for k, v in self.objective.metrics(sums, len(starts)).items()}
 
     def _score(self, model: torch.nn.Module, batches: list[list[dict]]
-               ) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+               ) -> tuple[dict[str, float], list[dict[str, np.ndarray]]]:
+        """Pooled sums, and per batch the per-sequence (batch,) item logs."""
         model.eval()
         sums: dict[str, float] = {}
-        items: dict[str, list[np.ndarray]] = {}
+        items: list[dict[str, np.ndarray]] = []
         with torch.no_grad():
             for examples in batches:
                 batch = {k: v.to(self.accelerator.device)
                          for k, v in self.objective.collate(examples).items()}
                 with self.accelerator.autocast():
                     _, logs = self.objective.loss(model, batch)
+                items.append({k: v.float().cpu().numpy() for k, v in logs.items()
+                              if k.startswith(ITEM_PREFIX)})
                 for key, value in logs.items():
-                    if key.startswith(ITEM_PREFIX):
-                        items.setdefault(key, []).append(value.float().cpu().numpy())
-                    else:
+                    if not key.startswith(ITEM_PREFIX):
                         sums[key] = sums.get(key, 0.0) + float(value)
         model.train()
-        return sums, {k: np.concatenate(v) for k, v in items.items()}
+        return sums, items
 
     def write_replicates(self, model: torch.nn.Module, out_dir: Path) -> None:
         """replicates/eval.csv for the objective's ratio metrics (eval/mlm_accuracy, ...). A run
-        resumed after its final evaluation evaluates once more to get the sequences' counts;
-        a multi-process run has none (each process scored a share) and writes none."""
+        resumed after its final evaluation evaluates once more to get the sequences' counts
+        (every process takes part: the counts are gathered from all of them)."""
         ratios = self.objective.item_ratios
         if not ratios:
             return
-        if self.items is None and self.accelerator.num_processes == 1:
+        if self.items is None:
             self.run(model)
         if not self.items:
             return
         columns = {f"eval/{name}": compute_ratio_replicates(self.items[num], self.items[den])
                    for name, (num, den) in ratios.items()
                    if num in self.items and den in self.items}
-        if columns:
+        if columns and self.accelerator.is_main_process:
             write_replicates(out_dir, "eval", columns)

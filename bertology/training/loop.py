@@ -190,8 +190,7 @@ def train(model: torch.nn.Module, objective: Objective, data: ExampleSource, cfg
                 raise Interrupted(f"stopped by a signal: checkpoint written at step "
                                   f"{state.step}", handover=stop.handover)
     progress.close()
-    if accelerator.is_main_process:  # the final eval's item replicates (run/replicates.py)
-        held_out.write_replicates(model, out_dir)
+    held_out.write_replicates(model, out_dir)  # the final eval's item replicates; rank 0 writes
     return _final_metrics(state)
 
 
