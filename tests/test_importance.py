@@ -20,6 +20,7 @@ from bertology.pruning.importance import (
     compute_gradient_importance,
     compute_max_weight,
     compute_random_importance,
+    split_examples,
 )
 
 HEADS = 4
@@ -220,3 +221,14 @@ def test_random_importance_is_reproducible():
 def test_unknown_attention_score_is_a_user_error():
     with pytest.raises(UserError, match="valid: confidence, entropy"):
         compute_entropy_importance(tiny_model(), make_batches(1), score="kurtosis")
+
+
+def test_a_tagging_example_with_no_scored_token_is_left_out():
+    """Its loss is 0/0: kept, it would turn every head's score into NaN."""
+    batch = {"input_ids": torch.tensor([[1, 5, 6, 2], [1, 2, 0, 0]]),
+             "attention_mask": torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]]),
+             "labels": torch.tensor([[-100, 3, 4, -100], [-100, -100, -100, -100]])}
+    examples = list(split_examples(batch))
+    assert len(examples) == 1 and examples[0]["labels"].tolist() == [[-100, 3, 4, -100]]
+    classification = {**batch, "labels": torch.tensor([0, 1])}
+    assert [e["input_ids"].shape[1] for e in split_examples(classification)] == [4, 2]

@@ -159,3 +159,14 @@ def test_a_run_with_mdl_reports_task_and_control_codes_per_layer(tmp_path):
             metrics[f"{key}/control_codelength_kbits"] - metrics[f"{key}/codelength_kbits"])
         assert f"probe/random/layer_{layer:02d}/compression" in metrics
         assert f"probe/random/layer_{layer:02d}/control_compression" not in metrics
+
+
+def test_the_mlp_code_is_finite_when_the_first_block_is_one_unit():
+    """n < 1,500: the first block is one unit, so the MLP is fit on one row, whose every
+    feature is constant; it must still give every class p > 0 on the next block."""
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(800, 32)), rng.integers(0, 5, 800)
+    settings = MLPSettings()
+    row = mdl.compute_mdl_metrics(lambda a, b, s: probes.fit_mlp(a, b, 5, settings, s),
+                                  x, y, None, 5, seed=0)
+    assert np.isfinite(row["codelength_kbits"]) and 0.5 < row["compression"] < 1.1

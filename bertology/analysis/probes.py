@@ -147,7 +147,10 @@ class MLPProbe(nn.Module):
 def fit_mlp(x: np.ndarray, y: np.ndarray, classes: int, settings: MLPSettings, seed: int):
     """Adam on cross-entropy for a fixed number of epochs; returns predict_proba."""
     torch.manual_seed(seed)
-    mean, std = x.mean(axis=0), x.std(axis=0) + 1e-6
+    # a constant feature (any feature of a one-unit fit: the online code's first block) keeps
+    # scale 1, as scikit-learn's StandardScaler does; dividing by ~0 saturated the softmax
+    mean, std = x.mean(axis=0), x.std(axis=0)
+    std = np.where(std < 1e-6, 1.0, std)
     inputs = torch.from_numpy((x - mean) / std).float()
     targets = torch.from_numpy(y)
     probe = MLPProbe(x.shape[1], settings.hidden_size, classes, settings.dropout)

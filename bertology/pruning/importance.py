@@ -88,12 +88,17 @@ def compute_gate_gradients(model: nn.Module, batch: Batch, loss_fn: LossFn,
 
 def split_examples(batch: Batch) -> Iterable[Batch]:
     """The batch's examples one by one, each cut to its own length (batches are right-padded,
-    so the padding columns are the tail): the same loss as in the batch, less work."""
+    so the padding columns are the tail): the same loss as in the batch, less work. A tagging
+    example with no scored token (every label -100, cross-entropy's ignore index) is left
+    out: its loss is 0/0."""
     lengths = batch["attention_mask"].sum(dim=1).tolist()  # (batch,)
     width = batch["input_ids"].shape[1]
     for i, length in enumerate(lengths):
-        yield {key: value[i: i + 1, :length] if value.dim() > 1 and value.shape[1] == width
-               else value[i: i + 1] for key, value in batch.items()}
+        example = {key: value[i: i + 1, :length] if value.dim() > 1 and value.shape[1] == width
+                   else value[i: i + 1] for key, value in batch.items()}
+        labels = example.get("labels")
+        if labels is None or labels.dim() == 1 or bool((labels != -100).any()):
+            yield example
 
 
 def compute_gradient_importance(model: nn.Module, batches: Iterable[Batch], loss_fn: LossFn,
