@@ -228,7 +228,8 @@ def test_without_a_subsample_the_linear_seeds_vary_only_the_control_labels(linea
         assert len({r["accuracy"] for r in layer_rows}) == 1
     assert any(len({r["control_accuracy"] for r in layer_rows}) > 1
                for layer_rows in by_layer.values())
-    data = probes.ProbeData(probes.Units(np.zeros(500), np.zeros(500), []), None, 2, None)
+    data = probes.ProbeData(probes.Units(np.zeros(500), np.zeros(500), ["w"] * 500), None, 2,
+                            None)
     settings = LinearSettings(max_train_words=None)
     assert probes.seeds_vary_only_the_control("linear", settings, data, [0, 1])
     assert not probes.seeds_vary_only_the_control("linear", LinearSettings(max_train_words=100),

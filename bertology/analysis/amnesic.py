@@ -47,6 +47,7 @@ from bertology.analysis.context import ProbeContext
 from bertology.analysis.features import encode_words, word_spans
 from bertology.analysis.inlp import INLPResult, fit_inlp, fit_linear_probe, random_projection
 from bertology.config.probe import AmnesicSettings
+from bertology.data.encode import IGNORE
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import require
 from bertology.families import family_of_checkpoint, mlm_transform_path
@@ -60,7 +61,6 @@ CONDITIONS = ("original", "inlp", "random")
 DEV_SHARE = 0.1  # of the train words: INLP's dev set, which decides when to stop
 MAJORITY_MARGIN = 0.01  # INLP stops once its probe is within a point of the majority baseline
 MASK_STREAMS = {"train": 0, "eval": 1}  # the masks of the two splits are independent draws
-IGNORE = -100  # target of a position that is not evaluated (the torch / transformers convention)
 
 
 # ---------------------------------------------------------------- probe data

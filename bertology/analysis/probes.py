@@ -286,9 +286,8 @@ def run_probes(ctx, settings, kind: str, prefix: str) -> dict[str, float]:
 
 def seeds_vary_only_the_control(kind: str, settings, data: ProbeData, seeds: list) -> bool:
     """Whether the probe seeds change nothing but the control labels: a linear probe (L-BFGS
-    from zero on a convex objective) on every training word, no subsample to draw."""
-    everything = settings.max_train_words is None or \
-        settings.max_train_words >= len(data.train.labels)
+    from zero on a convex objective) on every training word (`sample` draws no subsample)."""
+    everything = sample(data.train, settings.max_train_words, seed=0) is data.train
     return kind == "linear" and everything and len(seeds) > 1
 
 

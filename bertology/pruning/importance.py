@@ -24,6 +24,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from bertology.data.encode import IGNORE
 from bertology.errors import require
 from bertology.models.task_model import INPUT_KEYS
 from bertology.pruning.heads import HeadGates, build_gates, encoder_layers, kept_heads
@@ -89,7 +90,7 @@ def compute_gate_gradients(model: nn.Module, batch: Batch, loss_fn: LossFn,
 def split_examples(batch: Batch) -> Iterable[Batch]:
     """The batch's examples one by one, each cut to its own length (batches are right-padded,
     so the padding columns are the tail): the same loss as in the batch, less work. A tagging
-    example with no scored token (every label -100, cross-entropy's ignore index) is left
+    example with no scored token (every label IGNORE, cross-entropy's ignore index) is left
     out: its loss is 0/0."""
     lengths = batch["attention_mask"].sum(dim=1).tolist()  # (batch,)
     width = batch["input_ids"].shape[1]
@@ -97,7 +98,7 @@ def split_examples(batch: Batch) -> Iterable[Batch]:
         example = {key: value[i: i + 1, :length] if value.dim() > 1 and value.shape[1] == width
                    else value[i: i + 1] for key, value in batch.items()}
         labels = example.get("labels")
-        if labels is None or labels.dim() == 1 or bool((labels != -100).any()):
+        if labels is None or labels.dim() == 1 or bool((labels != IGNORE).any()):
             yield example
 
 

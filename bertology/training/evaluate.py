@@ -24,6 +24,13 @@ from bertology.training.objective import Objective
 ITEM_PREFIX = "seq_"  # per-sequence (batch,) logs: collected, not summed
 
 
+def concatenate_items(batches: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Per-batch (batch,) item logs → one (sequences,) array per key, in batch order."""
+    if not batches or not batches[0]:
+        return {}
+    return {key: np.concatenate([batch[key] for batch in batches]) for key in batches[0]}
+
+
 class HeldOut:
     """Evaluates on the first eval_batches batches of the held-out examples. With several
     processes each evaluates every N-th batch and the per-batch sums are pooled: the same
@@ -45,8 +52,7 @@ class HeldOut:
             # every process's per-batch counts, in batch order: the sequences one process
             # would have scored, so the replicates match a 1-process run's
             items = gather_shares(items)
-        self.items = {k: np.concatenate([batch[k] for batch in items]) for k in items[0]} \
-            if items and items[0] else {}
+        self.items = concatenate_items(items)
         return {f"eval/{k}": v for k, v in self.objective.metrics(sums, len(starts)).items()}
 
     def _score(self, model: torch.nn.Module, batches: list[list[dict]]
