@@ -28,7 +28,6 @@ from bertology.analysis import amnesic
 from bertology.analysis.amnesic import (
     build_setting_batches,
     compute_kl_divergence,
-    compute_majority_accuracy,
     extract_mlm_effects,
     extract_site_states,
     layer_module,
@@ -38,6 +37,7 @@ from bertology.analysis.amnesic import (
 )
 from bertology.analysis.features import word_spans
 from bertology.analysis.inlp import (
+    compute_majority_accuracy,
     compute_nullspace_projection,
     compute_rowspace_projection,
     fit_inlp,

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import compose_config
 
-from bertology.analysis import attention
+from bertology.analysis import attention, dependency_heads
 from bertology.analysis.attention import PATTERNS, STATS
 from bertology.data.probe_sentences import ProbeSentence
 
@@ -104,9 +104,9 @@ def gold_head_maps(sentence: ProbeSentence) -> np.ndarray:
 
 
 def test_a_head_pointing_at_gold_heads_scores_one_and_offsets_are_counted():
-    relations = attention.count_relations([gold_head_maps(s) for s in TREES], TREES)
+    relations = dependency_heads.count_relations([gold_head_maps(s) for s in TREES], TREES)
     assert "root" not in relations  # the root has no head word
-    rows = {r: attention.build_dependency_row(r, counts) for r, counts in relations.items()}
+    rows = {r: dependency_heads.build_dependency_row(r, counts) for r, counts in relations.items()}
     for row in rows.values():
         assert row["best_accuracy"] == pytest.approx(1.0)
         assert (row["best_layer"], row["best_head"], row["direction"]) == (1, 0, "dep->head")
@@ -127,9 +127,9 @@ def test_the_best_head_and_offset_are_chosen_on_one_half_and_scored_on_the_other
     """Chosen where head 0 is gold, scored where head 0 points at the previous word: the
     held-out accuracy is head 0's there (by hand: the dependents whose head is word i − 1,
     none in TREES), not the 1.0 it had where it was chosen nor head 1's 1.0 there."""
-    select = attention.count_relations([gold_head_maps(s) for s in TREES], TREES)["all"]
-    score = attention.count_relations([swapped_head_maps(s) for s in TREES], TREES)["all"]
-    row = attention.build_dependency_row("all", select, score)
+    select = dependency_heads.count_relations([gold_head_maps(s) for s in TREES], TREES)["all"]
+    score = dependency_heads.count_relations([swapped_head_maps(s) for s in TREES], TREES)["all"]
+    row = dependency_heads.build_dependency_row("all", select, score)
     assert (row["best_layer"], row["best_head"], row["direction"]) == (1, 0, "dep->head")
     assert row["selection_accuracy"] == pytest.approx(1.0)
     assert sum(h == j for s in TREES for j, h in enumerate(s.heads) if h > 0) == 0
@@ -142,7 +142,7 @@ def test_head_to_dependent_direction_reads_the_columns():
     rows[0, 3] = 1.0  # word 0 attends to word 2: word 2's predicted head (transposed) is 0
     rows[1, 2] = 1.0  # word 1 attends to itself, which is ignored
     rows[2, 0] = 1.0
-    dep_to_head, head_to_dep = attention.predict_heads(build_map(rows))
+    dep_to_head, head_to_dep = dependency_heads.predict_heads(build_map(rows))
     assert head_to_dep[0, 0, 2] == 0
     assert dep_to_head[0, 0, 0] == 2
 

@@ -45,7 +45,15 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from bertology.analysis.context import ProbeContext
 from bertology.analysis.features import encode_words, word_spans
-from bertology.analysis.inlp import INLPResult, fit_inlp, fit_linear_probe, random_projection
+from bertology.analysis.inlp import (
+    INLPResult,
+    compute_majority_accuracy,
+    compute_probe_accuracy,
+    fit_inlp,
+    random_projection,
+    split_dev,
+    subsample_words,
+)
 from bertology.config.probe import AmnesicSettings
 from bertology.data.encode import IGNORE
 from bertology.data.probe_sentences import ProbeSentence
@@ -58,44 +66,8 @@ log = logging.getLogger(__name__)
 
 SETTINGS = ("normal", "masked")
 CONDITIONS = ("original", "inlp", "random")
-DEV_SHARE = 0.1  # of the train words: INLP's dev set, which decides when to stop
 MAJORITY_MARGIN = 0.01  # INLP stops once its probe is within a point of the majority baseline
 MASK_STREAMS = {"train": 0, "eval": 1}  # the masks of the two splits are independent draws
-
-
-# ---------------------------------------------------------------- probe data
-
-
-def subsample_words(x: np.ndarray, y: np.ndarray, limit: int | None, seed: int
-                    ) -> tuple[np.ndarray, np.ndarray]:
-    if limit is None or limit >= len(y):
-        return x, y
-    keep = np.sort(np.random.default_rng(seed).choice(len(y), size=limit, replace=False))
-    return x[keep], y[keep]
-
-
-def split_dev(x: np.ndarray, y: np.ndarray, seed: int
-              ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
-    """A seeded DEV_SHARE of the train words for INLP's stopping rule, so the eval words that
-    score the probes after INLP take no part in choosing how much INLP removes."""
-    order = np.random.default_rng(seed).permutation(len(y))
-    cut = max(1, int(len(y) * DEV_SHARE))
-    dev, train = order[:cut], order[cut:]
-    return (x[train], y[train]), (x[dev], y[dev])
-
-
-def compute_majority_accuracy(y_train: np.ndarray, y_eval: np.ndarray) -> float:
-    """Accuracy of always predicting the commonest train label: where INLP should leave a
-    probe (Elazar et al. run it until the probe is at the majority baseline)."""
-    values, counts = np.unique(y_train, return_counts=True)
-    return float(np.mean(y_eval == values[np.argmax(counts)]))
-
-
-def compute_probe_accuracy(x_train: np.ndarray, y_train: np.ndarray, x_eval: np.ndarray,
-                           y_eval: np.ndarray, projection: np.ndarray, seed: int) -> float:
-    """A probe retrained from scratch on projected features, scored on projected eval words."""
-    probe = fit_linear_probe(x_train @ projection, y_train, seed)
-    return float(probe.score(x_eval @ projection, y_eval))
 
 
 # ---------------------------------------------------------------- where the projection sits

@@ -10,12 +10,8 @@ max_sentences eval sentences ([CLS]/[SEP] rows left out, as the brief asks):
   (prev/next over the rows that have a previous/next word, so a head that always looks one
   word back scores prev = 1), and the entropy of each row in nats (natural log, as Clark et
   al.'s notebook);
-- dependency heads (§4.2): a head predicts for each dependent the word it attends to most
-  (argmax over the sentence's words, [CLS]/[SEP] and the word itself excluded, as Clark et
-  al.'s attn_head_predictor), dep→head; or the word that attends to the dependent most,
-  head→dep (their "transpose"). The best head per relation in either direction is reported
-  against the best fixed offset (predict word i + k, k in OFFSETS, chosen per relation).
-  Root dependents have no head word and are left out; "all" pools the other relations.
+- dependency heads (§4.2, dependency_heads.py): each relation's best head against the best
+  fixed offset;
 - with compare_to: 1 − the mean cosine between the two models' flattened maps per head.
 
 Kovaleva et al.'s five classes. They trained a CNN on 400 hand-labelled maps; this module
@@ -49,13 +45,12 @@ from __future__ import annotations
 
 import logging
 import unicodedata
-from collections import Counter
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 
 import numpy as np
-from tqdm.auto import tqdm
 
+from bertology.analysis.dependency_heads import run_dependencies
+from bertology.analysis.features import iter_attention_maps
 from bertology.analysis.head_similarity import compute_head_distances
 from bertology.config.probe import AttentionSettings
 from bertology.data.probe_sentences import ProbeSentence
@@ -68,7 +63,6 @@ log = logging.getLogger(__name__)
 
 STATS = ("cls", "sep", "punct", "self", "prev", "next", "entropy")
 PATTERNS = ("vertical", "diagonal", "vertical_diagonal", "block", "heterogeneous")
-OFFSETS = tuple(k for k in range(-5, 6) if k != 0)  # baseline: head = word i + k
 DOMINANT = 0.6
 MIXED_PART = 0.25
 SAME_BLOCK_OVERLAP = 0.5
@@ -128,85 +122,6 @@ def compute_cosine_change(maps: Iterable[np.ndarray], other: Iterable[np.ndarray
         norms = np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1)
         total, count = total + (a * b).sum(-1) / np.maximum(norms, 1e-12), count + 1
     return 1.0 - total / max(count, 1)
-
-
-# ---------------------------------------------------------------- dependency heads
-
-
-@dataclass
-class RelationCounts:
-    """Dependents of one relation, and how many each head / each offset gets right."""
-
-    count: int = 0
-    dep_to_head: np.ndarray | float = 0.0  # (layers, heads) correct
-    head_to_dep: np.ndarray | float = 0.0
-    offsets: Counter = field(default_factory=Counter)  # head − dependent → dependents
-
-
-def predict_heads(maps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(layers, heads, n) 0-based predicted head word per dependent, dep→head and head→dep
-    (Clark et al.: self, [CLS] and [SEP] ignored)."""
-    n = maps.shape[-1] - 2
-    words = maps[:, :, 1:n + 1, 1:n + 1].copy()  # (layers, heads, n, n)
-    words[:, :, np.arange(n), np.arange(n)] = 0.0
-    return words.argmax(-1), words.swapaxes(-1, -2).argmax(-1)
-
-
-def count_relations(maps: Iterable[np.ndarray], sentences: list[ProbeSentence]
-                    ) -> dict[str, RelationCounts]:
-    """Per relation (and "all"): dependents, correct predictions per head, gold offsets."""
-    relations: dict[str, RelationCounts] = {}
-    for sentence_maps, sentence in zip(maps, sentences):
-        dep_to_head, head_to_dep = predict_heads(sentence_maps)
-        gold = np.array(sentence.heads) - 1  # 0-based head word, -1 for the root
-        deprels = np.array(sentence.deprels)
-        for relation in ["all", *sorted(set(sentence.deprels))]:
-            chosen = np.flatnonzero((gold >= 0) & ((deprels == relation) | (relation == "all")))
-            if not chosen.size:
-                continue
-            counts = relations.setdefault(relation, RelationCounts())
-            counts.count += chosen.size
-            counts.dep_to_head = counts.dep_to_head + (dep_to_head[..., chosen] == gold[chosen]
-                                                       ).sum(-1)
-            counts.head_to_dep = counts.head_to_dep + (head_to_dep[..., chosen] == gold[chosen]
-                                                       ).sum(-1)
-            counts.offsets.update((gold[chosen] - chosen).tolist())
-    return relations
-
-
-def compute_offset_baseline(offsets: Counter, count: int) -> tuple[int, float]:
-    """The best fixed offset k (OFFSETS) for one relation and its accuracy."""
-    best = max(OFFSETS, key=lambda k: (offsets[k], -abs(k)))
-    return best, offsets[best] / max(count, 1)
-
-
-def compute_head_rates(counts: RelationCounts) -> dict[str, np.ndarray]:
-    """Per direction, every head's accuracy (layers, heads) on one relation."""
-    return {"dep->head": np.asarray(counts.dep_to_head) / counts.count,
-            "head->dep": np.asarray(counts.head_to_dep) / counts.count}
-
-
-def build_dependency_row(relation: str, select: RelationCounts,
-                         score: RelationCounts | None = None) -> dict:
-    """Clark et al.'s Table 1 row: the best head in either direction vs the best offset.
-
-    Both are chosen on `select` and scored on `score` (held-out sentences): the best of
-    2·L·H heads scored on the sentences it was picked on is biased upwards (issue 19 measured
-    MiniLM's nsubj at 0.610 on the choosing half, 0.520 on the other), and so, less, is the
-    best of 10 offsets. Without `score` both are scored where chosen, as Clark et al. report
-    them."""
-    score = select if score is None else score
-    chosen = compute_head_rates(select)
-    direction = max(chosen, key=lambda d: chosen[d].max())
-    layer, head = np.unravel_index(chosen[direction].argmax(), chosen[direction].shape)
-    offset, _ = compute_offset_baseline(select.offsets, select.count)
-    scored = compute_head_rates(score)
-    return {"relation": relation, "count": score.count, "select_count": select.count,
-            "best_layer": int(layer) + 1, "best_head": int(head), "direction": direction,
-            "best_accuracy": float(scored[direction][layer, head]),
-            "selection_accuracy": float(chosen[direction].max()),
-            "baseline_offset": offset,
-            "baseline_accuracy": score.offsets[offset] / max(score.count, 1)}
 
 
 # ---------------------------------------------------------------- Kovaleva patterns
@@ -283,17 +198,12 @@ def plot_pattern_heatmap(classes: np.ndarray, title: str, out_dir, name: str):
 # ---------------------------------------------------------------- the analysis
 
 
-def iter_maps(features, indices: Iterable[int], desc: str) -> Iterator[np.ndarray]:
-    """(layers, heads, n + 2, n + 2) maps of the given sentences, read one at a time."""
-    for i in tqdm(list(indices), desc=desc, unit="sentence"):
-        yield features.attention_map(i)
-
-
 def run_head_stats(ctx, settings: AttentionSettings, features, sentences) -> dict[str, float]:
     """Clark et al.'s §3 statistics per head, and the cosine change with compare_to."""
     task, count = ctx.config.task.name, len(sentences)
     puncts = [build_punctuation_mask(s) for s in sentences]
-    stats = compute_head_stats(iter_maps(features, range(count), "attention stats"), puncts)
+    maps = iter_attention_maps(features, range(count), "attention stats")
+    stats = compute_head_stats(maps, puncts)
     columns = {name: stats[..., k] for k, name in enumerate(STATS)}  # each (layers, heads)
     if ctx.config.compare_to is not None:
         other = ctx.features("compare", "eval")
@@ -302,8 +212,8 @@ def run_head_stats(ctx, settings: AttentionSettings, features, sentences) -> dic
                 f"{other.num_heads} heads, the model {features.num_layers} × "
                 f"{features.num_heads}; compare checkpoints of one architecture")
         columns["change"] = compute_cosine_change(
-            iter_maps(features, range(count), "change: model"),
-            iter_maps(other, range(count), "change: compare"))
+            iter_attention_maps(features, range(count), "change: model"),
+            iter_attention_maps(other, range(count), "change: compare"))
     layers, heads = stats.shape[:2]
     write_table(ctx.out_dir, f"attention_heads_{task}", [
         {"layer": layer + 1, "head": head, **{k: float(v[layer, head]) for k, v in
@@ -339,39 +249,6 @@ def log_top_heads(columns: dict[str, np.ndarray]) -> None:
                  columns[name][layer, head])
 
 
-def count_half(features, sentences: list[ProbeSentence], half: int
-               ) -> dict[str, RelationCounts]:
-    """count_relations over the even (half=0) or odd (half=1) sentences."""
-    indices = range(half, len(sentences), 2)
-    return count_relations(iter_maps(features, indices, f"attention deps ({half + 1}/2)"),
-                           [sentences[i] for i in indices])
-
-
-def run_dependencies(ctx, settings: AttentionSettings, features, sentences
-                     ) -> dict[str, float]:
-    """Clark et al.'s §4.2: each relation's best head against the best fixed offset, both
-    chosen on the even sentences and scored on the odd ones (split-half)."""
-    if any(s.heads is None or s.deprels is None for s in sentences):
-        log.info("attention: task %s has no dependency trees; dependency heads skipped",
-                 ctx.config.task.name)
-        return {}
-    select, score = count_half(features, sentences, 0), count_half(features, sentences, 1)
-    relations = sorted(set(select) & set(score), key=lambda r: (r != "all", -score[r].count, r))
-    rows = [build_dependency_row(r, select[r], score[r]) for r in relations]
-    write_table(ctx.out_dir, f"attention_deps_{ctx.config.task.name}", rows)
-    metrics = {}
-    for row in rows:
-        # fewer held-out dependents stay in the table but get no metric (Clark et al. list
-        # relations with at least 100)
-        if row["count"] >= settings.min_dependents:
-            metrics[f"attention/deps/{row['relation']}/accuracy"] = row["best_accuracy"]
-            metrics[f"attention/deps/{row['relation']}/baseline"] = row["baseline_accuracy"]
-            log.info("%-10s %5d  head %d-%d %s %.3f | offset %+d %.3f", row["relation"],
-                     row["count"], row["best_layer"], row["best_head"], row["direction"],
-                     row["best_accuracy"], row["baseline_offset"], row["baseline_accuracy"])
-    return metrics
-
-
 def run_patterns(ctx, settings: AttentionSettings, features, sentences) -> dict[str, float]:
     """Kovaleva et al.'s classes: each head's majority class and the share of each class."""
     task = ctx.config.task.name
@@ -382,7 +259,7 @@ def run_patterns(ctx, settings: AttentionSettings, features, sentences) -> dict[
                  KOVALEVA_MIN_WORDS)
         return {}
     puncts = [build_punctuation_mask(sentences[i]) for i in chosen]
-    counts, masses = count_patterns(iter_maps(features, chosen, "attention patterns"),
+    counts, masses = count_patterns(iter_attention_maps(features, chosen, "attention patterns"),
                                     puncts)  # (layers, heads, classes), (layers, heads, 3)
     majority = counts.argmax(-1)  # (layers, heads)
     shares = counts / counts.sum(-1, keepdims=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,6 +73,13 @@ class Features:
         start = int(self.attention_offsets[index])
         block = self.attention[start: start + self.num_layers * self.num_heads * n * n]
         return np.asarray(block, dtype=np.float32).reshape(self.num_layers, self.num_heads, n, n)
+
+
+def iter_attention_maps(features: Features, indices: Iterable[int], desc: str
+                        ) -> Iterator[np.ndarray]:
+    """(layers, heads, n + 2, n + 2) maps of the given sentences, read one at a time."""
+    for i in tqdm(list(indices), desc=desc, unit="sentence"):
+        yield features.attention_map(i)
 
 
 # ---------------------------------------------------------------- sub-words → words

@@ -1,5 +1,6 @@
 """Iterative nullspace projection (INLP; Ravfogel et al., 2020) and its control, k random
-directions: the removal step of amnesic probing (amnesic.py).
+directions: the removal step of amnesic probing (amnesic.py), and the probes' words (a seeded
+subsample, INLP's dev split, the majority baseline, a probe on projected states).
 
 INLP fits a linear probe, removes the space its weights span, and repeats on the projected
 states until a probe does no better than the majority baseline; what is left is the projection
@@ -22,6 +23,7 @@ from bertology.errors import require
 
 PROBE_MAX_ITER = 300  # lbfgs iterations; the projected problems converge in far fewer
 RANK_TOLERANCE = 1e-8  # singular values below this share of the largest are numerical zeros
+DEV_SHARE = 0.1  # of the train words: INLP's dev set, which decides when to stop
 
 
 @dataclass(frozen=True)
@@ -107,3 +109,38 @@ def random_projection(dim: int, k: int, seed: int) -> np.ndarray:
     gaussian = np.random.default_rng(seed).standard_normal((dim, k))
     basis, _ = np.linalg.qr(gaussian)  # (dim, k)
     return np.eye(dim) - basis @ basis.T
+
+
+# ---------------------------------------------------------------- the probes' words
+
+
+def subsample_words(x: np.ndarray, y: np.ndarray, limit: int | None, seed: int
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    if limit is None or limit >= len(y):
+        return x, y
+    keep = np.sort(np.random.default_rng(seed).choice(len(y), size=limit, replace=False))
+    return x[keep], y[keep]
+
+
+def split_dev(x: np.ndarray, y: np.ndarray, seed: int
+              ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """A seeded DEV_SHARE of the train words for INLP's stopping rule, so the eval words that
+    score the probes after INLP take no part in choosing how much INLP removes."""
+    order = np.random.default_rng(seed).permutation(len(y))
+    cut = max(1, int(len(y) * DEV_SHARE))
+    dev, train = order[:cut], order[cut:]
+    return (x[train], y[train]), (x[dev], y[dev])
+
+
+def compute_majority_accuracy(y_train: np.ndarray, y_eval: np.ndarray) -> float:
+    """Accuracy of always predicting the commonest train label: where INLP should leave a
+    probe (Elazar et al. run it until the probe is at the majority baseline)."""
+    values, counts = np.unique(y_train, return_counts=True)
+    return float(np.mean(y_eval == values[np.argmax(counts)]))
+
+
+def compute_probe_accuracy(x_train: np.ndarray, y_train: np.ndarray, x_eval: np.ndarray,
+                           y_eval: np.ndarray, projection: np.ndarray, seed: int) -> float:
+    """A probe retrained from scratch on projected features, scored on projected eval words."""
+    probe = fit_linear_probe(x_train @ projection, y_train, seed)
+    return float(probe.score(x_eval @ projection, y_eval))
