@@ -38,11 +38,11 @@ from bertology.analysis.features import (  # noqa: E402
     load_features,
 )
 from bertology.analysis.probes import build_units, compute_accuracy, fit_logistic, label_set  # noqa: E402
+from bertology.config.files import resolve_checkpoint  # noqa: E402
 from bertology.config.groups import TaskConfig  # noqa: E402
 from bertology.config.probe import LinearSettings  # noqa: E402
 from bertology.data.probe_sentences import load_probe_sentences  # noqa: E402
 from bertology.data.tokenizers import load_pretrained_tokenizer  # noqa: E402
-from bertology.models.build import resolve_checkpoint  # noqa: E402
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 BATCH, MAX_LENGTH = 32, 128

@@ -24,6 +24,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from bertology.config.compose import CONF_DIR
 from bertology.config.distill import load_distill_config
+from bertology.config.files import check_writable_folder
 from bertology.config.finetune import load_finetune_config
 from bertology.config.pretrain import load_pretrain_config
 from bertology.config.probe import load_probe_config
@@ -117,6 +118,7 @@ def precheck(pipeline: str, overrides: list[str]) -> list[str]:
         raise UserError(_one_line(err)) from err
     CONFIG_CHECKS[pipeline](cfg)
     run_dirs = [o.split("=", 1)[1] for o in overrides if o.startswith("hydra.run.dir=")]
+    check_writable_folder(Path(run_dirs[-1] if run_dirs else "outputs"), "hydra.run.dir")
     if run_dirs and is_main_process():  # before Hydra writes into a dir another run is using
         check_not_in_use(Path(run_dirs[-1]))
     elif str(cfg.get("resume")).lower() == "true":

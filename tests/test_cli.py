@@ -37,7 +37,7 @@ def test_every_group_option_composes_and_checks(group):
     for option in _group_options(group):
         overrides = [f"{group}={option}"]
         if option == "files":
-            overrides.append("data.files=[x.txt]")
+            overrides.append(f"data.files=[{REPO / 'README.md'}]")  # a text file that exists
         if option == "hub":
             overrides.append("data.path=json")
         if group == "model" and option == "roberta":

@@ -19,10 +19,10 @@ from transformers import (
     BertForSequenceClassification,
 )
 
-from bertology.config.distill import KDConfig, StudentConfig, load_distill_config
+from bertology.config.distill import KDConfig, StudentConfig, choose_layers, load_distill_config
 from bertology.config.groups import HeadConfig, SizeConfig, TrainerConfig
 from bertology.errors import UserError
-from bertology.models.student import build_student, choose_layers, default_layer_map
+from bertology.models.student import build_student, default_layer_map
 from bertology.models.task_model import TaskModel
 from bertology.objectives import kd
 from bertology.objectives.kd import compute_attention_mse, compute_hidden_mse, compute_kd_loss

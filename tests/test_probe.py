@@ -47,7 +47,7 @@ def test_several_analyses_compose_side_by_side():
 
 @pytest.mark.parametrize("overrides,words", [
     (["pooling=last"], "pooling"),
-    (["seeds=[0,0]"], "repeats"),
+    (["seeds=[0,0]"], "lists 0 twice"),
     (["analysis.linear.c=0"], "analysis.linear.c"),
     (["analysis=structural", "analysis.structural.probes=[width]"], "probes"),
     (["analysis=cloze", "analysis.cloze.suites=[winograd]"], "suites"),

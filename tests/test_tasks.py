@@ -23,8 +23,8 @@ def task_config(name: str, *overrides: str):
 
 @pytest.fixture(scope="module")
 def minilm_tokenizer():
+    from bertology.config.files import resolve_checkpoint
     from bertology.data.tokenizers import load_pretrained_tokenizer
-    from bertology.models.build import resolve_checkpoint
 
     return load_pretrained_tokenizer(resolve_checkpoint(MINILM))
 

@@ -17,11 +17,12 @@ import torch
 from transformers import AutoModel, AutoModelForMaskedLM, PreTrainedModel, PreTrainedTokenizerBase
 
 from bertology.analysis.features import Features, extract_or_load, fingerprint_model, fits
+from bertology.config.files import resolve_checkpoint
 from bertology.config.probe import ProbeConfig
 from bertology.data.probe_sentences import ProbeSentence, ProbeSplits
 from bertology.errors import UserError, require
 from bertology.families import family_of_checkpoint
-from bertology.models.build import load_checkpoint_config, resolve_checkpoint
+from bertology.models.build import load_checkpoint_config
 from bertology.models.weights import load_safetensors_model
 
 log = logging.getLogger(__name__)

@@ -8,11 +8,21 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from bertology.config.checks import build_group, one_of, resolve_container, resolve_paths
+from bertology.config.checks import (
+    TrainingRunKeys,
+    build_group,
+    build_top_level,
+    check_seeds,
+    one_of,
+    resolve_container,
+    resolve_paths,
+)
+from bertology.config.files import check_task_files, read_checkpoint
 from bertology.config.groups import (
     HeadConfig,
     LoggerConfig,
     ModelConfig,
+    ObjectiveConfig,
     SizeConfig,
     TaskConfig,
     TrainerConfig,
@@ -42,7 +52,6 @@ class FinetuneConfig:
                 f"eval_shuffled_words=true shuffles the words of classification inputs; "
                 f"task={self.task.name} is a {self.task.kind} task")
         one_of(self.resume, ("auto", "true", "false"), "resume")
-        require(len(set(self.seeds)) == len(self.seeds), f"seeds={self.seeds} repeats a seed")
         require(self.init == "pretrained" or self.model.name_or_path is not None,
                 "init=random draws new weights for a checkpoint's architecture; set "
                 "model.name_or_path (a random model of size= is what model.name_or_path=null "
@@ -63,28 +72,43 @@ def build_finetune_cfg(container: dict, model: dict, size: dict, trainer: dict, 
     })
 
 
+GROUPS = ("objective", "model", "size", "task", "head", "trainer", "logger", "paths")
+
+
+@dataclass
+class FinetuneRunKeys(TrainingRunKeys):
+    seeds: list[int] | None = None  # random restarts: mean/std/median/best-on-dev (BERT §4.1)
+    init: str = "pretrained"
+    eval_shuffled_words: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_seeds(self.seeds)
+
+
 def load_finetune_config(cfg: DictConfig) -> FinetuneConfig:
     """Check a composed `finetune` config and return its typed view (raises UserError)."""
     container = resolve_container(cfg)
+    run = build_top_level(FinetuneRunKeys, container, GROUPS)
     data_dir, cache_dir = resolve_paths(container)
-    seeds = container.get("seeds")
-    require(seeds is None or (isinstance(seeds, list) and seeds
-                              and all(isinstance(s, int) for s in seeds)),
-            f"seeds={seeds!r} must be a non-empty list of integers, e.g. seeds=[0,1,2]")
-    shuffled = container.get("eval_shuffled_words", False)
-    require(isinstance(shuffled, bool), f"eval_shuffled_words={shuffled!r} must be true or false")
-    return FinetuneConfig(
+    if "objective" in container:  # composed for model/*.yaml's sake; checked all the same
+        build_group(ObjectiveConfig, container["objective"], "objective")
+    config = FinetuneConfig(
         model=build_group(ModelConfig, container["model"], "model"),
         size=build_group(SizeConfig, container["size"], "size"),
         task=build_group(TaskConfig, container["task"], "task"),
         head=build_group(HeadConfig, container["head"], "head"),
         trainer=build_group(TrainerConfig, container["trainer"], "trainer"),
         logger=build_group(LoggerConfig, container["logger"], "logger"),
-        seed=int(container["seed"]),
-        seeds=list(seeds) if seeds else [int(container["seed"])],
-        init=str(container["init"]),
-        resume=str(container["resume"]).lower(),
+        seed=run.seed,
+        seeds=run.seeds or [run.seed],
+        init=run.init,
+        resume=str(run.resume).lower(),
         data_dir=data_dir,
         cache_dir=cache_dir,
-        eval_shuffled_words=shuffled,
+        eval_shuffled_words=run.eval_shuffled_words,
     )
+    if config.model.name_or_path is not None:
+        read_checkpoint(config.model.name_or_path, "model.name_or_path")
+    check_task_files(config.task, data_dir)
+    return config

@@ -10,7 +10,15 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from bertology.config.checks import in_open_unit, one_of, positive
+from bertology.config.checks import (
+    check_seed,
+    distinct,
+    in_open_unit,
+    non_empty,
+    non_negative,
+    one_of,
+    positive,
+)
 from bertology.errors import require
 from bertology.families import FAMILIES, objective_names
 
@@ -52,6 +60,10 @@ class ModelConfig:
         require(self.vocab_size >= 100,
                 f"model.vocab_size={self.vocab_size} is too small; use >= 100")
         require(self.dupe_factor >= 1, f"model.dupe_factor={self.dupe_factor} must be >= 1")
+        positive(self.max_position_embeddings, "model.max_position_embeddings")
+        require(self.name_or_path is None or self.name_or_path.strip() != "",
+                "model.name_or_path='' names nothing; give a model dir or a hub id (or null "
+                "for a random-initialised model of size=)")
         for key in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             value = getattr(self, key)
             require(0.0 <= value < 1.0, f"model.{key}={value} must lie in [0, 1)")
@@ -138,6 +150,14 @@ class DataConfig:
         require(0.0 < self.fraction <= 1.0, f"data.fraction={self.fraction} must lie in (0, 1]")
         positive(self.num_sentences, "data.num_sentences")
         positive(self.shuffle_buffer, "data.shuffle_buffer")
+        check_seed(self.seed, "data.seed")
+        low_high = self.sentences_per_doc
+        require(len(low_high) == 2 and 1 <= low_high[0] <= low_high[1],
+                f"data.sentences_per_doc={low_high} must be [low, high] with 1 <= low <= high, "
+                "e.g. [6,12]")
+        if self.files is not None:
+            non_empty(self.files, "data.files", "[corpus.txt]")
+            distinct(self.files, "data.files")
 
 
 @dataclass
@@ -180,6 +200,12 @@ class TrainerConfig:
             require(value is None or value > 0, f"trainer.{key}={value} must be positive "
                     "(or null for no such budget)")
         one_of(self.mixed_precision, ("auto", "no", "bf16", "fp16"), "trainer.mixed_precision")
+        for key in ("adam_beta1", "adam_beta2"):  # Adam's decay rates (Kingma & Ba, 2015)
+            value = getattr(self, key)
+            require(0.0 <= value < 1.0, f"trainer.{key}={value} must lie in [0, 1)")
+        positive(self.adam_epsilon, "trainer.adam_epsilon")
+        positive(self.max_grad_norm, "trainer.max_grad_norm")
+        non_negative(self.weight_decay, "trainer.weight_decay")
 
 
 @dataclass
@@ -193,10 +219,17 @@ class LoggerConfig:
     def __post_init__(self) -> None:
         one_of(self.name, ("wandb", "none"), "logger.name")
         one_of(self.mode, ("auto", "online", "offline"), "logger.mode")
+        distinct(self.tags, "logger.tags")
 
 
 TASK_KINDS = ("classification", "tagging", "qa")
 TASK_FORMATS = ("glue_tsv", "conll03", "conllu", "squad", "synthetic")
+LABELLED_FORMATS = ("glue_tsv", "conll03")  # conllu: probes read any tag; finetune checks
+# format -> the annotations a word label can come from (task.label_field)
+LABEL_FIELDS = {
+    "conllu": ("upos", "xpos", "deprel"),
+    "synthetic": ("upos", "depths", "negated", "agreement", "deprel"),
+}
 # BERT Table 7's feature-based rows, plus the scalar mix of ELMo/Tenney et al.
 FEATURES = ("embeddings", "last", "second_to_last", "sum_last_four", "concat_last_four",
             "scalar_mix")
@@ -245,6 +278,29 @@ class TaskConfig:
         in_open_unit(self.eval_fraction, "task.eval_fraction")
         require(self.max_eval_examples is None or self.max_eval_examples > 0,
                 f"task.max_eval_examples={self.max_eval_examples} must be positive or null")
+        positive(self.eval_articles, "task.eval_articles")
+        self.check_columns()
+        self.check_labels()
+
+    def check_columns(self) -> None:
+        """A sentence task reads one text column or a pair (BERT §3's single / pair input)."""
+        read = {"text_columns": self.format == "glue_tsv",
+                "hub_text_columns": self.hub is not None and self.kind == "classification"}
+        for key, needed in read.items():
+            columns = getattr(self, key)
+            distinct(columns, f"task.{key}")
+            require(not needed or 1 <= len(columns) <= 2, f"task.{key}={columns} must name one "
+                    "text column or a pair, e.g. [sentence] or [sentence1,sentence2]")
+
+    def check_labels(self) -> None:
+        """Files with gold labels are checked against the label set, so it must be given; the
+        synthetic corpus and SQuAD spans need none."""
+        distinct(self.labels, "task.labels")
+        if self.format in LABELLED_FORMATS:
+            non_empty(self.labels, "task.labels", "[negative,positive]")
+        fields = LABEL_FIELDS.get(self.format)
+        if fields is not None:
+            one_of(self.label_field, fields, "task.label_field")
 
 
 @dataclass

@@ -17,13 +17,16 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from bertology.config.checks import (
+    TrainingRunKeys,
     build_group,
+    build_top_level,
     check_nested,
     one_of,
     resolve_container,
     resolve_paths,
 )
 from bertology.config.compose import load_group_file
+from bertology.config.files import check_corpus_files, read_checkpoint
 from bertology.config.finetune import build_finetune_cfg, load_finetune_config
 from bertology.config.groups import (
     PAIR_FORMATS,
@@ -86,27 +89,42 @@ class PretrainConfig:
         )
 
 
+GROUPS = ("model", "size", "objective", "data", "trainer", "logger", "downstream", "paths")
+
+
+@dataclass
+class DownstreamSettings:
+    task: str | None = None  # a conf/task/ name; null: no downstream fine-tuning
+    trainer: dict | None = None  # overrides of trainer/finetune.yaml
+
+
 def load_pretrain_config(cfg: DictConfig) -> PretrainConfig:
     """Check a composed `pretrain` config and return its typed view (raises UserError)."""
     container = resolve_container(cfg)
+    run = build_top_level(TrainingRunKeys, container, GROUPS)
     data_dir, cache_dir = resolve_paths(container)
-    return PretrainConfig(
+    config = PretrainConfig(
         model=build_group(ModelConfig, container["model"], "model"),
         size=build_group(SizeConfig, container["size"], "size"),
         objective=build_group(ObjectiveConfig, container["objective"], "objective"),
         data=build_group(DataConfig, container["data"], "data"),
         trainer=build_group(TrainerConfig, container["trainer"], "trainer"),
         logger=build_group(LoggerConfig, container["logger"], "logger"),
-        seed=int(container["seed"]),
-        resume=str(container["resume"]).lower(),
+        seed=run.seed,
+        resume=str(run.resume).lower(),
         data_dir=data_dir,
         cache_dir=cache_dir,
         downstream=check_downstream(container),
     )
+    if config.model.name_or_path is not None:
+        read_checkpoint(config.model.name_or_path, "model.name_or_path")
+    check_corpus_files(config.data, data_dir)
+    return config
 
 
 def check_downstream(container: dict) -> DictConfig | None:
     """downstream.task: the finetune config of the pretrained model/, checked now."""
+    build_group(DownstreamSettings, container.get("downstream"), "downstream")
     cfg = build_downstream_cfg(container, "<this run's model/>")
     if cfg is not None:
         check_nested(load_finetune_config, cfg, "downstream (fine-tuning model/)")

@@ -14,13 +14,25 @@ from omegaconf import DictConfig
 
 from bertology.config.checks import (
     build_group,
+    build_top_level,
+    check_seed,
+    check_seeds,
+    distinct,
     in_open_unit,
+    non_empty,
     one_of,
     positive,
     resolve_container,
     resolve_paths,
 )
-from bertology.config.groups import LoggerConfig, ModelConfig, SizeConfig, TaskConfig
+from bertology.config.files import check_mlm_head, check_task_files, read_checkpoint
+from bertology.config.groups import (
+    LoggerConfig,
+    ModelConfig,
+    ObjectiveConfig,
+    SizeConfig,
+    TaskConfig,
+)
 from bertology.errors import require
 
 
@@ -116,6 +128,8 @@ class StructuralSettings:
     linear_baseline: bool = True  # right-branching chain / position as depth (H&M's LINEAR)
 
     def __post_init__(self) -> None:
+        non_empty(self.probes, "analysis.structural.probes", "[distance,depth]")
+        distinct(self.probes, "analysis.structural.probes")
         for probe in self.probes:
             one_of(probe, ("distance", "depth"), "analysis.structural.probes")
         for key in ("rank", "epochs", "lr", "batch_size", "patience"):
@@ -167,6 +181,9 @@ class ClozeSettings:
     batch_size: int = 32
 
     def __post_init__(self) -> None:
+        non_empty(self.suites, "analysis.cloze.suites", "[blimp,agreement]")
+        distinct(self.suites, "analysis.cloze.suites")
+        distinct(self.blimp_paradigms, "analysis.cloze.blimp_paradigms")
         for suite in self.suites:
             one_of(suite, CLOZE_SUITES, "analysis.cloze.suites")
         for key in ("max_items", "top_k", "batch_size"):
@@ -184,8 +201,15 @@ class AmnesicSettings:
 
     def __post_init__(self) -> None:
         positive(self.iterations, "analysis.amnesic.iterations")
+        require(self.layer is None or self.layer >= 0,
+                f"analysis.amnesic.layer={self.layer} must be >= 0 (0: embeddings) or null")
+        require(self.max_train_words is None or self.max_train_words >= 100,
+                f"analysis.amnesic.max_train_words={self.max_train_words} must be >= 100 or "
+                "null")
         in_open_unit(self.mask_prob, "analysis.amnesic.mask_prob")
 
+
+MLM_ANALYSES = ("cloze", "amnesic")  # the analyses that read the MLM head
 
 # analysis name -> its settings; bertology/pipelines/probe.py's ANALYSES has the same keys
 ANALYSIS_SETTINGS = {
@@ -199,6 +223,37 @@ ANALYSIS_SETTINGS = {
     "cloze": ClozeSettings,
     "amnesic": AmnesicSettings,
 }
+
+
+GROUPS = ("objective", "model", "size", "task", "analysis", "logger", "paths")
+
+
+@dataclass
+class ProbeRunKeys:
+    """The top-level keys of conf/probe.yaml."""
+
+    seed: int = 0
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])  # probe restarts
+    init: str = "pretrained"
+    pooling: str = "first"
+    batch_size: int = 32
+    max_train_sentences: int | None = 2000
+    max_eval_sentences: int | None = 500
+    sample_seed: int = 0
+    compare_to: str | None = None
+    study: dict | None = None  # conf/experiment/study_*.yaml: the study a run belongs to
+    finding: dict | None = None  # conf/experiment/finding_*.yaml: the claim it tests
+
+    def __post_init__(self) -> None:
+        check_seed(self.seed, "seed")
+        check_seeds(self.seeds)
+        check_seed(self.sample_seed, "sample_seed")
+        one_of(self.init, ("pretrained", "random"), "init")
+        one_of(self.pooling, ("first", "mean"), "pooling")
+        positive(self.batch_size, "batch_size")
+        for key in ("max_train_sentences", "max_eval_sentences"):
+            value = getattr(self, key)
+            require(value is None or value > 0, f"{key}={value} must be positive or null")
 
 
 @dataclass
@@ -221,43 +276,53 @@ class ProbeConfig:
     cache_dir: Path
 
     def __post_init__(self) -> None:
-        one_of(self.init, ("pretrained", "random"), "init")
-        one_of(self.pooling, ("first", "mean"), "pooling")
-        positive(self.batch_size, "batch_size")
         require(self.analyses, "analysis= picks nothing; use e.g. analysis=linear or "
                 "analysis=[linear,structural]")
-        require(len(set(self.seeds)) == len(self.seeds), f"seeds={self.seeds} repeats a seed")
-        for key in ("max_train_sentences", "max_eval_sentences"):
-            value = getattr(self, key)
-            require(value is None or value > 0, f"{key}={value} must be positive or null")
 
 
 def load_probe_config(cfg: DictConfig) -> ProbeConfig:
     """Check a composed `probe` config and return its typed view (raises UserError)."""
     container = resolve_container(cfg)
+    run = build_top_level(ProbeRunKeys, container, GROUPS)
     data_dir, cache_dir = resolve_paths(container)
     analyses = container.get("analysis") or {}
+    require(isinstance(analyses, dict), f"analysis={analyses!r} has the wrong type; pick "
+            "analyses by name, e.g. analysis=[linear,structural]")
     for name in analyses:
         one_of(name, tuple(ANALYSIS_SETTINGS), "analysis")
-    seeds = container.get("seeds")
-    require(isinstance(seeds, list) and seeds and all(isinstance(s, int) for s in seeds),
-            f"seeds={seeds!r} must be a non-empty list of integers, e.g. seeds=[0,1,2]")
-    return ProbeConfig(
+    if "objective" in container:  # composed for model/*.yaml's sake; checked all the same
+        build_group(ObjectiveConfig, container["objective"], "objective")
+    config = ProbeConfig(
         model=build_group(ModelConfig, container["model"], "model"),
         size=build_group(SizeConfig, container["size"], "size"),
         task=build_group(TaskConfig, container["task"], "task"),
         analyses={name: build_group(ANALYSIS_SETTINGS[name], settings, f"analysis.{name}")
                   for name, settings in analyses.items()},
         logger=build_group(LoggerConfig, container["logger"], "logger"),
-        seed=int(container["seed"]),
-        seeds=list(seeds),
-        sample_seed=int(container["sample_seed"]),
-        init=str(container["init"]),
-        pooling=str(container["pooling"]),
-        batch_size=int(container["batch_size"]),
-        max_train_sentences=container.get("max_train_sentences"),
-        max_eval_sentences=container.get("max_eval_sentences"),
-        compare_to=container.get("compare_to"),
-        data_dir=data_dir,
-        cache_dir=cache_dir,
+        seed=run.seed, seeds=run.seeds, sample_seed=run.sample_seed, init=run.init,
+        pooling=run.pooling, batch_size=run.batch_size,
+        max_train_sentences=run.max_train_sentences,
+        max_eval_sentences=run.max_eval_sentences, compare_to=run.compare_to,
+        data_dir=data_dir, cache_dir=cache_dir,
     )
+    for key, path in (("model.name_or_path", config.model.name_or_path),
+                      ("compare_to", config.compare_to)):
+        if path is not None:
+            read_checkpoint(path, key)
+    check_task_files(config.task, data_dir)
+    check_mlm_analyses(config)
+    return config
+
+
+def check_mlm_analyses(config: ProbeConfig) -> None:
+    """Cloze and amnesic probing read the MLM head of a checkpoint: one must be given, and
+    have the head's weights (read from the safetensors header, before any model is built)."""
+    needs = [name for name in config.analyses if name in MLM_ANALYSES]
+    if not needs:
+        return
+    path = config.model.name_or_path
+    require(path is not None, f"analysis={','.join(needs)} reads a checkpoint's MLM head; set "
+            "model.name_or_path (e.g. the model/ of a bertology pretrain run)")
+    found = read_checkpoint(path, "model.name_or_path")
+    if found is not None:
+        check_mlm_head(path, found, needs)

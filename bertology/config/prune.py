@@ -12,10 +12,20 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from bertology.config.checks import build_group, check_nested, one_of, resolve_container
+from bertology.config.checks import (
+    TrainingRunKeys,
+    build_group,
+    build_top_level,
+    check_nested,
+    distinct,
+    non_empty,
+    one_of,
+    resolve_container,
+)
 from bertology.config.distill import KDConfig, StudentConfig, load_distill_config
+from bertology.config.files import check_task_architecture, read_checkpoint
 from bertology.config.finetune import FinetuneConfig, build_finetune_cfg, load_finetune_config
-from bertology.config.groups import LoggerConfig, TaskConfig, TrainerConfig
+from bertology.config.groups import LoggerConfig, ObjectiveConfig, TaskConfig, TrainerConfig
 from bertology.errors import require
 
 EXPERIMENTS = ("heads", "removal", "layers", "magnitude", "int8", "matrix", "ablation",
@@ -51,6 +61,12 @@ class PruneSettings:
     def __post_init__(self) -> None:
         require(self.experiments, "prune.experiments is empty; choose from "
                 f"{', '.join(EXPERIMENTS)}")
+        for key in ("experiments", "scores", "random_seeds", "layer_strategies", "sparsities"):
+            distinct(getattr(self, key), f"prune.{key}")
+        if "layers" in self.experiments:
+            non_empty(self.layer_strategies, "prune.layer_strategies", "[top,bottom]")
+        if "magnitude" in self.experiments:
+            non_empty(self.sparsities, "prune.sparsities", "[0.1,0.5,0.9]")
         for name in self.experiments:
             one_of(name, EXPERIMENTS, "prune.experiments")
         for name in self.scores:
@@ -105,6 +121,23 @@ class PruneConfig:
         return self.finetune.model.name_or_path
 
 
+def check_student(path: str, finetune: FinetuneConfig) -> None:
+    """The matrix's student, from config.json: a model of this task, with the vocabulary of
+    the model being pruned (compression.py loads it only after pruning)."""
+    student = read_checkpoint(path, "compression.student_path")
+    if student is None:
+        return
+    check_task_architecture(student, finetune.task.kind, "compression.student_path", path,
+                            finetune.task.name)
+    pruned = finetune.model.name_or_path
+    original = read_checkpoint(pruned, "model.name_or_path") if pruned else None
+    if original is not None:
+        require(student.get("vocab_size") == original.get("vocab_size"),
+                f"compression.student_path={path!r} has a {student.get('vocab_size')}-token "
+                f"vocabulary, the model being pruned {original.get('vocab_size')}; give a "
+                "student distilled from this model")
+
+
 def build_distill_cfg(container: dict, teacher_path: str) -> DictConfig:
     """The `distill` config of the matrix's student: the fine-tuned model as the teacher."""
     compression = container["compression"]
@@ -116,17 +149,26 @@ def build_distill_cfg(container: dict, teacher_path: str) -> DictConfig:
     })
 
 
+GROUPS = ("objective", "model", "size", "task", "trainer", "logger", "prune", "compression",
+          "paths")
+
+
 def load_prune_config(cfg: DictConfig) -> PruneConfig:
     """Check a composed `prune` config and return its typed view (raises UserError)."""
     container = resolve_container(cfg)
+    build_top_level(TrainingRunKeys, container, GROUPS)
+    if "objective" in container:  # composed for model/*.yaml's sake; checked all the same
+        build_group(ObjectiveConfig, container["objective"], "objective")
     # when model.name_or_path is not a task model yet, it is fine-tuned into <run>/finetune
     finetune_cfg = build_finetune_cfg(container, container["model"], container["size"],
                                       container["trainer"], container["task"])
     finetune = load_finetune_config(finetune_cfg)
     settings = build_group(PruneSettings, container["prune"], "prune")
     compression = build_group(CompressionConfig, container["compression"], "compression")
-    build_group(StudentConfig, compression.student, "compression.student")
-    build_group(KDConfig, compression.kd, "compression.kd")
+    build_group(StudentConfig, compression.student, "student", within="compression")
+    build_group(KDConfig, compression.kd, "kd", within="compression")
+    if compression.student_path is not None:
+        check_student(compression.student_path, finetune)
     distill_cfg = None
     if "matrix" in settings.experiments and compression.student_path is None:
         # checked now with a stand-in teacher path; run() fills in the fine-tuned model's

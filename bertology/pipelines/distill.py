@@ -16,7 +16,8 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from transformers import PretrainedConfig
 
-from bertology.config.distill import DistillConfig, load_distill_config
+from bertology.config.distill import DistillConfig, check_layer_map, load_distill_config
+from bertology.config.files import resolve_checkpoint
 from bertology.config.groups import HeadConfig
 from bertology.data.encode import encode
 from bertology.data.stream import InMemoryExamples
@@ -24,9 +25,9 @@ from bertology.data.tasks import TaskData, load_task
 from bertology.data.tokenizers import load_pretrained_tokenizer, tokenizer_options
 from bertology.errors import require
 from bertology.evaluation import compute_score_replicates, evaluate_task
-from bertology.models.build import count_parameters, load_checkpoint_config, resolve_checkpoint
+from bertology.models.build import count_parameters, load_checkpoint_config
 from bertology.models.latency import compare_latency, eval_latency_batch
-from bertology.models.student import build_student, check_layer_map, default_layer_map
+from bertology.models.student import build_student, default_layer_map
 from bertology.models.task_model import (
     TaskModel,
     build_task_model,

@@ -20,6 +20,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from transformers import PretrainedConfig, PreTrainedTokenizerBase
 
+from bertology.config.files import resolve_checkpoint
 from bertology.config.finetune import FinetuneConfig, load_finetune_config
 from bertology.config.groups import TrainerConfig
 from bertology.data.corpora import Corpus, text_corpus
@@ -39,7 +40,6 @@ from bertology.models.build import (
     build_config,
     count_parameters,
     load_checkpoint_config,
-    resolve_checkpoint,
 )
 from bertology.models.task_model import (
     build_task_model,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from bertology.config.files import resolve_checkpoint
 from bertology.config.pretrain import PretrainConfig, load_pretrain_config
 from bertology.data.corpora import Corpus, build_corpus
 from bertology.data.stream import PretrainData
@@ -20,7 +21,6 @@ from bertology.models.build import (
     build_model,
     checkpoint_family,
     count_parameters,
-    resolve_checkpoint,
 )
 from bertology.models.electra import ElectraPair
 from bertology.models.spanbert import save_pretrained

@@ -24,11 +24,12 @@ from bertology.analysis import (
 )
 from bertology.analysis.context import Encoder, ProbeContext, device, keep_whole
 from bertology.analysis.features import fingerprint_model
+from bertology.config.files import resolve_checkpoint
 from bertology.config.probe import ProbeConfig, load_probe_config
 from bertology.data.corpora import text_corpus
 from bertology.data.probe_sentences import ProbeSplits, load_probe_sentences
 from bertology.data.tokenizers import load_or_train_tokenizer
-from bertology.models.build import build_config, resolve_checkpoint
+from bertology.models.build import build_config
 from bertology.run.tracking import build_tracker
 
 log = logging.getLogger(__name__)

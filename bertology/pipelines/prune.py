@@ -13,13 +13,14 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from bertology.config.files import resolve_checkpoint
 from bertology.config.groups import HeadConfig
 from bertology.config.prune import PruneConfig, load_prune_config
 from bertology.data.encode import encode
 from bertology.data.tasks import load_task
 from bertology.data.tokenizers import load_pretrained_tokenizer, tokenizer_options
 from bertology.errors import require
-from bertology.models.build import load_checkpoint_config, resolve_checkpoint
+from bertology.models.build import load_checkpoint_config
 from bertology.models.latency import eval_latency_batch
 from bertology.models.task_model import (
     AUTO_CLASSES,

