@@ -128,6 +128,8 @@ def read_jsonl(path: Path, keys: tuple[str, ...]) -> list[dict]:
         except json.JSONDecodeError as err:
             raise UserError(f"{path}:{number}: not JSON ({err.msg}); restore the file (see "
                             f"{path.parent}/README.md)") from err
+        require(isinstance(record, dict), f"{path}:{number}: a JSON {type(record).__name__}, "
+                f"not an object; restore the file (see {path.parent}/README.md)")
         missing = [key for key in keys if key not in record]
         require(not missing, f"{path}:{number}: no field {missing[:1]}; restore the file (see "
                 f"{path.parent}/README.md)")

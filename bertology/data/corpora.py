@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from bertology.config.files import expand_files
 from bertology.config.groups import DataConfig
 from bertology.data import synthetic
 from bertology.errors import UserError, require
@@ -66,10 +67,13 @@ def _fingerprint_files(paths: list[Path], extra: str = "") -> str:
 
 def read_text(path: Path, encoding: str = "utf-8") -> str:
     """A text file; anything but UTF-8 is a UserError naming the byte."""
+    data = path.read_bytes()
     try:
-        return path.read_text(encoding=encoding)
+        return data.decode(encoding)
     except UnicodeDecodeError as err:
-        raise UserError(f"{path}: not UTF-8 text (byte {err.start}); convert it to UTF-8") from err
+        line = data[:err.start].count(b"\n") + 1
+        raise UserError(f"{path}:{line}: not UTF-8 text (byte {err.start}); convert it to "
+                        "UTF-8") from err
 
 
 # ---------------------------------------------------------------- synthetic
@@ -98,12 +102,20 @@ def list_wikipedia_shards(root: Path, fraction: float) -> list[Path]:
     return shards[: max(1, round(len(shards) * fraction))]
 
 
+def decode_line(raw: bytes, path: Path, number: int) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise UserError(f"{path}:{number}: not UTF-8 text (byte {err.start} of the line); "
+                        "convert it to UTF-8 or re-extract the shard") from err
+
+
 def iter_wikiextractor(path: Path) -> Iterator[Document]:
     """Documents of one shard: `<doc ...>`, the title line, paragraphs, `</doc>`."""
     lines: list[str] | None = None
-    with path.open(encoding="utf-8", errors="strict") as handle:
+    with path.open("rb") as handle:  # decoded line by line, so an error names its line
         for number, raw in enumerate(handle, start=1):
-            line = raw.strip()
+            line = decode_line(raw, path, number).strip()
             if _DOC_OPEN.match(line):
                 lines = []
             elif line == "</doc>":
@@ -149,12 +161,8 @@ def iter_plain_text(path: Path) -> Iterator[Document]:
 
 def build_files(cfg: DataConfig, data_dir: Path) -> Corpus:
     require(bool(cfg.files), "data.files is empty; give files=[a.txt,b.txt] (globs allowed)")
-    paths: list[Path] = []
-    for pattern in cfg.files:
-        base = Path(pattern).expanduser()
-        base = base if base.is_absolute() else data_dir / base
-        matches = sorted(base.parent.glob(base.name)) if any(c in base.name for c in "*?[") else []
-        paths.extend(matches or [resolve_path(base, data_dir, "data.files")])
+    paths = [resolve_path(path, data_dir, "data.files")
+             for path in expand_files(cfg.files, data_dir)]
     for path in paths:
         require(path.stat().st_size > 0, f"data.files: {path} is empty; remove it from the list")
 

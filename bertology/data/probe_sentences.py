@@ -66,10 +66,7 @@ def conllu_sentence(path: Path, sentence, label_field: str) -> ProbeSentence | N
     tokens = [t for t in sentence if isinstance(t["id"], int)]
     if not tokens:
         return None
-    heads = tuple(int(t["head"]) if t["head"] is not None else -1 for t in tokens)
-    if any(h < 0 or h > len(tokens) for h in heads):
-        raise UserError(f"{path}: sentence {sentence.metadata.get('sent_id', '?')} has a "
-                        "head outside the sentence; fix the HEAD column")
+    heads = tuple(int(t["head"]) for t in tokens)  # a tree: tasks.check_conllu_lines
     deprels = tuple(str(t["deprel"]).split(":")[0] for t in tokens)
     upos = tuple(str(t["upos"]) for t in tokens)
     labels = {"upos": upos, "deprel": deprels}.get(label_field)

@@ -103,8 +103,16 @@ CONLLU_ID = re.compile(r"\d+(-\d+|\.\d+)?")  # a word, a multi-word token range,
 def check_conllu_lines(path: Path, lines: list[str]) -> None:
     """The conllu parser takes a line with 11 fields, or a bad ID, without a word, or names a
     field rather than the line: every line must be a comment, a blank, or ten tab-separated
-    fields with a valid ID. The error names the first line that is not."""
-    for number, line in enumerate(lines, 1):
+    fields with a valid ID, and every sentence's words must form one tree. The error names the
+    first line (and sentence) that is not right."""
+    words: list[tuple[int, str, str]] = []  # (line, ID, HEAD) of the sentence's words
+    sent_id = None
+    for number, line in enumerate([*lines, ""], 1):
+        if line.startswith("# sent_id"):
+            sent_id = line.split("=", 1)[-1].strip()
+        if not line.strip():
+            check_tree(path, words, sent_id)
+            words, sent_id = [], None
         if not line.strip() or line.startswith("#"):
             continue
         fields = line.split("\t")
@@ -113,9 +121,41 @@ def check_conllu_lines(path: Path, lines: list[str]) -> None:
         elif not CONLLU_ID.fullmatch(fields[0]):
             problem = f"ID {fields[0]!r} is not a number, a range or a decimal"
         else:
+            if fields[0].isdigit():
+                words.append((number, fields[0], fields[6]))
             continue
         raise UserError(f"{path}:{number}: not valid CoNLL-U ({problem}); fix or remove that "
                         "line")
+
+
+def check_tree(path: Path, words: list[tuple[int, str, str]], sent_id: str | None) -> None:
+    """A sentence's HEAD column is a tree: word IDs 1..n in order, every HEAD in 0..n, one
+    root (HEAD 0), and every word reaches it (no cycle)."""
+    if not words:
+        return
+    where = f"sentence {sent_id}" if sent_id else "this sentence"
+    for index, (line, word_id, head) in enumerate(words, 1):
+        if word_id != str(index):
+            raise UserError(f"{path}:{line}: {where}: word ID {word_id} where {index} belongs "
+                            "(IDs count 1, 2, ...); fix the ID column")
+        if not head.isdigit() or int(head) > len(words):
+            raise UserError(f"{path}:{line}: {where}: HEAD {head!r} is not a word of the "
+                            f"sentence (0..{len(words)}); fix the HEAD column")
+    heads = [int(head) for _, _, head in words]
+    roots = [line for (line, _, _), head in zip(words, heads) if head == 0]
+    if len(roots) != 1:
+        line = roots[1] if len(roots) > 1 else words[0][0]
+        raise UserError(f"{path}:{line}: {where}: {len(roots)} words have HEAD 0; a dependency "
+                        "tree has one root")
+    for start, (line, _, _) in enumerate(words, 1):
+        chain, node = [], start
+        while node != 0:
+            if node in chain:
+                raise UserError(f"{path}:{line}: {where}: word {start}'s HEAD chain loops "
+                                f"({' -> '.join(map(str, [*chain, node]))}); a dependency tree "
+                                "has no cycle")
+            chain.append(node)
+            node = heads[node - 1]
 
 
 def conllu_error(path: Path, err: Exception) -> UserError:
@@ -134,11 +174,12 @@ def load_conllu(path: Path, task: TaskConfig) -> list[dict]:
     except conllu.exceptions.ParseException as err:
         raise conllu_error(path, err) from err
     examples = []
-    for sentence in sentences:
+    for number, sentence in enumerate(sentences, 1):
         tokens = [t for t in sentence if isinstance(t["id"], int)]
         for token in tokens:
             if token[task.label_field] not in task.labels:
-                raise UserError(f"{path}: sentence {sentence.metadata.get('sent_id', '?')}: "
+                sent_id = sentence.metadata.get("sent_id") or f"number {number} (no sent_id)"
+                raise UserError(f"{path}: sentence {sent_id}: "
                                 f"{task.label_field} {token[task.label_field]!r} is not in "
                                 "task.labels; fix the file or the task's label set")
         examples.append({"words": [t["form"] for t in tokens],
@@ -152,15 +193,30 @@ def load_conllu(path: Path, task: TaskConfig) -> list[dict]:
 def load_squad_articles(path: Path) -> list[list[dict]]:
     """SQuAD v1.1 JSON as one list of question examples per article."""
     try:
-        data = json.loads("\n".join(read_lines(path)))["data"]
-    except (json.JSONDecodeError, KeyError, TypeError) as err:
-        raise UserError(f"{path}: not SQuAD v1.1 JSON ({err}); give the official "
+        data = json.loads("\n".join(read_lines(path)))
+    except json.JSONDecodeError as err:
+        raise UserError(f"{path}:{err.lineno}: not JSON ({err.msg}); give the official "
                         "dev-v1.1.json or train-v1.1.json") from err
-    return [[{"id": qa["id"], "question": qa["question"], "context": paragraph["context"],
-              "answers": {"text": [a["text"] for a in qa["answers"]],
-                          "answer_start": [a["answer_start"] for a in qa["answers"]]}}
-             for paragraph in article["paragraphs"] for qa in paragraph["qas"]]
-            for article in data]
+    require(isinstance(data, dict) and isinstance(data.get("data"), list),
+            f"{path}: no top-level 'data' list; not SQuAD v1.1 JSON (give the official "
+            "dev-v1.1.json or train-v1.1.json)")
+    return [squad_article(path, number, article) for number, article in
+            enumerate(data["data"], 1)]
+
+
+def squad_article(path: Path, number: int, article: dict) -> list[dict]:
+    """One article's questions; a missing field names the article and question."""
+    where = f"{path}: article {number}"
+    try:
+        return [{"id": qa["id"], "question": qa["question"], "context": paragraph["context"],
+                 "answers": {"text": [a["text"] for a in qa["answers"]],
+                             "answer_start": [a["answer_start"] for a in qa["answers"]]}}
+                for paragraph in article["paragraphs"] for qa in paragraph["qas"]]
+    except (KeyError, TypeError) as err:
+        title = article.get("title") if isinstance(article, dict) else None
+        raise UserError(f"{where}{f' ({title})' if title else ''}: no field {err} where SQuAD "
+                        "v1.1 has one (paragraphs, context, qas, id, question, answers, text, "
+                        "answer_start); fix the article") from err
 
 
 def split_squad(task: TaskConfig, data_dir: Path) -> tuple[list[dict], list[dict]]:
