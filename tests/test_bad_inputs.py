@@ -19,7 +19,12 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import DATA_DIR, REPO, write_markdown_table
-from transformers import BertConfig, BertForSequenceClassification, BertForTokenClassification
+from transformers import (
+    BertConfig,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+    PreTrainedModel,
+)
 
 from bertology import cli
 
@@ -67,12 +72,22 @@ GOOD_TREE = ("# sent_id = s1\n# text = The dog barks .\n"
              "4\t.\t.\tPUNCT\t_\t_\t3\tpunct\t_\t_\n\n")
 BROKEN_TREE = GOOD_TREE + GOOD_TREE.replace("s1", "s2").replace("3\tbarks", "3\tbarks\textra")
 BAD_LABEL_TREE = GOOD_TREE.replace("\tDET\t", "\tDETERMINER\t")
+# sentence s2 (lines 10-13): "dog" (line 11) is a second root beside "barks" (line 12)
+TWO_ROOTS = GOOD_TREE + GOOD_TREE.replace("s1", "s2").replace("NOUN\t_\t_\t3", "NOUN\t_\t_\t0")
+# sentence s2: "The" (line 10) hangs from "dog" and "dog" from "The", a cycle beside the root
+CYCLE = GOOD_TREE + GOOD_TREE.replace("s1", "s2").replace("NOUN\t_\t_\t3", "NOUN\t_\t_\t1")
 
 
 def corpus_file(tmp: Path, content: bytes) -> list[str]:
     path = tmp / "corpus.txt"
     path.write_bytes(content)
     return [f"data.files=[{path}]"]
+
+
+def unwritable_run_dir(tmp: Path) -> list[str]:
+    """A run dir under a regular file: nothing can be made there, even by root."""
+    (tmp / "a_file").write_text("not a folder\n")
+    return [f"hydra.run.dir={tmp / 'a_file' / 'run'}"]
 
 
 def copy_model(model: Path, tmp: Path) -> Path:
@@ -164,7 +179,7 @@ CASES = [
     Case("finetune-features", "finetune", "head.features=top", ["head.features=top"],
          "head.features='top' is not an option"),
     Case("finetune-seeds-repeat", "finetune", "seeds=[0,0]", ["seeds=[0,0]"],
-         "repeats a seed"),
+         "lists 0 twice"),
     Case("finetune-init-random", "finetune", "init=random with no architecture to draw",
          ["init=random"], "init=random draws new weights"),
     Case("probe-unknown-analysis", "probe", "analysis=nosuch", ["analysis=nosuch"],
@@ -208,6 +223,20 @@ CASES = [
     Case("probe-conllu-line", "probe", "a CoNLL-U line (line 12) with 11 fields",
          ["task=ud_pos", "task.source=local", "logger=none"], ":12:",
          lambda tmp, _: ewt_root(tmp, BROKEN_TREE)),
+    Case("probe-conllu-two-roots", "probe", "a CoNLL-U sentence with two roots (lines 11, 12)",
+         ["task=ud_pos", "task.source=local", "logger=none"], ":12: sentence s2",
+         lambda tmp, _: ewt_root(tmp, TWO_ROOTS)),
+    Case("probe-conllu-cycle", "probe", "a CoNLL-U sentence whose heads form a cycle (line 10)",
+         ["task=ud_pos", "task.source=local", "logger=none"], ":10: sentence s2",
+         lambda tmp, _: ewt_root(tmp, CYCLE)),
+    Case("distill-layers-after-teacher", "distill",
+         "student.layers beyond the built-in teacher's 2 layers",
+         [*NEG, "student.layers=[0,5]"], "student.layers"),
+    Case("pretrain-top-level-typo", "pretrain", "+sed=1 (an unknown top-level key)",
+         ["+sed=1", *TINY_RUN], "top-level keys"),
+    Case("pretrain-seed-type", "pretrain", "seed=abc", ["seed=abc", *TINY_RUN], "seed='abc'"),
+    Case("pretrain-out-unwritable", "pretrain", "hydra.run.dir under a file",
+         [*TINY_RUN], "hydra.run.dir", lambda tmp, _: unwritable_run_dir(tmp)),
     Case("finetune-conllu-label", "finetune", "a UPOS tag outside the label set",
          ["task=ud_pos", "task.source=local", *TINY_RUN], "DETERMINER",
          lambda tmp, _: ewt_root(tmp, BAD_LABEL_TREE)),
@@ -230,16 +259,16 @@ CASES = [
          ["model.name_or_path=/no/such/checkpoint", *NEG, "trainer=finetune_tiny"],
          "model.name_or_path"),
     Case("finetune-ckpt-truncated", "finetune", "a truncated model.safetensors",
-         [*NEG, "trainer=finetune_tiny"], "cannot load weights", truncated_weights,
+         [*NEG, "trainer=finetune_tiny"], "is cut short", truncated_weights,
          needs_model=True),
     Case("finetune-ckpt-garbage", "finetune", "a model.safetensors of random bytes",
-         [*NEG, "trainer=finetune_tiny"], "cannot load weights", garbage_weights,
+         [*NEG, "trainer=finetune_tiny"], "is not a safetensors file", garbage_weights,
          needs_model=True),
     Case("finetune-ckpt-pickle", "finetune", "weights only as pytorch_model.bin (a pickle)",
-         [*NEG, "trainer=finetune_tiny"], "cannot load weights", pickled_weights_only,
+         [*NEG, "trainer=finetune_tiny"], "has no model.safetensors", pickled_weights_only,
          needs_model=True),
     Case("probe-ckpt-no-weights", "probe", "a model dir without weights",
-         ["task=synthetic_pos", "logger=none"], "cannot load weights", no_weights,
+         ["task=synthetic_pos", "logger=none"], "has no model.safetensors", no_weights,
          needs_model=True),
     Case("prune-ckpt-architecture", "prune", "a tagging student for a sentence task",
          [*NEG, "prune.experiments=[matrix]"], "is not a classification model",
@@ -262,10 +291,16 @@ CASES = [
 ]
 
 
-def run_case(case: Case, tmp: Path, model: Path | None, capsys) -> tuple[int, str]:
+def case_args(case: Case, tmp: Path, model: Path | None) -> list[str]:
+    """The case's arguments, its files made (which may build a model to save)."""
     args = [*case.args, *(case.setup(tmp, model) if case.setup else [])]
-    if case.pipeline != "report" and "resume=true" not in args:
+    if case.pipeline != "report" and "resume=true" not in args \
+            and not any(a.startswith("hydra.run.dir=") for a in args):
         args.append(f"hydra.run.dir={tmp / 'run'}")
+    return args
+
+
+def run_case(case: Case, args: list[str], capsys) -> tuple[int, str]:
     try:
         status = cli.main([case.pipeline, *args])
     except SystemExit as stop:
@@ -288,10 +323,28 @@ def model_for(request, fresh_logging):
     return lambda case: request.getfixturevalue("negation_model") if case.needs_model else None
 
 
+@pytest.fixture
+def models_built(monkeypatch) -> list[str]:
+    """The class of every transformers model constructed from now on (a nested run's too):
+    a bad input must be refused before the first one."""
+    built: list[str] = []
+    original = PreTrainedModel.__init__
+
+    def counting_init(self, *args, **kwargs):
+        built.append(type(self).__name__)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(PreTrainedModel, "__init__", counting_init)
+    return built
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_bad_input_is_one_line_exit_2(case, tmp_path, monkeypatch, capsys, model_for):
+def test_bad_input_is_one_line_exit_2(case, tmp_path, monkeypatch, capsys, model_for,
+                                      request):
     monkeypatch.chdir(tmp_path)
-    status, err = run_case(case, tmp_path, model_for(case), capsys)
+    args = case_args(case, tmp_path, model_for(case))
+    built = request.getfixturevalue("models_built")  # counting starts once the files are made
+    status, err = run_case(case, args, capsys)
     error_lines = [line for line in err.splitlines() if "error:" in line]
     outcome = {"case": case.id, "pipeline": case.pipeline, "bad input": case.what,
                "exit": str(status), "message": error_lines[0] if error_lines else err.strip()}
@@ -300,6 +353,7 @@ def test_bad_input_is_one_line_exit_2(case, tmp_path, monkeypatch, capsys, model
     assert "Traceback" not in err, err
     assert len(error_lines) == 1 and case.expect in error_lines[0], err
     assert not looks_finished(tmp_path), "a run dir that looks finished was left"
+    assert not built, f"refused only after building {built}"
 
 
 def test_the_suite_covers_every_pipeline_with_30_cases():
