@@ -57,16 +57,25 @@ def discriminator_step(discriminator, batch: dict, corrupted: torch.Tensor,
     loss = F.binary_cross_entropy_with_logits(logits[real].float(), replaced[real].float())
     predicted = (logits[real] > 0).long()
     correct = (predicted == replaced[real]).detach()
+    is_replaced = replaced[real].bool()
     logs = {"disc_loss": loss.detach(), "disc_correct": correct.sum(),
             "disc_count": real.sum(), "replaced": replaced[real].sum(),
+            # per class, for balanced accuracy: a constant "original" scores 1 - replaced
+            # rate on accuracy but 0.5 here
+            "replaced_correct": correct[is_replaced].sum(),
+            "original_correct": correct[~is_replaced].sum(),
             "seq_disc_correct": mlm.per_sequence(real, correct), "seq_disc_count": real.sum(1)}
     return loss, logs
 
 
 def electra_metrics(sums: dict[str, float], batches: int) -> dict[str, float]:
+    originals = sums["disc_count"] - sums["replaced"]
     return {"gen_loss": sums["gen_loss"] / batches, "disc_loss": sums["disc_loss"] / batches,
             "gen_accuracy": sums["gen_correct"] / max(1, sums["gen_count"]),
             "disc_accuracy": sums["disc_correct"] / max(1, sums["disc_count"]),
+            "disc_balanced_accuracy": 0.5 * (sums["replaced_correct"] / max(1, sums["replaced"])
+                                             + sums["original_correct"] / max(1, originals)),
+            "disc_replaced_recall": sums["replaced_correct"] / max(1, sums["replaced"]),
             "replaced_rate": sums["replaced"] / max(1, sums["disc_count"])}
 
 
