@@ -6,16 +6,25 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 import torch
 from conftest import compose_config
+from sklearn.metrics import roc_auc_score
 from torch.utils.flop_counter import FlopCounterMode
 from transformers import AutoModelForMaskedLM, AutoModelForPreTraining
 
 from bertology.config.groups import ObjectiveConfig
 from bertology.models.electra import build_electra_pair, electra_configs
 from bertology.objectives import OBJECTIVES
-from bertology.objectives.electra import corrupt, discriminator_step, generator_step
+from bertology.objectives.electra import (
+    class_counts,
+    corrupt,
+    discriminator_step,
+    electra_metrics,
+    generator_step,
+    mann_whitney_u,
+)
 from bertology.objectives.mlm import IGNORE
 from bertology.pipelines import pretrain
 
@@ -72,7 +81,8 @@ def test_discriminator_loss_sends_no_gradient_into_the_generator(synthetic_token
     batch = masked_batch(synthetic_tokenizer, torch.Generator().manual_seed(3))
     _, sampled, _ = generator_step(pair.generator, batch)
     corrupted, replaced = corrupt(batch, sampled)
-    disc_loss, _ = discriminator_step(pair.discriminator, batch, corrupted, replaced)
+    disc_loss, _ = discriminator_step(pair.discriminator, batch, corrupted, replaced,
+                                      prior=0.15)
     disc_loss.backward()
     own = [p for n, p in pair.generator.named_parameters() if not n.startswith("electra.emb")
            and "generator_lm_head" not in n]
@@ -107,3 +117,29 @@ def test_electra_run_writes_discriminator_and_generator(tmp_path):
     assert type(generator).__name__ == "ElectraForMaskedLM"
     assert torch.equal(generator.electra.embeddings.word_embeddings.weight,
                        discriminator.electra.embeddings.word_embeddings.weight)
+
+
+def test_mann_whitney_counts_pairs_and_halves_ties():
+    # replaced {0.4, 0.8} against original {0.1, 0.35, 0.4}: 0.4 beats two and ties one (2.5),
+    # 0.8 beats all three (3): 5.5 of 6 pairs, worked out by hand
+    scores = torch.tensor([0.1, 0.4, 0.35, 0.8, 0.4])
+    replaced = torch.tensor([False, True, False, True, False])
+    assert float(mann_whitney_u(scores, replaced)) == 5.5
+    rng = np.random.default_rng(0)  # and sklearn's AUC on rounded (tied) scores
+    scores, labels = np.round(rng.normal(size=400), 1), rng.random(400) < 0.2
+    u = float(mann_whitney_u(torch.tensor(scores), torch.tensor(labels)))
+    assert u / (labels.sum() * (~labels).sum()) == pytest.approx(roc_auc_score(labels, scores))
+
+
+def test_a_constant_discriminator_scores_chance_on_the_balanced_metrics():
+    """Always "original" (the prior, as a discriminator that learned nothing) has accuracy
+    1 - replaced rate but balanced accuracy and AUC 0.5."""
+    replaced = torch.rand(2000, generator=torch.Generator().manual_seed(0)) < 0.14
+    logits = torch.full((2000,), float(np.log(0.14 / 0.86)))  # the calibrated prior
+    counts = {k: float(v) for k, v in class_counts(logits, replaced, prior=0.15).items()}
+    sums = {"gen_loss": 0.0, "disc_loss": 0.0, "gen_correct": 0, "gen_count": 1,
+            "disc_correct": float((~replaced).sum()), "disc_count": 2000.0,
+            "replaced": float(replaced.sum()), **counts}
+    metrics = electra_metrics(sums, 1)
+    assert metrics["disc_accuracy"] == pytest.approx(1 - float(replaced.float().mean()))
+    assert metrics["disc_balanced_accuracy"] == 0.5 and metrics["disc_auc"] == 0.5
