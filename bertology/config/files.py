@@ -139,15 +139,21 @@ def hub_offline() -> bool:
                for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
 
 
+def reads_local_files(task, data_dir: Path) -> bool:
+    """Whether a task reads files under the data root (source=local, or auto with task.path
+    present) rather than the hub; data/tasks.py loads by the same rule."""
+    if task.source != "auto":
+        return task.source == "local"
+    return task.path is not None and under_root(task.path, data_dir).exists()
+
+
 def check_task_files(task, data_dir: Path) -> None:
     """A task's local folder and files (TaskConfig), or the hub it falls back to: the same
     choice data/tasks.py makes (source=auto: local files when task.path is present)."""
     if task.format == "synthetic":
         return
     root = under_root(task.path, data_dir) if task.path is not None else None
-    local = task.source == "local" or (task.source == "auto" and root is not None
-                                       and root.exists())
-    if not local:
+    if not reads_local_files(task, data_dir):
         missing = f"task.path: {root} does not exist" if root else "task.path is not set"
         require(task.hub is not None, f"{missing} and task={task.name} names no hub data "
                 f"set; {DATA_FIX}")

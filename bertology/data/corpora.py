@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from bertology.config.files import expand_files
+from bertology.config.files import DATA_FIX, expand_files, under_root
 from bertology.config.groups import DataConfig
 from bertology.data import synthetic
 from bertology.errors import UserError, require
@@ -46,14 +46,8 @@ def split_sentences(text: str) -> list[str]:
 
 def resolve_path(path: str | Path, data_dir: Path, key: str) -> Path:
     """A data path is absolute or relative to the data root; it must exist."""
-    resolved = Path(path).expanduser()
-    if not resolved.is_absolute():
-        resolved = data_dir / resolved
-    require(
-        resolved.exists(),
-        f"{key}: {resolved} does not exist; set BERTOLOGY_DATA_DIR (paths.data_dir) to the "
-        "folder that holds the data sets, or give an absolute path",
-    )
+    resolved = under_root(str(path), data_dir)
+    require(resolved.exists(), f"{key}: {resolved} does not exist; {DATA_FIX}")
     return resolved
 
 

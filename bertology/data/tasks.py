@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bertology.config.files import reads_local_files
 from bertology.config.groups import TaskConfig
 from bertology.data import synthetic
 from bertology.data.corpora import read_text, resolve_path
@@ -329,12 +330,6 @@ def load_local(task: TaskConfig, data_dir: Path) -> tuple[list[dict], list[dict]
     return read(root / task.train_file, task), read(root / task.eval_file, task), task.labels
 
 
-def use_local(task: TaskConfig, data_dir: Path) -> bool:
-    if task.source != "auto":
-        return task.source == "local"
-    return task.path is not None and (data_dir / task.path).exists()
-
-
 def subsample(examples: list, limit: int | None, seed: int) -> list:
     """A seeded random subset (order kept), so a budget run sees a fixed sample."""
     if limit is None or limit >= len(examples):
@@ -350,7 +345,7 @@ def load_task(task: TaskConfig, data_dir: Path, max_train_examples: int | None =
         require(task.label_field in SYNTHETIC_FIELDS, f"task.label_field={task.label_field!r} "
                 f"is not a synthetic annotation; use one of: {', '.join(SYNTHETIC_FIELDS)}")
         train, evaluation, labels = load_synthetic(task)
-    elif use_local(task, data_dir):
+    elif reads_local_files(task, data_dir):
         train, evaluation, labels = load_local(task, data_dir)
     else:
         require(task.hub is not None, f"task={task.name}: {data_dir / str(task.path)} is "
