@@ -9,7 +9,16 @@ from omegaconf import OmegaConf
 
 from bertology.errors import require
 
-CONF_DIR = Path(__file__).resolve().parent.parent.parent / "conf"
+
+def find_conf_dir() -> Path:
+    """The wheel carries conf/ as bertology/conf (setup.py); a checkout (the editable install
+    of `make setup`) keeps it at the repository's top level."""
+    package = Path(__file__).resolve().parent.parent
+    installed = package / "conf"
+    return installed if installed.is_dir() else package.parent / "conf"
+
+
+CONF_DIR = find_conf_dir()
 
 
 def load_group_file(group: str, name: str) -> dict:
