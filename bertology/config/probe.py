@@ -25,7 +25,12 @@ from bertology.config.checks import (
     resolve_container,
     resolve_paths,
 )
-from bertology.config.files import check_mlm_head, check_task_files, read_checkpoint
+from bertology.config.files import (
+    check_mlm_head,
+    check_task_files,
+    missing_data,
+    read_checkpoint,
+)
 from bertology.config.groups import (
     LoggerConfig,
     ModelConfig,
@@ -167,7 +172,14 @@ class GeometrySettings:
         positive(self.max_types, "analysis.geometry.max_types")
 
 
-CLOZE_SUITES = ("blimp", "agreement", "ettinger", "lama")
+# suite -> the data sets it reads under the data root (data/cloze_suites.py)
+CLOZE_DATA = {
+    "blimp": ("blimp",),
+    "agreement": ("marvin_linzen_syneval", "colorless_green_agreement"),
+    "ettinger": ("ettinger_diagnostics",),
+    "lama": ("lama",),
+}
+CLOZE_SUITES = tuple(CLOZE_DATA)
 
 
 @dataclass
@@ -311,6 +323,11 @@ def load_probe_config(cfg: DictConfig) -> ProbeConfig:
             read_checkpoint(path, key)
     check_task_files(config.task, data_dir)
     check_mlm_analyses(config)
+    if "cloze" in config.analyses:
+        for suite in config.analyses["cloze"].suites:
+            for name in CLOZE_DATA[suite]:
+                require((data_dir / name).is_dir(), f"analysis.cloze.suites: {suite} reads "
+                        f"{missing_data(data_dir / name, data_dir)}")
     return config
 
 

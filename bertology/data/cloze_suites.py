@@ -20,6 +20,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from bertology.config.files import data_fix
 from bertology.data.tasks import read_lines
 from bertology.errors import UserError, require
 
@@ -171,8 +172,7 @@ def blimp_paradigms(data_dir: Path, wanted: list[str]) -> list[str]:
     """The paradigms to run: `wanted`, or every blimp/*.jsonl."""
     folder = data_dir / "blimp"
     found = sorted(path.stem for path in folder.glob("*.jsonl"))
-    require(found, f"{folder} holds no *.jsonl; set BERTOLOGY_DATA_DIR (paths.data_dir) to the "
-            "folder that holds blimp/")
+    require(found, f"{folder} holds no *.jsonl; {data_fix(folder, data_dir)}")
     unknown = [name for name in wanted if name not in found]
     if unknown:
         raise UserError(f"analysis.cloze.blimp_paradigms: no paradigm {unknown[0]!r} in "

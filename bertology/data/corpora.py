@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from bertology.config.files import DATA_FIX, expand_files, under_root
+from bertology.config.files import data_fix, expand_files, under_root
 from bertology.config.groups import DataConfig
 from bertology.data import synthetic
 from bertology.errors import UserError, require
@@ -47,7 +47,8 @@ def split_sentences(text: str) -> list[str]:
 def resolve_path(path: str | Path, data_dir: Path, key: str) -> Path:
     """A data path is absolute or relative to the data root; it must exist."""
     resolved = under_root(str(path), data_dir)
-    require(resolved.exists(), f"{key}: {resolved} does not exist; {DATA_FIX}")
+    require(resolved.exists(), f"{key}: {resolved} does not exist; "
+            f"{data_fix(resolved, data_dir)}")
     return resolved
 
 

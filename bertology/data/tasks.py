@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bertology.config.files import reads_local_files
+from bertology.config.files import data_fix, missing_data, reads_local_files
 from bertology.config.groups import TaskConfig
 from bertology.data import synthetic
 from bertology.data.corpora import read_text, resolve_path
@@ -37,8 +37,7 @@ class TaskData:
 
 
 def read_lines(path: Path) -> list[str]:
-    require(path.is_file(), f"{path} is missing; set BERTOLOGY_DATA_DIR (paths.data_dir) to the "
-            "folder that holds the data sets")
+    require(path.is_file(), missing_data(path))
     text = read_text(path, encoding="utf-8-sig")  # GLUE's MRPC files start with a BOM
     require(text.strip(), f"{path} is empty; point the task at a file with examples")
     return text.splitlines()
@@ -348,8 +347,9 @@ def load_task(task: TaskConfig, data_dir: Path, max_train_examples: int | None =
     elif reads_local_files(task, data_dir):
         train, evaluation, labels = load_local(task, data_dir)
     else:
-        require(task.hub is not None, f"task={task.name}: {data_dir / str(task.path)} is "
-                "missing and the task names no hub data set; set BERTOLOGY_DATA_DIR")
+        root = data_dir / str(task.path)
+        require(task.hub is not None, f"task={task.name}: {root} is missing and the task names "
+                f"no hub data set; {data_fix(root, data_dir)}")
         train, evaluation, labels = load_hub(task)
     require(train and evaluation, f"task={task.name}: no training or no eval examples; check "
             "the data files")
