@@ -71,6 +71,9 @@ pipelines:
   report     run dirs → REPORT.md: metrics over seeds and a verdict per survey finding
              (bertology report outputs/probe/multirun/<date>/<time> [more dirs])
 
+  data       the real data sets: bertology data list | fetch NAME... | --all | verify
+             (into BERTOLOGY_DATA_DIR, default ~/.cache/bertology/data)
+
 `bertology <pipeline> --help` shows its config groups and options (Hydra);
 `python -m bertology` is the same program."""
 
@@ -211,12 +214,25 @@ def report_overrides(args: list[str]) -> list[str]:
     return [f"runs=[{quoted}]", *rest]
 
 
+def data_command(args: list[str]) -> int:
+    """`bertology data ...` (bertology/data/command.py): no Hydra, no run dir."""
+    from bertology.data.command import main as data_main
+
+    try:
+        data_main(args)
+    except UserError as err:
+        return fail("data", str(err))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help", "help"):
         print(USAGE)
         return 0
     pipeline, overrides = args[0], args[1:]
+    if pipeline == "data":
+        return data_command(overrides)
     if pipeline == "report":
         overrides = report_overrides(overrides)
     if pipeline not in PIPELINES:

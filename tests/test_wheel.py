@@ -52,6 +52,7 @@ def test_wheel_carries_conf_and_runs_outside_the_repo(tmp_path):
     wanted = {f"bertology/conf/{p.relative_to(REPO / 'conf').as_posix()}"
               for p in (REPO / "conf").rglob("*.yaml")}
     assert wanted <= names, sorted(wanted - names)[:5]
+    assert "bertology/config/data_sets.json" in names  # `bertology data`'s manifest
 
     bertology = install(wheel, tmp_path / "venv")
     work = tmp_path / "elsewhere"
@@ -68,7 +69,7 @@ def test_wheel_carries_conf_and_runs_outside_the_repo(tmp_path):
                           capture_output=True, text=True, check=True).stdout.strip()
     assert Path(conf).is_relative_to(tmp_path / "venv"), conf
     for args in (["pretrain", "trainer.max_steps=20", "logger=none"],
-                 ["probe", "logger=none"]):
+                 ["probe", "logger=none", "init=random"]):
         done = run(*args)
         assert done.returncode == 0, done.stderr[-2000:]
         assert list((work / "outputs" / args[0]).glob("*/*/metrics.json")), args

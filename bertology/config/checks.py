@@ -12,6 +12,7 @@ from typing import Any, Union
 
 from omegaconf import DictConfig, OmegaConf
 
+from bertology.config.data_sets import DEFAULT_DATA_DIR
 from bertology.config.files import check_writable_folder
 from bertology.errors import UserError, require
 
@@ -129,7 +130,7 @@ def default_cache_dir() -> Path:
 
 @dataclass
 class PathsConfig:
-    data_dir: str = "data"  # the data root (BERTOLOGY_DATA_DIR)
+    data_dir: str = DEFAULT_DATA_DIR  # the data root (BERTOLOGY_DATA_DIR)
     cache_dir: str | None = None  # tokenizers, features (BERTOLOGY_CACHE_DIR)
 
 
