@@ -1,6 +1,7 @@
 """analysis=cloze: pseudo-log-likelihood and mask scoring against hand computations on tiny
-models (WordPiece and byte-level BPE), the readers on the real files, the MLM-head check, and
-the probe pipeline end to end on a checkpoint saved as `bertology pretrain` saves one."""
+models (WordPiece and byte-level BPE), the readers on the real files (their excerpts on a plain
+clone; the full sets' counts where they are present), the MLM-head check, and the probe
+pipeline end to end on a checkpoint saved as `bertology pretrain` saves one."""
 
 from __future__ import annotations
 
@@ -102,10 +103,9 @@ def test_mask_scores_are_the_log_probabilities_and_top_k_at_the_mask(scorer):
 
 
 def test_blimp_reader():
-    paradigms = data.blimp_paradigms(DATA_DIR, [])
-    assert len(paradigms) == 67
+    assert "adjunct_island" in data.blimp_paradigms(DATA_DIR, [])
     term, pairs = data.load_blimp(DATA_DIR, "adjunct_island")
-    assert term == "island_effects" and len(pairs) == 1000
+    assert term == "island_effects"
     assert pairs[0] == data.MinimalPair("Who should Derek hug after shocking Richard?",
                                         "Who should Derek hug Richard after shocking?")
     with pytest.raises(UserError, match="no paradigm 'islands'"):
@@ -114,18 +114,13 @@ def test_blimp_reader():
 
 def test_marvin_linzen_reader():
     simple = data.load_marvin_linzen(DATA_DIR, "simple_agrmt")
-    assert {c: len(p) for c, p in simple.items()} == {"sing_MS_MV": 70, "plur_MS_MV": 70}
+    assert set(simple) == {"sing_MS_MV", "plur_MS_MV"}
     assert simple["sing_MS_MV"][0] == data.MinimalPair("the author laughs", "the author laugh")
-    counts = {phenomenon: sum(len(pairs) for c in constructions
-                              for pairs in data.load_marvin_linzen(DATA_DIR, c).values())
-              for phenomenon, constructions in data.MARVIN_LINZEN.items()}
-    assert counts == {"agreement": 47060, "reflexives": 7640}  # the README's table
 
 
 def test_colorless_green_reader():
     items = data.load_colorless_green(DATA_DIR)
-    assert len(items) == 410
-    assert sum(item.kind == "original" for item in items) == 41
+    assert {item.kind for item in items} == {"original", "generated"}
     assert {item.pattern for item in items} == {"L__NOUN_VERB_VERB", "R__VERB_NOUN_CCONJ_VERB"}
     first = items[0]
     assert (first.correct, first.wrong, first.kind) == ("represents", "represent", "generated")
@@ -136,17 +131,14 @@ def test_colorless_green_reader():
 
 def test_ettinger_readers():
     cprag = data.load_cprag(DATA_DIR)
-    assert len(cprag) == 34
     assert (cprag[0].expected, cprag[0].within, cprag[0].between) == ("chess", "monopoly",
                                                                       "football")
     assert cprag[0].cloze.fill("chess")[0].endswith("really good at chess.")
     role = data.load_role(DATA_DIR)
-    assert len(role) == 88 and len({item.item for item in role}) == 44
     assert role[0].expected == ("avoided", "hated", "read", "met")
     assert role[0].cloze.fill("x")[0] == "The librarian documented which journalist the " \
                                          "celebrities had x."
     simp, nat = data.load_neg(DATA_DIR, "SIMP"), data.load_neg(DATA_DIR, "NAT")
-    assert (len(simp), len(nat)) == (18, 16)
     assert simp[0].cloze("affirmative", "fish").fill("fish")[0] == "A trout is a fish."
     assert simp[2].cloze("negated", "insect").prefix == "An ant is not an "
     assert nat[0].cloze("negated", "dangerous").fill("dangerous")[0] == \
@@ -154,12 +146,36 @@ def test_ettinger_readers():
 
 
 def test_google_re_reader():
-    counts = {r: len(data.load_google_re(DATA_DIR, r)) for r in data.GOOGLE_RE_TEMPLATES}
-    assert counts == {"place_of_birth": 2937, "date_of_birth": 1825, "place_of_death": 766}
     fact = data.load_google_re(DATA_DIR, "place_of_birth")[0]
     assert fact.cloze.fill(fact.object)[0] == "Khatchig Mouradian was born in Lebanon ."
     born = data.load_google_re(DATA_DIR, "date_of_birth")[0]
     assert born.cloze.fill(born.object)[0] == "Peter F. Martin (born 1941)."
+
+
+@pytest.mark.data("blimp")
+def test_blimp_has_67_paradigms_of_1000_pairs():
+    paradigms = data.blimp_paradigms(DATA_DIR, [])
+    assert len(paradigms) == 67
+    assert all(len(data.load_blimp(DATA_DIR, name)[1]) == 1000 for name in paradigms)
+
+
+@pytest.mark.data("marvin_linzen_syneval", "colorless_green_agreement", "ettinger_diagnostics",
+                  "lama")
+def test_the_full_suites_have_their_published_counts():
+    simple = data.load_marvin_linzen(DATA_DIR, "simple_agrmt")
+    assert {c: len(p) for c, p in simple.items()} == {"sing_MS_MV": 70, "plur_MS_MV": 70}
+    counts = {phenomenon: sum(len(pairs) for c in constructions
+                              for pairs in data.load_marvin_linzen(DATA_DIR, c).values())
+              for phenomenon, constructions in data.MARVIN_LINZEN.items()}
+    assert counts == {"agreement": 47060, "reflexives": 7640}  # the README's table
+    items = data.load_colorless_green(DATA_DIR)
+    assert len(items) == 410 and sum(item.kind == "original" for item in items) == 41
+    role = data.load_role(DATA_DIR)
+    assert len(data.load_cprag(DATA_DIR)) == 34
+    assert len(role) == 88 and len({item.item for item in role}) == 44
+    assert (len(data.load_neg(DATA_DIR, "SIMP")), len(data.load_neg(DATA_DIR, "NAT"))) == (18, 16)
+    counts = {r: len(data.load_google_re(DATA_DIR, r)) for r in data.GOOGLE_RE_TEMPLATES}
+    assert counts == {"place_of_birth": 2937, "date_of_birth": 1825, "place_of_death": 766}
 
 
 def test_missing_and_malformed_files_are_user_errors(tmp_path):

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import REPO, compose_config
+from conftest import DATA_DIR, REPO, compose_config
 from schema_walk import mlm_checkpoint
 
 from bertology.analysis import features as feats
@@ -72,8 +72,8 @@ def test_bad_probe_config_is_a_user_error(overrides, words):
 
 def test_ewt_sentences_carry_trees_and_universal_relations():
     task = load_probe_config(compose_config("probe", ["task=ud_deps"])).task
-    splits = load_probe_sentences(task, Path(REPO.parent / "shared" / "data"), 50, 20)
-    assert len(splits.train) == 50 and len(splits.eval) == 20
+    splits = load_probe_sentences(task, DATA_DIR, 20, 10)
+    assert len(splits.train) == 20 and len(splits.eval) == 10
     for sentence in splits.train:
         assert len(sentence.heads) == len(sentence.words) == len(sentence.labels)
         assert sentence.heads.count(0) == 1  # one root per UD sentence

@@ -1,6 +1,6 @@
-"""Task data: the real files under the data root load with their published counts, bad files
-are refused in one line that names the file (and line), the hub converters map the hub's
-schemas, and encoding labels first sub-tokens and finds answer spans."""
+"""Task data: the files under the data root load (the full sets with their published counts),
+bad files are refused in one line that names the file (and line), the hub converters map the
+hub's schemas, and encoding labels first sub-tokens and finds answer spans."""
 
 from __future__ import annotations
 
@@ -29,38 +29,62 @@ def minilm_tokenizer():
     return load_pretrained_tokenizer(resolve_checkpoint(MINILM))
 
 
-def test_sst2_dev_is_the_full_872_sentences():
-    data = load_task(task_config("sst2"), DATA_DIR, max_train_examples=500)
-    assert len(data.eval) == 872 and len(data.train) == 500
-    assert {e["label"] for e in data.eval} == {0, 1} and data.labels == ["0", "1"]
+def test_sst2_reads_sentences_and_binary_labels():
+    data = load_task(task_config("sst2"), DATA_DIR, max_train_examples=50)
+    assert len(data.train) == 50 and data.labels == ["0", "1"]
+    assert {e["label"] for e in data.eval} == {0, 1}
     assert all(e["text_pair"] is None and e["text"] for e in data.eval)
+    assert data.eval[0] == {"text": "it 's a charming and often affecting journey .",
+                            "text_pair": None, "label": 1}
 
 
 def test_mrpc_reads_pairs_despite_the_bom_and_stray_quotes():
     data = load_task(task_config("mrpc"), DATA_DIR)
-    assert (len(data.train), len(data.eval)) == (3668, 408)
     first = data.eval[0]
     assert first["text_pair"].startswith('"The foodservice pie business')
     assert first["label"] == 1
 
 
-def test_conll03_dev_matches_the_published_counts():
-    data = load_task(task_config("conll03"), DATA_DIR)
-    assert len(data.eval) == 3250  # eng.testa sentences, -DOCSTART- excluded
-    assert sum(len(e["words"]) for e in data.eval) == 51362
+def test_conll03_skips_docstart_and_reads_bio_tags():
+    task = task_config("conll03")
+    data = load_task(task, DATA_DIR)
     assert data.labels[0] == "O"
+    first = data.train[0]  # the file starts with -DOCSTART-, then this sentence
+    assert first["words"][:3] == ["EU", "rejects", "German"]
+    assert [data.labels[t] for t in first["tags"][:3]] == ["B-ORG", "O", "B-MISC"]
+    assert all("-DOCSTART-" not in e["words"] for e in data.train + data.eval)
 
 
 def test_ud_pos_reads_syntactic_words():
     data = load_task(task_config("ud_pos"), DATA_DIR)
-    assert (len(data.train), len(data.eval)) == (12544, 2001)
     assert all(len(e["words"]) == len(e["tags"]) for e in data.eval)
+    # the 9th train sentence has the multi-word token 19-20 "don't": its words do, n't
+    assert data.train[8]["words"][17:20] == ["I", "do", "n't"]
 
 
 def test_squad_is_split_by_article_with_no_shared_context():
     data = load_task(task_config("squad"), DATA_DIR)
-    assert len(data.train) + len(data.eval) == 10570
+    assert data.train and data.eval
     assert not {e["context"] for e in data.train} & {e["context"] for e in data.eval}
+    assert data.train[0]["answers"]["text"][0] == "Denver Broncos"
+
+
+def full(name: str, data_set: str, *counts):
+    return pytest.param(name, *counts, marks=pytest.mark.data(data_set), id=name)
+
+
+@pytest.mark.parametrize("name, train, evaluation, words", [
+    full("sst2", "glue_sst2", 67349, 872, None),
+    full("mrpc", "glue_mrpc", 3668, 408, None),
+    full("conll03", "conll2003_ner", 14041, 3250, 51362),  # eng.testa, -DOCSTART- excluded
+    full("ud_pos", "ud_english_ewt", 12544, 2001, None),
+    full("squad", "squad_v1.1", 10570 - 1988, 1988, None),  # eval: the last 10 of 48 articles
+])
+def test_the_full_sets_have_their_published_counts(name, train, evaluation, words):
+    data = load_task(task_config(name), DATA_DIR)
+    assert (len(data.train), len(data.eval)) == (train, evaluation)
+    if words is not None:
+        assert sum(len(e["words"]) for e in data.eval) == words
 
 
 def test_synthetic_tasks_hold_out_a_fifth():
