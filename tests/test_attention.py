@@ -234,7 +234,7 @@ def test_probe_attention_end_to_end(tmp_path, synthetic_tokenizer):
 
     save_compare_checkpoint(tmp_path / "compare", synthetic_tokenizer)
     cfg = compose_config("probe", [
-        "analysis=attention", "task=synthetic_pos", "logger=none", "seeds=[0]",
+        "analysis=attention", "task=synthetic_pos", "logger=none", "init=random", "seeds=[0]",
         "max_train_sentences=30", "max_eval_sentences=40", "analysis.attention.max_sentences=30",
         "analysis.attention.kovaleva_sentences=20", "analysis.attention.min_dependents=1",
         f"compare_to={tmp_path / 'compare'}",

@@ -128,7 +128,7 @@ def probe(tmp_path, overrides: list[str]):
 
 
 def test_geometry_runs_end_to_end_on_a_tiny_random_model(tmp_path):
-    metrics, out = probe(tmp_path, [])
+    metrics, out = probe(tmp_path, ["init=random"])  # a random tiny BERT: no pretraining
     rows = read_table(out / "tables" / "geometry_synthetic_pos.csv")
     assert {row["model"] for row in rows} == {"model", "random"}
     assert sorted({int(row["layer"]) for row in rows}) == [0, 1, 2]  # size=tiny: 2 layers

@@ -145,8 +145,8 @@ def test_the_control_task_code_is_longer_than_the_task_code_when_only_the_label_
 
 def test_a_run_with_mdl_reports_task_and_control_codes_per_layer(tmp_path):
     cfg = compose_config("probe", [
-        "logger=none", "seeds=[0]", "max_train_sentences=200", "max_eval_sentences=50",
-        "analysis.linear.mdl=true", "analysis.linear.max_train_words=1000",
+        "logger=none", "init=random", "seeds=[0]", "max_train_sentences=200",
+        "max_eval_sentences=50", "analysis.linear.mdl=true", "analysis.linear.max_train_words=1000",
         f"paths.cache_dir={tmp_path / 'cache'}"])
     metrics = probe.run(cfg, tmp_path / "run")
     table = (tmp_path / "run" / "tables" / "linear_synthetic_pos.csv").read_text()

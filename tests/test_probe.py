@@ -27,7 +27,9 @@ from bertology.data.probe_sentences import ProbeSentence, load_probe_sentences
 from bertology.errors import UserError
 from bertology.pipelines import probe
 
-QUIET = ["logger=none", "seeds=[0]", "max_train_sentences=300", "max_eval_sentences=100"]
+# init=random: a random tiny BERT of size=, not the default pretrain run's checkpoint (80 s)
+QUIET = ["logger=none", "init=random", "seeds=[0]", "max_train_sentences=300",
+         "max_eval_sentences=100"]
 
 
 # ---------------------------------------------------------------- dispatch and config
@@ -265,6 +267,34 @@ def test_a_second_analysis_reads_the_cache_instead_of_the_model(linear_run, tmp_
                                    "analysis.mlp.epochs=2", f"paths.cache_dir={cache}"])
     metrics = probe.run(cfg, tmp_path)
     assert "mlp/layer_02/selectivity" in metrics
+
+
+def test_with_no_checkpoint_the_probe_reads_the_default_pretrain_run():
+    """The no-argument probe probes a model that has learned the grammar: the default
+    `bertology pretrain` of model=/size= (every setting but the logger and paths), pretrained
+    once into the cache; init=random keeps the random tiny model, and a checkpoint needs none."""
+    from omegaconf import OmegaConf
+
+    nested = OmegaConf.to_container(load_probe_config(compose_config("probe")).pretrain_cfg)
+    default = OmegaConf.to_container(compose_config("pretrain"), resolve=True)
+    for key in ("model", "size", "objective", "data", "trainer", "seed", "resume", "downstream"):
+        assert nested[key] == default[key], key
+    assert load_probe_config(compose_config("probe", ["init=random"])).pretrain_cfg is None
+    assert load_probe_config(compose_config("probe", ["analysis=cloze"])).pretrain_cfg  # MLM head
+
+
+@pytest.mark.slow
+def test_the_default_probe_shows_the_model_above_its_baselines(tmp_path):
+    """The issue's bar for the first figure a newcomer sees (README: "Probing"): at every
+    layer the pretrained model's POS probe beats its random-init twin and the control task."""
+    cfg = compose_config("probe", ["logger=none", f"paths.cache_dir={tmp_path / 'cache'}"])
+    metrics = probe.run(cfg, tmp_path / "run")
+    for layer in range(3):
+        key = f"probe/layer_{layer:02d}"
+        assert metrics[f"{key}/accuracy"] > metrics[f"probe/random/{key}/accuracy"] + 0.03
+        assert metrics[f"{key}/selectivity"] > 0.05
+    assert (tmp_path / "cache" / "pretrained").is_dir()
+    assert (tmp_path / "run" / "plots" / "linear_synthetic_pos.pdf").stat().st_size > 0
 
 
 @pytest.mark.slow

@@ -216,7 +216,7 @@ def test_probe_pipeline_writes_table_plot_and_metrics(tmp_path):
     from bertology.pipelines import probe
 
     cfg = compose_config("probe", [
-        "analysis=structural", "task=synthetic_pos", "logger=none", "seeds=[0]",
+        "analysis=structural", "task=synthetic_pos", "logger=none", "init=random", "seeds=[0]",
         "max_train_sentences=80", "max_eval_sentences=30", "analysis.structural.epochs=3",
         "analysis.structural.rank=16", f"paths.cache_dir={tmp_path / 'cache'}"])
     metrics = probe.run(cfg, tmp_path / "run")

@@ -10,11 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from bertology.config.checks import (
     build_group,
     build_top_level,
+    check_nested,
     check_seed,
     check_seeds,
     distinct,
@@ -25,6 +26,7 @@ from bertology.config.checks import (
     resolve_container,
     resolve_paths,
 )
+from bertology.config.compose import CONF_DIR, load_group_file
 from bertology.config.files import (
     check_mlm_head,
     check_task_files,
@@ -38,6 +40,7 @@ from bertology.config.groups import (
     SizeConfig,
     TaskConfig,
 )
+from bertology.config.pretrain import load_pretrain_config
 from bertology.errors import require
 
 
@@ -286,6 +289,8 @@ class ProbeConfig:
     compare_to: str | None
     data_dir: Path
     cache_dir: Path
+    # model.name_or_path=null, init=pretrained: the `pretrain` config of the model to probe
+    pretrain_cfg: DictConfig | None = None
 
     def __post_init__(self) -> None:
         require(self.analyses, "analysis= picks nothing; use e.g. analysis=linear or "
@@ -317,6 +322,10 @@ def load_probe_config(cfg: DictConfig) -> ProbeConfig:
         max_eval_sentences=run.max_eval_sentences, compare_to=run.compare_to,
         data_dir=data_dir, cache_dir=cache_dir,
     )
+    if config.model.name_or_path is None and config.init == "pretrained":
+        config.pretrain_cfg = build_pretrain_cfg(container)
+        check_nested(load_pretrain_config, config.pretrain_cfg, "the model to probe (no "
+                     "model.name_or_path: pretrained first by `bertology pretrain`)")
     for key, path in (("model.name_or_path", config.model.name_or_path),
                       ("compare_to", config.compare_to)):
         if path is not None:
@@ -338,8 +347,27 @@ def check_mlm_analyses(config: ProbeConfig) -> None:
     if not needs:
         return
     path = config.model.name_or_path
+    if path is None and config.pretrain_cfg is not None:
+        return  # the default pretrain run's model/ has the head (BertForPreTraining and kin)
     require(path is not None, f"analysis={','.join(needs)} reads a checkpoint's MLM head; set "
             "model.name_or_path (e.g. the model/ of a bertology pretrain run)")
     found = read_checkpoint(path, "model.name_or_path")
     if found is not None:
         check_mlm_head(path, found, needs)
+
+
+def build_pretrain_cfg(container: dict) -> DictConfig:
+    """What a probe with no checkpoint probes: the default `bertology pretrain` of its model=
+    and size= (conf/pretrain.yaml's run: the embedded corpus, trainer=default, its dropout
+    and seed), so the no-argument figure shows a model that has learned the grammar against
+    its random-init and control baselines instead of noise against noise. The probe
+    pipeline runs it once and caches it (pipelines/probe.py)."""
+    primary = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "pretrain.yaml"))
+    model = OmegaConf.merge(container["model"], primary["model"])
+    return OmegaConf.create({
+        "model": OmegaConf.to_container(model), "size": container["size"],
+        "objective": container["objective"], "data": load_group_file("data", "synthetic"),
+        "trainer": load_group_file("trainer", "default"), "logger": container["logger"],
+        "seed": primary["seed"], "resume": primary["resume"], "paths": container["paths"],
+        "downstream": primary["downstream"],
+    })

@@ -6,6 +6,8 @@ plots and metrics. `analysis=[linear,structural,...]` runs several on one extrac
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from pathlib import Path
 
@@ -30,6 +32,7 @@ from bertology.data.corpora import text_corpus
 from bertology.data.probe_sentences import ProbeSplits, load_probe_sentences
 from bertology.data.tokenizers import load_or_train_tokenizer
 from bertology.models.build import build_config
+from bertology.pipelines.nested import run_nested
 from bertology.run.tracking import build_tracker
 
 log = logging.getLogger(__name__)
@@ -70,6 +73,7 @@ def build_context(config: ProbeConfig, out_dir: Path) -> ProbeContext:
     an analysis fail late (no MLM head) is checked now, before any extraction."""
     splits = load_probe_sentences(config.task, config.data_dir, config.max_train_sentences,
                                   config.max_eval_sentences, config.sample_seed)
+    pretrain_default_model(config)  # after the data, whose errors are found in seconds
     ctx = ProbeContext(config, splits, out_dir,
                        attention=any(name in READS_ATTENTION for name in config.analyses))
     if config.model.name_or_path is None:
@@ -90,6 +94,21 @@ def resolve_model_path(config: ProbeConfig) -> ProbeConfig:
     if config.model.name_or_path is not None:
         config.model.name_or_path = resolve_checkpoint(config.model.name_or_path)
     return config
+
+
+def pretrain_default_model(config: ProbeConfig) -> None:
+    """No model.name_or_path (and init=pretrained): the default `bertology pretrain` of
+    model=/size= is the model to probe, run once into cache_dir/pretrained/<key of its
+    config> (~80 s on 2 cores) and reused by every later probe, as features are."""
+    if config.pretrain_cfg is None:
+        return
+    settings = {k: v for k, v in OmegaConf.to_container(config.pretrain_cfg).items()
+                if k not in ("logger", "paths")}  # what the weights depend on
+    key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+    run_dir = config.cache_dir / "pretrained" / key
+    run_nested("pretrain", config.pretrain_cfg, run_dir, "no model.name_or_path: the model to "
+               "probe is the default `bertology pretrain` (once; cached)")
+    config.model.name_or_path = str(run_dir / "model")
 
 
 def build_random_encoder(config: ProbeConfig, splits: ProbeSplits) -> Encoder:
