@@ -59,7 +59,7 @@ from bertology.data.encode import IGNORE
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import require
 from bertology.families import family_of_checkpoint, mlm_transform_path
-from bertology.run.figures import save_figure
+from bertology.run.figures import GREY, PALETTE, save_figure
 from bertology.run.tables import write_table
 
 log = logging.getLogger(__name__)
@@ -331,7 +331,7 @@ def plot_conditions(rows: list[dict], title: str, ctx: ProbeContext, name: str) 
                        and r["condition"] == c] for c in CONDITIONS]
             stds = [statistics.stdev(v) if len(v) > 1 else 0.0 for v in values]
             axis.bar(CONDITIONS, [statistics.fmean(v) for v in values], yerr=stds, capsize=4,
-                     color=["tab:gray", "tab:red", "tab:blue"])
+                     color=[GREY, PALETTE[3], PALETTE[0]])
             axis.set_ylabel(f"{setting}: {metric}")
             axis.grid(axis="y", alpha=0.3)
             if metric != "kl":
@@ -339,7 +339,8 @@ def plot_conditions(rows: list[dict], title: str, ctx: ProbeContext, name: str) 
         majority = next(r["majority_accuracy"] for r in rows if r["setting"] == setting)
         row_axes[0].axhline(majority, color="black", linestyle="--", label="majority")
         row_axes[0].legend(fontsize=8)
-    figure.suptitle(title)
+    seeds = len({r["seed"] for r in rows})
+    figure.suptitle(f"{title}\nerror bars: ±1 s.d. over {seeds} seed(s)")
     save_figure(figure, ctx.out_dir, name)
 
 

@@ -55,7 +55,7 @@ from bertology.analysis.head_similarity import compute_head_distances
 from bertology.config.probe import AttentionSettings
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import require
-from bertology.run.figures import plot_head_heatmap, plot_layer_curves, save_figure
+from bertology.run.figures import PALETTE, plot_head_heatmap, plot_layer_curves, save_figure
 from bertology.run.replicates import write_replicates
 from bertology.run.tables import write_table
 
@@ -180,7 +180,7 @@ def plot_pattern_heatmap(classes: np.ndarray, title: str, out_dir, name: str):
     import matplotlib.pyplot as plt
     from matplotlib.colors import ListedColormap
 
-    colours = ListedColormap(["#3498db", "#e74c3c", "#9b59b6", "#2ecc71", "#95a5a6"])
+    colours = ListedColormap(PALETTE[:len(PATTERNS)])  # the house's colour-blind-safe set
     figure, axis = plt.subplots(figsize=(0.45 * classes.shape[1] + 3.5,
                                          0.4 * classes.shape[0] + 1.8))
     image = axis.imshow(classes, cmap=colours, vmin=-0.5, vmax=len(PATTERNS) - 0.5,

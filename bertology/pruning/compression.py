@@ -40,7 +40,7 @@ from bertology.pruning.schedules import (
     prune_magnitude,
     select_heads_to_mask,
 )
-from bertology.run.figures import save_figure
+from bertology.run.figures import integer_ticks, save_figure
 from bertology.run.tables import write_table
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ def plot_layer_dropping(ctx: PruneContext, rows: list[dict], num_layers: int) ->
         points = [(0, ctx.base_metric)] + [(r["dropped"], r["metric"]) for r in rows
                                            if r["strategy"] == strategy]
         axis.plot(*zip(*points), marker="o", label=strategy)
-    axis.set_xticks(range(num_layers))
+    integer_ticks(axis)
     save_curve_plot(ctx, figure, axis, "layers dropped (no retraining)",
                     "layer dropping (Sajjad et al.)", "layer_dropping")
 
@@ -226,9 +226,10 @@ def run_matrix(ctx: PruneContext) -> dict[str, float]:
 def plot_pareto(ctx: PruneContext, rows: list[dict]) -> None:
     figure, axis = plt.subplots(figsize=(6.5, 4.2))
     for row in rows:
-        marker = "s" if row["model"].endswith("int8") else "o"
-        axis.scatter(row["latency_ms"], row["metric"], marker=marker,
-                     color="C3" if row["pareto"] else "C0")
+        int8 = row["model"].endswith("int8")
+        label = ("on the front" if row["pareto"] else "dominated") + (", int8" if int8 else "")
+        axis.scatter(row["latency_ms"], row["metric"], marker="s" if int8 else "o",
+                     color="C3" if row["pareto"] else "C0", label=label)
         axis.annotate(row["model"], (row["latency_ms"], row["metric"]), fontsize=7,
                       xytext=(4, 3), textcoords="offset points")
     front = sorted((r["latency_ms"], r["metric"]) for r in rows if r["pareto"])
@@ -237,5 +238,6 @@ def plot_pareto(ctx: PruneContext, rows: list[dict]) -> None:
     axis.set_ylabel(f"eval {ctx.metric}")
     axis.set_title(f"compression matrix: {ctx.config.task.name}")
     axis.grid(alpha=0.3)
-    axis.legend(fontsize=8)
+    unique = dict(zip(*reversed(axis.get_legend_handles_labels())))  # a label once
+    axis.legend(unique.values(), unique.keys())
     save_figure(figure, ctx.out_dir, "compression_pareto")

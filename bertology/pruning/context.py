@@ -37,7 +37,7 @@ from bertology.pruning.importance import (
     mark_removed,
 )
 from bertology.pruning.quantize import linear_weight_bytes
-from bertology.run.figures import save_figure
+from bertology.run.figures import GREY, save_figure
 
 log = logging.getLogger(__name__)
 
@@ -176,14 +176,15 @@ def describe(model: nn.Module) -> dict[str, float]:
             "linear_weight_mb": linear_weight_bytes(model) / 2**20}
 
 
-def save_curve_plot(ctx: PruneContext, figure, axis, xlabel: str, title: str, name: str) -> None:
+def save_curve_plot(ctx: PruneContext, figure, axis, xlabel: str, title: str, name: str,
+                    caption: str = "") -> None:
     """What every pruning curve shows: the loss budget under the original metric, labelled
-    axes, the task in the title; then plots/<name>.png."""
-    axis.axhline(ctx.base_metric - ctx.config.prune.max_loss, color="grey", linestyle="--",
+    axes, the task in the title (and what a band is, below it); then plots/<name>.png|pdf."""
+    axis.axhline(ctx.base_metric - ctx.config.prune.max_loss, color=GREY, linestyle="--",
                  label=f"original − {ctx.config.prune.max_loss:g}")
     axis.set_xlabel(xlabel)
     axis.set_ylabel(f"eval {ctx.metric}")
-    axis.set_title(f"{title}: {ctx.config.task.name}")
+    axis.set_title(f"{title}: {ctx.config.task.name}" + (f"\n{caption}" if caption else ""))
     axis.grid(alpha=0.3)
     axis.legend(fontsize=8)
     save_figure(figure, ctx.out_dir, name)

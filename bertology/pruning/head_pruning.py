@@ -31,7 +31,7 @@ from bertology.pruning.schedules import (
     compute_step_counts,
     select_heads_to_mask,
 )
-from bertology.run.figures import plot_head_heatmap
+from bertology.run.figures import GREY, band_caption, plot_head_heatmap
 from bertology.run.tables import write_table
 
 log = logging.getLogger(__name__)
@@ -138,6 +138,7 @@ def importance_rows(scores: np.ndarray) -> list[dict]:
 def plot_curves(ctx: PruneContext, curves: dict[str, list[Curve]], upto: float) -> None:
     """Metric against the fraction of heads masked; random order as its seeds' mean ± std."""
     figure, axis = plt.subplots(figsize=(5.5, 3.8))
+    bands = []
     for score, group in curves.items():
         steps = max(len(c.values) for c in group)
         fractions = next(c.fractions for c in group if len(c.values) == steps)
@@ -147,10 +148,11 @@ def plot_curves(ctx: PruneContext, curves: dict[str, list[Curve]], upto: float) 
         if len(group) > 1:
             stds = np.array([statistics.pstdev(v) for v in per_step])
             axis.fill_between(fractions, means - stds, means + stds, alpha=0.2,
-                              color=line.get_color())
-    axis.axvline(upto, color="grey", linestyle=":", label="area range")
+                              color=line.get_color(), linewidth=0)
+            bands.append(f"{score} {band_caption(len(group), 'orders')}")
+    axis.axvline(upto, color=GREY, linestyle=":", label="area range")
     save_curve_plot(ctx, figure, axis, "fraction of heads masked", "head pruning",
-                    "head_pruning")
+                    "head_pruning", caption="; ".join(bands))
 
 
 def removal_gates(ctx: PruneContext) -> torch.Tensor:

@@ -1,8 +1,18 @@
 """What analyses leave in the run dir (DESIGN §5): tables/<analysis>_<task>.csv for machines,
-plots/*.png for people. Both are written to a temporary name and renamed."""
+plots/<name>.png and plots/<name>.pdf for people. One house style for every figure, so a
+figure goes into a paper as it is:
+
+- a colour-blind-safe palette (Okabe & Ito, 2008) as matplotlib's colour cycle;
+- constrained layout, so no label overlaps another panel;
+- integer ticks on every layer axis (`integer_ticks`), a legend naming every line;
+- an uncertainty band says what it is in the title (`band_caption`);
+- PNG for a quick look and PDF (vector, TrueType fonts a journal accepts) for the paper, each
+  written to a temporary name and renamed.
+"""
 
 from __future__ import annotations
 
+import logging
 import os
 import statistics
 from collections import defaultdict
@@ -13,17 +23,50 @@ import matplotlib
 matplotlib.use("Agg")  # headless: runs on CI and clusters without a display
 
 import matplotlib.pyplot as plt  # noqa: E402
+from cycler import cycler  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+# Okabe & Ito (2008), "Color Universal Design": distinguishable under every common colour-
+# vision deficiency; black last. C0, C1, ... in the modules below name these in order.
+PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442",
+           "#000000"]
+GREY = "#7F7F7F"  # reference lines: baselines, budgets, chance
+FORMATS = ("png", "pdf")
+matplotlib.rcParams.update({
+    "axes.prop_cycle": cycler(color=PALETTE),
+    "figure.constrained_layout.use": True,
+    "image.cmap": "viridis",  # perceptually uniform, colour-blind safe
+    "font.size": 9, "axes.titlesize": 9, "axes.labelsize": 9, "legend.fontsize": 8,
+    "xtick.labelsize": 8, "ytick.labelsize": 8,
+    "grid.alpha": 0.3,
+    "pdf.fonttype": 42,  # TrueType in the PDF: text stays text (Type 3 fonts are refused by
+    "ps.fonttype": 42,   # some publishers' checkers)
+    "savefig.dpi": 150,
+})
+logging.getLogger("fontTools").setLevel(logging.WARNING)  # the PDF's font subsetting, per table
 
 
 def save_figure(figure, out_dir: Path, name: str) -> Path:
-    """plots/<name>.png, then the figure is closed (matplotlib keeps every open one)."""
-    path = out_dir / "plots" / f"{name}.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp.png")
-    figure.savefig(tmp, dpi=120, bbox_inches="tight")
+    """plots/<name>.png and plots/<name>.pdf, each renamed into place once whole; then the
+    figure is closed (matplotlib keeps every open one). Returns the PNG's path."""
+    plots = out_dir / "plots"
+    plots.mkdir(parents=True, exist_ok=True)
+    for fmt in FORMATS:
+        tmp = plots / f".{name}.tmp.{fmt}"
+        figure.savefig(tmp, format=fmt, bbox_inches="tight")
+        os.replace(tmp, plots / f"{name}.{fmt}")
     plt.close(figure)
-    os.replace(tmp, path)
-    return path
+    return plots / f"{name}.png"
+
+
+def integer_ticks(axis, which: str = "x") -> None:
+    """Whole-number ticks on a layer (or count) axis: no 0.5, 1.5 between layers."""
+    getattr(axis, f"{which}axis").set_major_locator(MaxNLocator(integer=True))
+
+
+def band_caption(count: int, what: str = "seeds") -> str:
+    """What a shaded band is, for the title; one run has none."""
+    return f"band: ±1 s.d. over {count} {what}" if count > 1 else ""
 
 
 def layer_means(rows: list[dict], metric: str, series: str = "model"
@@ -47,25 +90,47 @@ def plot_layer_curves(rows: list[dict], metrics: list[str], title: str, out_dir:
                       name: str, series: str = "model", baselines: list[dict] = (),
                       xlabel: str = "layer (0 = embeddings)") -> Path:
     """One panel per metric: a line per series (model, random-init, control …) over layers,
-    with a band of ±1 std over seeds; each baseline row (a series without layers, e.g. a
-    linear baseline) is a dashed horizontal line."""
-    figure, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.4),
+    with a band of ±1 s.d. over seeds (said in the title); each baseline row (a series
+    without layers, e.g. a linear baseline) is a dashed horizontal line. One legend for the
+    figure names every line."""
+    figure, axes = plt.subplots(1, len(metrics), figsize=(3.6 * len(metrics) + 0.6, 3.2),
                                 squeeze=False)
+    names = sorted({str(row[series]) for row in rows}, key=series_order)
+    colours = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}  # every panel
+    labels: dict[str, object] = {}
     for axis, metric in zip(axes[0], metrics):
         for label, (layers, means, stds) in layer_means(rows, metric, series).items():
-            axis.plot(layers, means, marker="o", label=label)
+            colour = colours[str(label)]
+            labels[label] = axis.plot(layers, means, marker="o", color=colour, label=label)[0]
             axis.fill_between(layers, [m - s for m, s in zip(means, stds)],
-                              [m + s for m, s in zip(means, stds)], alpha=0.2)
+                              [m + s for m, s in zip(means, stds)], alpha=0.2, color=colour,
+                              linewidth=0)
         for row in baselines:
             if row.get(metric, "") != "":
-                axis.axhline(float(row[metric]), color="grey", linestyle="--",
-                             label=str(row[series]))
+                labels[str(row[series])] = axis.axhline(float(row[metric]), color=GREY,
+                                                        linestyle="--", label=str(row[series]))
         axis.set_xlabel(xlabel)
         axis.set_ylabel(metric)
         axis.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=8)
-    figure.suptitle(title)
+        integer_ticks(axis)
+    figure.legend(list(labels.values()), list(labels), loc="outside lower center",
+                  ncols=min(len(labels), 4))
+    caption = band_caption(seed_count(rows, series))
+    figure.suptitle(f"{title}\n{caption}" if caption else title)
     return save_figure(figure, out_dir, name)
+
+
+def series_order(name: str) -> tuple[int, str]:
+    """The model's own curve first (first colour), then baselines in name order."""
+    return (0 if name in ("model", "task") else 1, name)
+
+
+def seed_count(rows: list[dict], series: str = "model") -> int:
+    """The most seeds any (series, layer) point averages."""
+    seeds: dict[tuple, set] = defaultdict(set)
+    for row in rows:
+        seeds[(row.get(series), row.get("layer"))].add(row.get("seed"))
+    return max((len(s) for s in seeds.values()), default=0)
 
 
 def plot_head_heatmap(values, title: str, out_dir: Path, name: str, cmap: str = "viridis",
