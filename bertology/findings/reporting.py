@@ -11,7 +11,8 @@ from bertology.findings.evidence import Evidence, layer_keys
 from bertology.findings.runs import Run
 from bertology.findings.statistics import Estimate
 from bertology.findings.verdicts import VERDICTS, FindingResult, selects
-from bertology.run.figures import save_figure
+from bertology.run.figures import GREY, integer_ticks, save_figure
+from bertology.run.files import write_text_atomic
 
 HEADLINE = ("eval/", "distill/retained", "distill/speedup", "prune/heads_remaining")
 MAX_HEADLINES = 8  # per group in REPORT.md; the CSV has them all
@@ -83,7 +84,7 @@ def plot_finding(result: FindingResult, out_dir: Path) -> str:
                 axis.plot(layers, [run.metrics[k] for k in keys], marker="o", alpha=0.7,
                           label=f"seed {run.seed}" if run.seed is not None else run.path.name)
         axis.set_xlabel("layer (0 = embeddings)")
-        axis.xaxis.get_major_locator().set_params(integer=True)
+        integer_ticks(axis)
         axis.set_ylabel(curve.metric.replace("*", "L"))
         axis.legend(fontsize=7)
     else:
@@ -92,7 +93,7 @@ def plot_finding(result: FindingResult, out_dir: Path) -> str:
         axis.errorbar([0], [test.estimate.mean], yerr=[[test.estimate.mean - low],
                                                         [high - test.estimate.mean]],
                       fmt="o", capsize=6, label="a − b, 95% interval")
-        axis.axhline(comparison.margin, color="grey", linestyle="--", label="margin")
+        axis.axhline(comparison.margin, color=GREY, linestyle="--", label="margin")
         axis.set_xticks([0], [comparison.describe()[:60]], fontsize=7)
         axis.legend(fontsize=7)
     axis.set_title(f"{result.id}: {result.raw} (Holm: {result.corrected})", fontsize=9)
@@ -106,7 +107,8 @@ def verdict_counts(results: list[FindingResult], which: str) -> dict[str, int]:
 
 
 def write_report(results: list[FindingResult], skipped: list[tuple[str, str]],
-                 runs: list[Run], out_dir: Path) -> Path:
+                 runs: list[Run], out_dir: Path, figures: dict[str, str]) -> Path:
+    """REPORT.md; figures maps a finding's id to its figure (plot_finding's path)."""
     lines = ["# bertology report", "",
              f"{len(runs)} finished runs; {len(results)} findings judged. Each claim is tested "
              "one-sided at α = 0.05 two-sided (its 95% interval beyond the margin); the "
@@ -122,7 +124,7 @@ def write_report(results: list[FindingResult], skipped: list[tuple[str, str]],
                   "| raw | Holm | note | figure |",
                   "|---|---|---|---|---|---|---:|---|---|---|---|"]
     for r in results:
-        figure = plot_finding(r, out_dir)
+        figure = figures[r.id]
         for i, (test, comparison) in enumerate(zip(r.tests, r.spec.comparisons)):
             effect, interval = format_estimate(test.estimate)
             head = [r.id, r.spec.claim, r.spec.source] if i == 0 else ["", "", ""]
@@ -142,8 +144,6 @@ def write_report(results: list[FindingResult], skipped: list[tuple[str, str]],
             lines.append(f"| {index} | {group[0].path}{' …' if len(group) > 1 else ''} "
                          f"| {len(group)} | {name} | {s['mean']:.4g} ± {s['std']:.2g} |")
     path = out_dir / "REPORT.md"
-    tmp = path.with_name(".REPORT.md.tmp")
-    tmp.write_text("\n".join(lines) + "\n")
-    tmp.replace(path)
+    write_text_atomic(path, "\n".join(lines) + "\n")
     return path
 

@@ -1,8 +1,10 @@
-"""bertology report: run dirs → REPORT.md, tables and figures, with a verdict per survey finding.
+"""bertology report: run dirs → REPORT.md, REPORT.html, tables and figures, with a verdict
+per survey finding.
 
 runs → the findings they can judge (findings/catalog.py) → a raw verdict per finding
-(findings/verdicts.py) → Holm's correction over all of them → REPORT.md, tables/findings.csv,
-tables/metrics.csv, a figure per finding.
+(findings/verdicts.py) → Holm's correction over all of them → a figure per finding →
+REPORT.md, REPORT.html (self-contained: figures inlined), tables/findings.csv and
+tables/metrics.csv.
 """
 
 from __future__ import annotations
@@ -15,7 +17,14 @@ from omegaconf import DictConfig
 from bertology.config.report import load_report_config
 from bertology.errors import UserError
 from bertology.findings.catalog import findings_for
-from bertology.findings.reporting import finding_rows, metric_rows, verdict_counts, write_report
+from bertology.findings.html import write_html
+from bertology.findings.reporting import (
+    finding_rows,
+    metric_rows,
+    plot_finding,
+    verdict_counts,
+    write_report,
+)
 from bertology.findings.runs import find_runs
 from bertology.findings.verdicts import FindingResult, correct_suite, judge
 from bertology.run.files import write_json_atomic
@@ -31,7 +40,9 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     correct_suite(results)
     write_table(out_dir, "metrics", metric_rows(runs))
     write_table(out_dir, "findings", finding_rows(results))
-    report = write_report(results, skipped, runs, out_dir)
+    figures = {r.id: plot_finding(r, out_dir) for r in results}
+    report = write_report(results, skipped, runs, out_dir, figures)
+    write_html(results, skipped, runs, out_dir, figures)
     log.info("%s: %d runs, %s", report, len(runs),
              ", ".join(f"{r.id}={r.raw}/{r.corrected}" for r in results) or "no findings")
     metrics = {"report/runs": float(len(runs)), "report/findings": float(len(results))}

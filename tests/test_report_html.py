@@ -1,0 +1,97 @@
+"""REPORT.html: one self-contained page (figures inlined, no script, no network, all text
+escaped) with the claims table, each claim's figure and its run dirs; opened in a real
+headless Chromium, it loads without errors and shows every image (naturalWidth > 0).
+.ci/run installs Chromium from the system packages; without one the browser test skips."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+from test_report import FINDING, write_run
+
+from bertology.pipelines import report
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+# No first-run, sync or background traffic: the CI machine's network is closed, and a page
+# that needs none must not wait on it.
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--hide-scrollbars"]
+# What the test adds to its copy of the page: errors of any resource or script, and after
+# load, how many images there are and how many were decoded (naturalWidth > 0).
+CHECK = """<script>
+window.__errors = [];
+window.addEventListener("error", e => window.__errors.push(
+  String(e.message || (e.target && (e.target.src || e.target.href)) || e.type)), true);
+window.addEventListener("load", () => {
+  const images = Array.from(document.images);
+  const out = document.createElement("pre");
+  out.id = "__check";
+  out.textContent = JSON.stringify({images: images.length,
+    shown: images.filter(i => i.complete && i.naturalWidth > 0).length,
+    errors: window.__errors});
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+def find_browser() -> str | None:
+    return next((path for name in BROWSERS if (path := shutil.which(name))), None)
+
+
+@pytest.fixture
+def html_report(tmp_path) -> Path:
+    """A report over synthetic runs: one finding that holds, one whose claim carries markup."""
+    tricky = {**FINDING, "id": "tricky", "claim": "<b>a</b> & b < c", "source": "\"quoted\""}
+    for seed, (a, b) in enumerate([(0.8, 0.7), (0.81, 0.7), (0.79, 0.71)]):
+        write_run(tmp_path / "runs" / f"demo{seed}", {"eval/a": a, "eval/b": b}, seed, FINDING)
+        write_run(tmp_path / "runs" / f"tricky{seed}", {"eval/a": a, "eval/b": b}, seed, tricky)
+    report.run(OmegaConf.create({"runs": [str(tmp_path / "runs")]}), tmp_path / "report")
+    return tmp_path / "report" / "REPORT.html"
+
+
+def test_the_page_is_self_contained_escaped_and_complete(html_report):
+    page = html_report.read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<script" not in page.lower()
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # nothing fetched
+    images = re.findall(r'<img src="([^"]+)"', page)
+    assert len(images) == 2 and all(i.startswith("data:image/png;base64,") for i in images)
+    assert "&lt;b&gt;a&lt;/b&gt; &amp; b &lt; c" in page and "<b>a</b>" not in page
+    assert "&quot;quoted&quot;" in page
+    for column in ("claim", "source", "test", "effect a − b", "95% interval", "raw", "Holm"):
+        assert f"<th>{column}</th>" in page
+    assert page.count('class="holds"') >= 4  # raw and Holm, in the table and each section
+    for seed in range(3):  # the run dirs behind each claim
+        assert str(html_report.parent.parent / "runs" / f"tricky{seed}") in page
+
+
+def render(browser: str, page: Path, out: Path, *flags: str) -> subprocess.CompletedProcess:
+    return subprocess.run([browser, *FLAGS, f"--user-data-dir={out / 'profile'}",
+                           "--virtual-time-budget=10000", *flags, page.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_chromium_loads_the_page_and_shows_every_image(html_report, tmp_path):
+    browser = find_browser()
+    if browser is None:
+        reason = f"no browser ({', '.join(BROWSERS)}); .ci/run installs Chromium"
+        if os.environ.get("BERTOLOGY_REQUIRE_BROWSER") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    checked = tmp_path / "checked.html"
+    checked.write_text(html_report.read_text().replace("</head>", CHECK + "\n</head>", 1))
+    dom = render(browser, checked, tmp_path, "--dump-dom")
+    found = re.search(r'<pre id="__check">(.*?)</pre>', dom.stdout)
+    assert found, f"the page never finished loading: {dom.stderr[-2000:]}"
+    check = json.loads(found.group(1).replace("&quot;", '"'))
+    assert check == {"images": 2, "shown": 2, "errors": []}
+    shot = tmp_path / "report.png"
+    render(browser, html_report, tmp_path, f"--screenshot={shot}", "--window-size=1280,1600")
+    assert shot.read_bytes().startswith(b"\x89PNG") and shot.stat().st_size > 20_000
