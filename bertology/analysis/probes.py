@@ -279,7 +279,7 @@ def run_probes(ctx, settings, kind: str, prefix: str) -> dict[str, float]:
                  "L-BFGS is deterministic, so the seeds %s vary only the control task's labels; "
                  "for seeds that sample other sentences run one job per seed (seed=0,1,2)",
                  kind, len(data.train.labels), settings.max_train_words, ctx.config.seeds)
-        title += "\n(band over seeds: control labels only; the task probe is deterministic)"
+        title += "\n(the task probe is deterministic: the seeds vary only the control labels)"
     plot_layer_curves(curve_rows(rows), ["accuracy", "selectivity"], title, ctx.out_dir, name)
     return summarise(rows, prefix, majority=majority_accuracy(data))
 
