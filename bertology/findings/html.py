@@ -15,9 +15,12 @@ from bertology.findings.verdicts import VERDICTS, FindingResult
 from bertology.run.files import write_text_atomic
 
 STYLE = """
-body { font: 14px/1.45 system-ui, sans-serif; max-width: 1200px; margin: 2em auto;
+body { font: 14px/1.45 system-ui, sans-serif; max-width: 1600px; margin: 2em auto;
        padding: 0 1em; color: #1a1a1a; }
-table { border-collapse: collapse; margin: 1em 0; font-size: 13px; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 13px; width: 100%; }
+td.claim { min-width: 14em; }
+td.note { font-size: 12px; color: #444; max-width: 30em; }
+td code { word-break: break-word; }
 th, td { border: 1px solid #ccc; padding: 4px 8px; vertical-align: top; text-align: left; }
 th { background: #f2f2f2; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
@@ -48,10 +51,10 @@ def claims_table(results: list[FindingResult]) -> list[str]:
         for i, (test, comparison) in enumerate(zip(r.tests, r.spec.comparisons)):
             effect, interval = format_estimate(test.estimate)
             head = (f'<td><a href="#{escape(r.id)}">{escape(r.id)}</a></td>'
-                    f"<td>{escape(r.spec.claim)}</td><td>{escape(r.spec.source)}</td>"
+                    f'<td class="claim">{escape(r.spec.claim)}</td><td>{escape(r.spec.source)}</td>'
                     if i == 0 else "<td></td>" * 3)
             tail = (f"<td>{verdict_cell(r.raw)}</td><td>{verdict_cell(r.corrected)}</td>"
-                    f"<td>{escape(r.note)}</td>" if i == 0 else "<td></td>" * 3)
+                    f'<td class="note">{escape(r.note)}</td>' if i == 0 else "<td></td>" * 3)
             lines.append(f"<tr>{head}<td><code>{escape(comparison.describe())}</code></td>"
                          f'<td class="num">{escape(effect)}</td>'
                          f'<td class="num">{escape(interval)}</td>'
