@@ -83,10 +83,12 @@ def test_minilm_finetunes_on_sst2(tmp_path):
 
 def test_minilm_feature_based_ner_reads_the_second_to_last_layer(tmp_path):
     metrics = run_finetune(tmp_path, ["model=minilm", "task=conll03", "head.mode=feature",
-                                      "head.features=second_to_last", "trainer.lr=5e-3",
-                                      "trainer.max_train_examples=256", "trainer.epochs=4",
+                                      "head.features=second_to_last", "trainer.lr=1e-2",
+                                      "trainer.max_train_examples=100", "trainer.epochs=12",
                                       "task.max_eval_examples=48"])
-    # A linear head on frozen features soon beats tagging every word O.
+    # A linear head on frozen features soon beats tagging every word O, from 100 sentences:
+    # accuracy 0.886 vs 0.810 on the full set, 0.836 vs 0.780 on the excerpt (all its train
+    # sentences; its 48 dev sentences are sports tables).
     gold = [t for r in read_jsonl(tmp_path / "predictions.jsonl") for t in r["gold"]]
     assert metrics["eval/accuracy"] > gold.count("O") / len(gold) + 0.03, metrics
     assert metrics["eval/entity_f1"] > 0.2
