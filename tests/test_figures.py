@@ -151,6 +151,8 @@ def test_a_real_probe_run_draws_every_probe_figure_in_house_style(tmp_path, draw
     probe.run(cfg, tmp_path / "run")
     kinds = {p.stem.split("_")[0] for p in (tmp_path / "run" / "plots").glob("*.pdf")}
     assert {"linear", "structural", "attention", "geometry", "position"} <= kinds
+    index = (tmp_path / "run" / "index.html").read_text()  # the run's page lists them all
+    assert all(f'src="plots/{p.name}"' in index for p in (tmp_path / "run" / "plots").glob("*.png"))
     assert check_house_style(tmp_path / "run", drawn) >= 10
 
 

@@ -17,6 +17,8 @@ from omegaconf import OmegaConf
 from test_report import FINDING, write_run
 
 from bertology.pipelines import report
+from bertology.run import figures
+from bertology.run.index import write_run_index
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 # No first-run, sync or background traffic: the CI machine's network is closed, and a page
@@ -78,20 +80,45 @@ def render(browser: str, page: Path, out: Path, *flags: str) -> subprocess.Compl
                           capture_output=True, text=True, timeout=120)
 
 
-def test_chromium_loads_the_page_and_shows_every_image(html_report, tmp_path):
+def browser_or_skip() -> str:
     browser = find_browser()
     if browser is None:
         reason = f"no browser ({', '.join(BROWSERS)}); .ci/run installs Chromium"
         if os.environ.get("BERTOLOGY_REQUIRE_BROWSER") == "1":
             pytest.fail(reason)
         pytest.skip(reason)
-    checked = tmp_path / "checked.html"
-    checked.write_text(html_report.read_text().replace("</head>", CHECK + "\n</head>", 1))
+    return browser
+
+
+def displayed(browser: str, page: Path, tmp_path: Path) -> dict:
+    """Chromium's count of the page's images, those displayed, and any errors, read from a
+    copy of the page (beside it, so relative paths hold) with the check script added."""
+    checked = page.with_name(f".checked_{page.name}")
+    checked.write_text(page.read_text().replace("</head>", CHECK + "\n</head>", 1))
     dom = render(browser, checked, tmp_path, "--dump-dom")
+    checked.unlink()
     found = re.search(r'<pre id="__check">(.*?)</pre>', dom.stdout)
     assert found, f"the page never finished loading: {dom.stderr[-2000:]}"
-    check = json.loads(found.group(1).replace("&quot;", '"'))
-    assert check == {"images": 2, "shown": 2, "errors": []}
+    return json.loads(found.group(1).replace("&quot;", '"'))
+
+
+def test_chromium_loads_the_page_and_shows_every_image(html_report, tmp_path):
+    browser = browser_or_skip()
+    assert displayed(browser, html_report, tmp_path) == {"images": 2, "shown": 2, "errors": []}
     shot = tmp_path / "report.png"
     render(browser, html_report, tmp_path, f"--screenshot={shot}", "--window-size=1280,1600")
     assert shot.read_bytes().startswith(b"\x89PNG") and shot.stat().st_size > 20_000
+
+
+def test_a_run_index_shows_its_figures_by_relative_path(tmp_path):
+    """A probe or prune run's index.html: every plots/*.png displayed from beside it."""
+    run = tmp_path / "run"
+    rows = [{"model": "model", "layer": n, "seed": 0, "accuracy": n / 4} for n in range(3)]
+    for name in ("one", "two"):
+        figures.plot_layer_curves(rows, ["accuracy"], name, run, name)
+    page = write_run_index(run, "bertology probe: <demo>", {"probe/layer_00/accuracy": 0.5})
+    text = page.read_text()
+    assert 'src="plots/one.png"' in text and 'href="plots/two.pdf"' in text
+    assert "&lt;demo&gt;" in text and "<script" not in text
+    browser = browser_or_skip()
+    assert displayed(browser, page, tmp_path) == {"images": 2, "shown": 2, "errors": []}

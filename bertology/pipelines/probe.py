@@ -33,6 +33,7 @@ from bertology.data.probe_sentences import ProbeSplits, load_probe_sentences
 from bertology.data.tokenizers import load_or_train_tokenizer
 from bertology.models.build import build_config
 from bertology.pipelines.nested import run_nested
+from bertology.run.index import write_run_index
 from bertology.run.tracking import build_tracker
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,8 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     for name, settings in config.analyses.items():
         log.info("analysis %s on task %s", name, config.task.name)
         metrics.update(ANALYSES[name](ctx, settings))
+    write_run_index(out_dir, f"bertology probe: {config.task.name}, "
+                    f"{'+'.join(config.analyses)}", metrics)
     return tracker.finish(metrics)
 
 

@@ -33,6 +33,7 @@ from bertology.pipelines.nested import run_nested
 from bertology.pruning import attention_gradients, compression, head_pruning
 from bertology.pruning.context import PruneContext, build_importance_batches
 from bertology.pruning.heads import load_pruned, read_pruned_heads
+from bertology.run.index import write_run_index
 from bertology.run.replicates import write_replicates
 from bertology.run.tracking import build_tracker
 
@@ -73,6 +74,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     ctx.replicates.update({f"eval/{k[len(original):]}": v for k, v in ctx.replicates.items()
                            if k.startswith(original)})
     write_replicates(out_dir, "prune", ctx.replicates)
+    write_run_index(out_dir, f"bertology prune: {config.task.name}", metrics)
     return tracker.finish(metrics)
 
 
