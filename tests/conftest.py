@@ -54,9 +54,9 @@ def pytest_collection_modifyitems(config, items) -> None:
         if marker:
             sets = " ".join(marker.args)
             item.add_marker(pytest.mark.skip(
-                reason=f"needs the full data ({sets}); only the excerpts in tests/fixtures/data "
-                       f"are here: run `bertology data fetch {sets}` and set BERTOLOGY_DATA_DIR "
-                       "to its data root"))
+                reason=f"needs the full data: run `bertology data fetch {sets}` and set "
+                       "BERTOLOGY_DATA_DIR to its data root (only the excerpts in "
+                       "tests/fixtures/data are here)"))
 
 
 @pytest.fixture(scope="session", autouse=True)
