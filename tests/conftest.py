@@ -44,6 +44,11 @@ def pytest_report_header(config) -> str:
     return DATA_NOTE
 
 
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    if config.get_verbosity() < 0:  # -q (make test) leaves out the header: say it at the end
+        terminalreporter.write_line(DATA_NOTE)
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     """`@pytest.mark.data("blimp", ...)`: the test needs those full data sets (counts,
     published numbers, sizes the excerpts lack); it skips when only the excerpts are here."""
