@@ -298,6 +298,7 @@ def test_the_default_probe_shows_the_model_above_its_baselines(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.data("ud_english_ewt")  # 400 + 150 sentences: the excerpt has 24 + 16
 def test_minilm_knows_pos_in_its_middle_layers_and_syntax_beyond_its_random_twin(tmp_path):
     """The issue's bar on a sample of EWT: the best contextual layer beats the embeddings and
     the random-init model clearly, with positive selectivity; structural probes beat the
