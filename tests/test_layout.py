@@ -8,10 +8,12 @@ import json
 import shutil
 import subprocess
 import sys
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
 from conftest import REPO
+from setuptools import find_packages
 
 from bertology.families import FAMILIES, Family, objective_names
 
@@ -122,6 +124,50 @@ def test_every_folder_says_what_lives_there():
     for init in PACKAGE.rglob("__init__.py"):
         doc = ast.get_docstring(ast.parse(init.read_text()))
         assert doc and len(doc) > 40, f"{init.relative_to(REPO)} needs a docstring"
+
+
+# The project's top level, dotfiles aside (.ci/run, .gitignore); anything else goes in a folder.
+TOP_LEVEL = {"pyproject.toml", "README.md", "Makefile", "bertology", "conf", "tests", "bench",
+             "outputs"}
+
+
+def ignored_at_top(name: str) -> bool:
+    """Whether a top-level .gitignore pattern (no slash inside it) covers the name."""
+    patterns = [line.strip().strip("/") for line in (REPO / ".gitignore").read_text().splitlines()]
+    return any(fnmatch(name, p) for p in patterns if p and p[0] not in "#!" and "/" not in p)
+
+
+def top_level_names() -> set[str]:
+    """What sits at the top: git's tracked and untracked-but-not-ignored files in a checkout; in
+    a plain copy without .git (.ci/run makes one) the folder less what .gitignore keeps out."""
+    if (REPO / ".git").exists():
+        listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+                                cwd=REPO, capture_output=True, text=True, check=True).stdout
+        names = {line.split("/")[0] for line in listed.splitlines()}
+    else:
+        names = {p.name for p in REPO.iterdir() if not ignored_at_top(p.name)}
+    return {name for name in names if not name.startswith(".")}
+
+
+def test_the_top_level_holds_only_the_fixed_entries():
+    extra = top_level_names() - TOP_LEVEL
+    assert not extra, f"move {sorted(extra)} into a folder: the top level is {sorted(TOP_LEVEL)}"
+
+
+def test_the_wheel_lists_every_package():
+    """pyproject.toml lists the packages by hand (conf/ maps to bertology.conf, which rules out
+    packages.find): a new subpackage left off the list would be missing from the wheel."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = setuptools["packages"]
+    wanted = {*find_packages(where=str(REPO), include=["bertology", "bertology.*"]),
+              "bertology.conf"}
+    assert len(listed) == len(set(listed)), "a package is listed twice"
+    assert set(listed) == wanted, f"add {sorted(wanted - set(listed))}, drop " \
+                                  f"{sorted(set(listed) - wanted)}"
+    assert setuptools["package-dir"] == {"bertology.conf": "conf"}
+    # the wheel takes conf/**/*.yaml: any other file there would be left out
+    assert {p.suffix for p in (REPO / "conf").rglob("*") if p.is_file()} == {".yaml"}
 
 
 NO_TORCH = """

@@ -11,8 +11,8 @@ from bertology.errors import require
 
 
 def find_conf_dir() -> Path:
-    """The wheel carries conf/ as bertology/conf (setup.py); a checkout (the editable install
-    of `make setup`) keeps it at the repository's top level."""
+    """The wheel carries conf/ as bertology/conf (pyproject.toml's package-dir); a checkout (the
+    editable install of `make setup`) keeps it at the repository's top level."""
     package = Path(__file__).resolve().parent.parent
     installed = package / "conf"
     return installed if installed.is_dir() else package.parent / "conf"
