@@ -290,8 +290,8 @@ def test_the_default_probe_shows_the_model_above_its_baselines(tmp_path):
     cfg = compose_config("probe", ["logger=none", f"paths.cache_dir={tmp_path / 'cache'}"])
     metrics = probe.run(cfg, tmp_path / "run")
     for layer in range(3):
-        key = f"probe/layer_{layer:02d}"
-        assert metrics[f"{key}/accuracy"] > metrics[f"probe/random/{key}/accuracy"] + 0.03
+        key, twin = f"probe/layer_{layer:02d}", f"probe/random/layer_{layer:02d}"
+        assert metrics[f"{key}/accuracy"] > metrics[f"{twin}/accuracy"] + 0.03
         assert metrics[f"{key}/selectivity"] > 0.05
     assert (tmp_path / "cache" / "pretrained").is_dir()
     assert (tmp_path / "run" / "plots" / "linear_synthetic_pos.pdf").stat().st_size > 0
