@@ -100,11 +100,16 @@ def test_layer_curves_say_what_their_band_is(tmp_path, drawn):
     figures.plot_layer_curves(layer_rows(3), ["accuracy", "selectivity"], "probe", tmp_path,
                               "curves", baselines=[{"model": "majority", "accuracy": 0.3}])
     figures.plot_layer_curves(layer_rows(1), ["accuracy"], "one seed", tmp_path, "one")
-    (three, one) = drawn
+    figures.plot_layer_curves(layer_rows(2), ["accuracy", "selectivity"] * 3, "six", tmp_path,
+                              "six")
+    (three, one, six) = drawn
     assert "band: ±1 s.d. over 3 seeds" in three._suptitle.get_text()
     assert "band" not in one._suptitle.get_text()
     assert legend_texts(three) == {"model", "random", "majority"}
-    assert check_house_style(tmp_path, drawn) == 3
+    # six panels wrap into two rows of at most four: a figure stays a page wide
+    assert six.get_size_inches()[0] <= 3.6 * figures.MAX_COLUMNS + 0.6
+    assert sum(a.get_visible() for a in six.axes) == 6
+    assert check_house_style(tmp_path, drawn) == 9
 
 
 def test_heatmaps_bars_and_pruning_curves(tmp_path, drawn):

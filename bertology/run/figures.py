@@ -32,6 +32,7 @@ PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F
            "#000000"]
 GREY = "#7F7F7F"  # reference lines: baselines, budgets, chance
 FORMATS = ("png", "pdf")
+MAX_COLUMNS = 4  # panels a row: a figure stays a page wide (attention's 7 statistics: 2 rows)
 matplotlib.rcParams.update({
     "axes.prop_cycle": cycler(color=PALETTE),
     "figure.constrained_layout.use": True,
@@ -89,16 +90,20 @@ def layer_means(rows: list[dict], metric: str, series: str = "model"
 def plot_layer_curves(rows: list[dict], metrics: list[str], title: str, out_dir: Path,
                       name: str, series: str = "model", baselines: list[dict] = (),
                       xlabel: str = "layer (0 = embeddings)") -> Path:
-    """One panel per metric: a line per series (model, random-init, control …) over layers,
-    with a band of ±1 s.d. over seeds (said in the title); each baseline row (a series
-    without layers, e.g. a linear baseline) is a dashed horizontal line. One legend for the
-    figure names every line."""
-    figure, axes = plt.subplots(1, len(metrics), figsize=(3.6 * len(metrics) + 0.6, 3.2),
-                                squeeze=False)
+    """One panel per metric (up to MAX_COLUMNS a row): a line per series (model, random
+    init, control …) over layers, with a band of ±1 s.d. over seeds (said in the title); each
+    baseline row (a series without layers, e.g. a linear baseline) is a dashed horizontal
+    line. One legend for the figure names every line."""
+    columns = min(len(metrics), MAX_COLUMNS)
+    rows_of_panels = -(-len(metrics) // columns)
+    figure, axes = plt.subplots(rows_of_panels, columns, squeeze=False,
+                                figsize=(3.6 * columns + 0.6, 2.9 * rows_of_panels + 0.6))
+    for spare in axes.flat[len(metrics):]:
+        spare.set_visible(False)
     names = sorted({str(row[series]) for row in rows}, key=series_order)
     colours = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}  # every panel
     labels: dict[str, object] = {}
-    for axis, metric in zip(axes[0], metrics):
+    for axis, metric in zip(axes.flat, metrics):
         for label, (layers, means, stds) in layer_means(rows, metric, series).items():
             colour = colours[str(label)]
             labels[label] = axis.plot(layers, means, marker="o", color=colour, label=label)[0]
