@@ -42,6 +42,7 @@ class Case:
     setup: Callable[[Path, Path | None], list[str]] | None = None  # (tmp, model) -> more args
     needs_model: bool = False      # the session's fine-tuned negation model
     extra: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  # environment variables set for the case
 
 
 # ---------------------------------------------------------------- files the cases are fed
@@ -258,6 +259,10 @@ CASES = [
     Case("finetune-ckpt-missing", "finetune", "model.name_or_path that does not exist",
          ["model.name_or_path=/no/such/checkpoint", *NEG, "trainer=finetune_tiny"],
          "model.name_or_path"),
+    Case("finetune-hub-offline", "finetune", "a hub id not in the cache, the hub offline",
+         ["model.name_or_path=bertology-tests/never-downloaded", *NEG, "trainer=finetune_tiny"],
+         "'bertology-tests/never-downloaded' is not in the local Hugging Face cache",
+         env={"HF_HUB_OFFLINE": "1"}),
     Case("finetune-ckpt-truncated", "finetune", "a truncated model.safetensors",
          [*NEG, "trainer=finetune_tiny"], "is cut short", truncated_weights,
          needs_model=True),
@@ -342,6 +347,8 @@ def models_built(monkeypatch) -> list[str]:
 def test_bad_input_is_one_line_exit_2(case, tmp_path, monkeypatch, capsys, model_for,
                                       request):
     monkeypatch.chdir(tmp_path)
+    for name, value in case.env.items():
+        monkeypatch.setenv(name, value)
     args = case_args(case, tmp_path, model_for(case))
     built = request.getfixturevalue("models_built")  # counting starts once the files are made
     status, err = run_case(case, args, capsys)

