@@ -379,8 +379,13 @@ def _write_table():
     rows = sorted(RESULTS, key=lambda r: CASES_ORDER[r["case"]])
     write_markdown_table("bad_inputs.md", ["pipeline", "bad input", "exit", "the error line"],
                          [[r["pipeline"], r["bad input"], r["exit"],
-                           f"`{shorten(r['message'])}`"]
+                           code_span(shorten(r["message"]))]
                           for r in rows])
+
+
+def code_span(text: str) -> str:
+    """Markdown code; a message that quotes a command in backticks needs a double fence."""
+    return f"`` {text} ``" if "`" in text else f"`{text}`"
 
 
 CASES_ORDER = {c.id: i for i, c in enumerate(CASES)}
