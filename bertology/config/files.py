@@ -177,7 +177,10 @@ def data_set_of(path: Path, data_dir: Path | None = None) -> str | None:
 def data_fix(path: Path, data_dir: Path | None = None) -> str:
     """What to do about a data path that is not there: for a known set, fetch it or point the
     data root at a copy; for anything else, DATA_FIX."""
-    name = data_set_of(path, data_dir)
+    return fetch_fix(data_set_of(path, data_dir))
+
+
+def fetch_fix(name: str | None) -> str:
     if name is None:
         return DATA_FIX
     return (f"run `bertology data fetch {name}` or set BERTOLOGY_DATA_DIR (paths.data_dir) to "
@@ -186,8 +189,8 @@ def data_fix(path: Path, data_dir: Path | None = None) -> str:
 
 def missing_data(path: Path, data_dir: Path | None = None) -> str:
     """One line for a missing data file or folder: the set, the path expected, the fix."""
-    name = data_set_of(path, data_dir)
-    return f"{f'data set {name}: ' if name else ''}{path} is missing; {data_fix(path, data_dir)}"
+    name = data_set_of(path, data_dir)  # once: it may scan the manifest
+    return f"{f'data set {name}: ' if name else ''}{path} is missing; {fetch_fix(name)}"
 
 
 def under_root(path: str, data_dir: Path) -> Path:
