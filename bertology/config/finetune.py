@@ -26,6 +26,7 @@ from bertology.config.groups import (
     SizeConfig,
     TaskConfig,
     TrainerConfig,
+    refuse_tokenizer_name_or_path,
 )
 from bertology.errors import require
 
@@ -56,6 +57,7 @@ class FinetuneConfig:
                 "init=random draws new weights for a checkpoint's architecture; set "
                 "model.name_or_path (a random model of size= is what model.name_or_path=null "
                 "already gives)")
+        refuse_tokenizer_name_or_path(self.model, "finetune")
 
 
 def build_finetune_cfg(container: dict, model: dict, size: dict, trainer: dict, task: dict

@@ -35,6 +35,9 @@ PAIR_OBJECTIVES = ("mlm_nsp", "mlm_sop")
 class ModelConfig:
     family: str = "bert"
     name_or_path: str | None = None
+    # pretrain, random init: a pretrained tokenizer (folder or hub id) instead of one trained
+    # on the corpus; the vocabulary is its length, whatever vocab_size says
+    tokenizer_name_or_path: str | None = None
     tokenizer: str = "wordpiece"
     vocab_size: int = 8000
     masking: str = "static"
@@ -64,9 +67,31 @@ class ModelConfig:
         require(self.name_or_path is None or self.name_or_path.strip() != "",
                 "model.name_or_path='' names nothing; give a model dir or a hub id (or null "
                 "for a random-initialised model of size=)")
+        self.check_tokenizer_name_or_path()
         for key in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             value = getattr(self, key)
             require(0.0 <= value < 1.0, f"model.{key}={value} must lie in [0, 1)")
+
+    def check_tokenizer_name_or_path(self) -> None:
+        """A pretrained tokenizer is for a random-initialised model: a checkpoint continued
+        from model.name_or_path brings its own, which its embeddings were trained on."""
+        value = self.tokenizer_name_or_path
+        require(value is None or value.strip() != "",
+                "model.tokenizer_name_or_path='' names nothing; give a tokenizer folder or a hub "
+                "id (or null to train one on the corpus)")
+        require(value is None or self.name_or_path is None,
+                f"model.tokenizer_name_or_path={value!r} is for a random-initialised model, "
+                f"and model.name_or_path={self.name_or_path!r} brings its own tokenizer; drop "
+                "one of them")
+
+
+def refuse_tokenizer_name_or_path(model: ModelConfig, pipeline: str) -> None:
+    """Only `bertology pretrain` reads model.tokenizer_name_or_path; elsewhere a random-init
+    model's tokenizer is trained on the task's text, so the key is refused, not ignored."""
+    require(model.tokenizer_name_or_path is None,
+            f"model.tokenizer_name_or_path={model.tokenizer_name_or_path!r} is read by "
+            f"`bertology pretrain` only; {pipeline} uses model.name_or_path's tokenizer, or "
+            "trains one (model.tokenizer, model.vocab_size); drop it")
 
 
 @dataclass

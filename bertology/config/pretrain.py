@@ -26,7 +26,12 @@ from bertology.config.checks import (
     resolve_paths,
 )
 from bertology.config.compose import load_group_file
-from bertology.config.files import MADE_BY_THE_RUN, check_corpus_files, read_checkpoint
+from bertology.config.files import (
+    MADE_BY_THE_RUN,
+    check_corpus_files,
+    check_tokenizer,
+    read_checkpoint,
+)
 from bertology.config.finetune import build_finetune_cfg, load_finetune_config
 from bertology.config.groups import (
     PAIR_FORMATS,
@@ -118,6 +123,8 @@ def load_pretrain_config(cfg: DictConfig) -> PretrainConfig:
     )
     if config.model.name_or_path is not None:
         read_checkpoint(config.model.name_or_path, "model.name_or_path")
+    if config.model.tokenizer_name_or_path is not None:
+        check_tokenizer(config.model.tokenizer_name_or_path, "model.tokenizer_name_or_path")
     check_corpus_files(config.data, data_dir)
     return config
 
@@ -139,6 +146,7 @@ def build_downstream_cfg(container: dict, model_path: str) -> DictConfig | None:
         return None
     trainer = OmegaConf.merge(load_group_file("trainer", "finetune"),
                               downstream.get("trainer") or {})
-    model = {**container["model"], "name_or_path": model_path}
+    # model/ holds the pretrained tokenizer, so the fine-tuning run names none of its own
+    model = {**container["model"], "name_or_path": model_path, "tokenizer_name_or_path": None}
     return build_finetune_cfg(container, model, container["size"],
                               OmegaConf.to_container(trainer), load_group_file("task", str(task)))

@@ -39,6 +39,7 @@ from bertology.config.groups import (
     ObjectiveConfig,
     SizeConfig,
     TaskConfig,
+    refuse_tokenizer_name_or_path,
 )
 from bertology.config.pretrain import load_pretrain_config
 from bertology.errors import require
@@ -295,6 +296,7 @@ class ProbeConfig:
     def __post_init__(self) -> None:
         require(self.analyses, "analysis= picks nothing; use e.g. analysis=linear or "
                 "analysis=[linear,structural]")
+        refuse_tokenizer_name_or_path(self.model, "probe")
 
 
 def load_probe_config(cfg: DictConfig) -> ProbeConfig:

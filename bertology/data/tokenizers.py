@@ -1,6 +1,6 @@
 """Tokenizers: trained on the corpus with the `tokenizers` library (WordPiece for BERT,
 byte-level BPE for RoBERTa) and cached by a hash of corpus and settings, or loaded from a
-checkpoint given by `model.name_or_path`."""
+checkpoint given by `model.name_or_path` (or, for pretraining, `model.tokenizer_name_or_path`)."""
 
 from __future__ import annotations
 
@@ -96,12 +96,14 @@ def tokenizer_options(model_type: str) -> dict:
     return {"add_prefix_space": True} if family_of_checkpoint(model_type).prefix_space else {}
 
 
-def load_pretrained_tokenizer(name_or_path: str, **load_kwargs) -> PreTrainedTokenizerBase:
+def load_pretrained_tokenizer(name_or_path: str, key: str = "model.name_or_path",
+                              **load_kwargs) -> PreTrainedTokenizerBase:
+    """A checkpoint's tokenizer; `key` names the option the path came from, for the error."""
     try:
         return AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=False,
                                              **load_kwargs)
     except (OSError, ValueError) as err:
         raise UserError(
-            f"model.name_or_path={name_or_path!r}: no tokenizer could be loaded "
+            f"{key}={name_or_path!r}: no tokenizer could be loaded "
             f"({str(err).splitlines()[0]}); give a checkpoint dir with tokenizer files"
         ) from err

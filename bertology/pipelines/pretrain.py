@@ -80,16 +80,37 @@ def run_downstream(config: PretrainConfig, out_dir: Path) -> dict[str, float]:
 
 
 def load_tokenizer(config: PretrainConfig, corpus: Corpus):
-    """The checkpoint's tokenizer (and family) when continuing, else one trained on the corpus."""
+    """The checkpoint's tokenizer (and family) when continuing, the pretrained one named by
+    model.tokenizer_name_or_path, else one trained on the corpus."""
     if config.model.name_or_path is not None:
         path = resolve_checkpoint(config.model.name_or_path)
         family = checkpoint_family(path, config.model.family)
         config = dataclasses.replace(config, model=dataclasses.replace(
             config.model, family=family, name_or_path=path))
         return config, load_pretrained_tokenizer(config.model.name_or_path)
+    if config.model.tokenizer_name_or_path is not None:
+        return config, load_named_tokenizer(config.model.tokenizer_name_or_path)
     tokenizer = load_or_train_tokenizer(corpus, config.model.tokenizer,
                                         config.model.vocab_size, config.cache_dir)
     return config, tokenizer
+
+
+MLM_SPECIAL_TOKENS = ("cls_token", "sep_token", "mask_token", "pad_token")
+
+
+def load_named_tokenizer(name: str):
+    """model.tokenizer_name_or_path: random-init pretraining with a real vocabulary (BERT's
+    30,522-token uncased WordPiece, BERT §A.2) rather than one learnt from the corpus. The
+    model's vocabulary is the tokenizer's length (build_config), whatever model.vocab_size
+    says; the input formats and masking need its [CLS], [SEP], [MASK] and padding tokens."""
+    key = "model.tokenizer_name_or_path"
+    tokenizer = load_pretrained_tokenizer(resolve_checkpoint(name), key=key)
+    missing = [token for token in MLM_SPECIAL_TOKENS if getattr(tokenizer, token) is None]
+    require(not missing, f"{key}={name!r} has no {', '.join(missing)}; masked-LM pretraining "
+            "needs a tokenizer with [CLS], [SEP], [MASK] and padding tokens (e.g. BERT's)")
+    log.info("%s=%s: %d tokens, so the model's vocabulary is %d (model.tokenizer and "
+             "model.vocab_size are not used)", key, name, len(tokenizer), len(tokenizer))
+    return tokenizer
 
 
 def save_models(model, tokenizer, out_dir: Path) -> None:
