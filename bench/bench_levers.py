@@ -33,17 +33,30 @@ REPO = Path(__file__).resolve().parent
 sys.path.insert(0, str(REPO))
 import bench_pretrain as base  # noqa: E402
 
+from bertology.config.pretrain import load_pretrain_config  # noqa: E402
+from bertology.data.corpora import build_corpus  # noqa: E402
+from bertology.data.tokenizers import load_or_train_tokenizer  # noqa: E402
 from bertology.models.build import build_config  # noqa: E402
 from bertology.models.structure import encoder_of, mlm_head_of  # noqa: E402
 
-SEQ_LEN, BATCH, MASKED = 128, 32, 0.15
+SEQ_LEN, BATCH, MASKED, SENTENCES = 128, 32, 0.15, 20000
+
+
+def overrides(size: str, steps: int) -> list[str]:
+    """The synthetic-corpus run these levers were measured on (bench_pretrain.py's before it
+    moved to Wikipedia), kept so the table stays reproducible."""
+    return [f"size={size}", "trainer.mixed_precision=auto", "model=bert",
+            "objective=mlm", "model.input_format=full_sentences",
+            "model.masking=dynamic", "logger=none", f"trainer.max_steps={steps}",
+            f"trainer.batch_size={BATCH}", f"data.max_seq_length={SEQ_LEN}",
+            f"data.num_sentences={SENTENCES}", f"trainer.log_every={steps}",
+            f"trainer.eval_every={10 * steps}", f"trainer.save_every={10 * steps}"]
 
 
 def build(size: str, attention: str = "sdpa"):
-    config = base.load_pretrain_config(base.compose_pretrain(base.overrides(size, 1)))
-    tokenizer = base.load_or_train_tokenizer(
-        base.build_corpus(config.data, config.data_dir), "wordpiece", config.model.vocab_size,
-        config.cache_dir)
+    config = load_pretrain_config(base.compose_pretrain(overrides(size, 1)))
+    tokenizer = load_or_train_tokenizer(build_corpus(config.data, config.data_dir),
+                                        "wordpiece", config.model.vocab_size, config.cache_dir)
     torch.manual_seed(0)
     model = BertForMaskedLM._from_config(build_config(config.model, config.size, tokenizer),
                                          attn_implementation=attention)
@@ -106,7 +119,7 @@ def prefetch_rows(size: str, steps: int) -> list[tuple[str, float, float]]:
     for depth in (0, 4):
         with tempfile.TemporaryDirectory() as out:
             metrics = base.pretrain.run(base.compose_pretrain(
-                [*base.overrides(size, steps), f"trainer.prefetch_batches={depth}"]), Path(out))
+                [*overrides(size, steps), f"trainer.prefetch_batches={depth}"]), Path(out))
         rows.append((f"prefetch_batches={depth}", metrics["train/tokens_per_s"],
                      metrics["train/data_wait_share"]))
     return rows
