@@ -19,8 +19,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import compose_config
 
 from bertology.config.groups import DataConfig, ObjectiveConfig
+from bertology.config.pretrain import load_pretrain_config
 from bertology.data.corpora import build_corpus
 from bertology.data.formats import Specials, build_examples
 from bertology.data.stream import Cursor, PretrainData
@@ -341,3 +343,16 @@ def test_bad_masking_config_raises_user_error(overrides):
 def test_table_8_rows_are_valid_configs(mask_ratio, keep_ratio, random_ratio):
     ObjectiveConfig(mask_token_ratio=mask_ratio, keep_ratio=keep_ratio,
                     random_token_ratio=random_ratio)
+
+
+def test_electra_masks_as_its_official_code(synthetic_tokenizer, examples):
+    """`model=electra`'s objective masks as google-research/electra's pretrain_helpers.mask:
+    of the selected tokens 85% become [MASK] and 15% keep the original; none is random. With
+    [MASK] everywhere the generator sat on the unigram plateau for the whole sanity budget."""
+    cfg = load_pretrain_config(compose_config("pretrain", ["model=electra"])).objective
+    draws = draw_masks(synthetic_tokenizer, examples, cfg)
+    selected = draws.selected
+    original, corrupted = draws.original[selected], draws.corrupted[selected]
+    is_mask = corrupted == Specials.of(synthetic_tokenizer).mask
+    assert abs(is_mask.mean() - 0.85) <= binomial_tolerance(0.85, selected.sum())
+    assert np.array_equal(~is_mask, corrupted == original)  # the rest is the original token

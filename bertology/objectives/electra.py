@@ -60,6 +60,7 @@ def discriminator_step(discriminator, batch: dict, corrupted: torch.Tensor,
     logs = {"disc_loss": loss.detach(), "disc_correct": correct.sum(),
             "disc_count": real.sum(), "replaced": replaced[real].sum(),
             **class_counts(logits[real].detach().float(), replaced[real].bool(), prior),
+            **class_counts_per_sequence(logits.detach().float(), replaced.bool(), real, prior),
             "seq_disc_correct": mlm.per_sequence(real, correct), "seq_disc_count": real.sum(1)}
     return loss, logs
 
@@ -78,6 +79,17 @@ def class_counts(logits: torch.Tensor, is_replaced: torch.Tensor, prior: float) 
             "auc_pairs": torch.tensor(float(n_replaced * n_original))}
 
 
+def class_counts_per_sequence(logits: torch.Tensor, is_replaced: torch.Tensor,
+                              real: torch.Tensor, prior: float) -> dict:
+    """(batch,) counts of each class and of its tokens called right at p > prior: the items the
+    eval's bootstrap resamples for the interval of balanced accuracy (sequences are the unit, so
+    the tokens of one sequence move together)."""
+    flagged = torch.sigmoid(logits) > prior  # (batch, seq)
+    replaced, original = is_replaced & real, ~is_replaced & real
+    return {"seq_replaced": replaced.sum(1), "seq_replaced_flagged": (flagged & replaced).sum(1),
+            "seq_original": original.sum(1), "seq_original_passed": (~flagged & original).sum(1)}
+
+
 def mann_whitney_u(scores: torch.Tensor, positive: torch.Tensor) -> torch.Tensor:
     """The (positive, negative) pairs with the positive scored higher, ties counted half:
     the rank sum of the positives minus its minimum, with tied scores given their average
@@ -92,11 +104,12 @@ def mann_whitney_u(scores: torch.Tensor, positive: torch.Tensor) -> torch.Tensor
 def electra_metrics(sums: dict[str, float], batches: int) -> dict[str, float]:
     originals = sums["disc_count"] - sums["replaced"]
     recall = sums["replaced_flagged"] / max(1, sums["replaced"])
+    passed = sums["original_passed"] / max(1, originals)
     return {"gen_loss": sums["gen_loss"] / batches, "disc_loss": sums["disc_loss"] / batches,
             "gen_accuracy": sums["gen_correct"] / max(1, sums["gen_count"]),
             "disc_accuracy": sums["disc_correct"] / max(1, sums["disc_count"]),
-            "disc_balanced_accuracy": 0.5 * (recall + sums["original_passed"] / max(1, originals)),
-            "disc_replaced_recall": recall,
+            "disc_balanced_accuracy": 0.5 * (recall + passed),
+            "disc_replaced_recall": recall, "disc_original_pass_rate": passed,
             "disc_auc": sums["auc_above"] / max(1, sums["auc_pairs"]),
             "replaced_rate": sums["replaced"] / max(1, sums["disc_count"])}
 
@@ -132,5 +145,10 @@ def build(cfg: ObjectiveConfig, tokenizer: PreTrainedTokenizerBase, family: str,
         return gen_loss + cfg.disc_weight * disc_loss, {**logs, **disc_logs}
 
     items = {"gen_accuracy": ("seq_gen_correct", "seq_gen_count"),
-             "disc_accuracy": ("seq_disc_correct", "seq_disc_count")}
-    return Objective("electra", None, collate, loss, electra_metrics, electra_flops, items)
+             "disc_accuracy": ("seq_disc_correct", "seq_disc_count"),
+             "disc_replaced_recall": ("seq_replaced_flagged", "seq_replaced"),
+             "disc_original_pass_rate": ("seq_original_passed", "seq_original")}
+    # balanced accuracy is the mean of the two class rates, resample by resample
+    means = {"disc_balanced_accuracy": ("disc_replaced_recall", "disc_original_pass_rate")}
+    return Objective("electra", None, collate, loss, electra_metrics, electra_flops, items,
+                     item_means=means)

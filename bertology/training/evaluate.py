@@ -89,5 +89,10 @@ class HeldOut:
         columns = {f"eval/{name}": compute_ratio_replicates(self.items[num], self.items[den])
                    for name, (num, den) in ratios.items()
                    if num in self.items and den in self.items}
+        # every column resamples the same sequences (bootstrap_indices depends on their number
+        # only), so a mean of columns row by row is the mean's own replicate
+        for name, parts in self.objective.item_means.items():
+            if all(f"eval/{part}" in columns for part in parts):
+                columns[f"eval/{name}"] = np.mean([columns[f"eval/{p}"] for p in parts], axis=0)
         if columns and self.accelerator.is_main_process:
             write_replicates(out_dir, "eval", columns)

@@ -24,3 +24,6 @@ class Objective:
     # eval metric -> (numerator, denominator) seq_* logs it is the pooled ratio of; the eval
     # writes bootstrap replicates of these over held-out sequences (run/replicates.py)
     item_ratios: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # eval metric -> the item_ratios whose mean it is (balanced accuracy: the mean of the two
+    # class rates); its replicates are that mean taken resample by resample
+    item_means: dict[str, tuple[str, ...]] = field(default_factory=dict)
