@@ -30,6 +30,8 @@ from bertology.objectives.mlm import IGNORE
 from bertology.pipelines import pretrain
 from bertology.run.replicates import compute_ratio_replicates, read_replicates
 
+# A fixed split for the unit tests, which do not depend on it (the default, 85% [MASK] and 15%
+# kept, is checked by test_masking's test_electra_masks_as_its_official_code)
 ELECTRA = ObjectiveConfig(name="electra", mask_token_ratio=1.0, random_token_ratio=0.0,
                           keep_ratio=0.0)
 

@@ -1,7 +1,8 @@
 """Replaced-token detection (ELECTRA, Clark et al., 2020).
 
-The generator is a small masked LM: it sees the masked input (15%, all [MASK] in the official
-setting) and its loss is MLM at the masked positions. Each masked position is then filled with
+The generator is a small masked LM: it sees the masked input (15% chosen; the official code puts
+[MASK] at 85% of them and leaves the rest as they were: conf/objective/electra.yaml) and its loss
+is MLM at the chosen positions. Each masked position is then filled with
 a token *sampled* from the generator's softmax (no gradient flows through the sampling), and
 the discriminator labels every real token of that corrupted input as original (0) or replaced
 (1). A sampled token that happens to equal the original counts as original (ELECTRA §2).
