@@ -3,6 +3,7 @@ accounting, and a run whose model/ and generator/ load in plain transformers."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -208,3 +209,13 @@ def test_default_discriminator_beats_its_constant_predictor(tmp_path, seed):
     assert low > 0.55, (seed, metrics["eval/disc_balanced_accuracy"], low)
     assert metrics["eval/disc_auc"] > 0.6
     assert metrics["eval/gen_accuracy"] > 0.2  # the generator left the unigram plateau (0.12)
+
+
+def test_a_mean_of_an_unknown_item_ratio_is_refused_when_the_objective_is_built(
+        synthetic_tokenizer):
+    built = OBJECTIVES["electra"](ELECTRA, synthetic_tokenizer, "electra", 0)
+    assert built.item_means == {"disc_balanced_accuracy": ("disc_replaced_recall",
+                                                           "disc_original_pass_rate")}
+    misspelt = {"disc_balanced_accuracy": ("disc_replaced_recall", "disc_original_pass")}
+    with pytest.raises(ValueError, match="disc_original_pass"):
+        dataclasses.replace(built, item_means=misspelt)

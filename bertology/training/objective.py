@@ -27,3 +27,9 @@ class Objective:
     # eval metric -> the item_ratios whose mean it is (balanced accuracy: the mean of the two
     # class rates); its replicates are that mean taken resample by resample
     item_means: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def __post_init__(self):
+        # a misspelt part would silently drop the mean's replicates (and so its interval)
+        unknown = {p for parts in self.item_means.values() for p in parts} - set(self.item_ratios)
+        if unknown:
+            raise ValueError(f"item_means of {self.name} name no item ratio: {sorted(unknown)}")
