@@ -48,7 +48,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import chain, islice
 from pathlib import Path
-from types import SimpleNamespace
 from unittest import mock
 
 import torch
@@ -155,8 +154,7 @@ def run_bertology(size: str, steps: int) -> dict:
 def auto_precision(size: str) -> str:
     """What trainer.mixed_precision=auto resolves to for this size on this machine."""
     config = load_pretrain_config(compose_pretrain(overrides(size, 1)))
-    # resolve_precision reads only the model's config.hidden_size
-    return resolve_precision(config.trainer, SimpleNamespace(config=config.size))
+    return resolve_precision(config.trainer)
 
 
 class CountingCollator:

@@ -9,23 +9,21 @@ import torch
 
 from bertology.training import precision
 
-MODEL = SimpleNamespace(config=SimpleNamespace(hidden_size=128))
-
 
 def test_an_explicit_precision_is_kept():
     for value in ("no", "bf16", "fp16"):
-        assert precision.resolve_precision(SimpleNamespace(mixed_precision=value), MODEL) == value
+        assert precision.resolve_precision(SimpleNamespace(mixed_precision=value)) == value
 
 
 def test_auto_is_fp32_on_a_cpu_and_bf16_on_a_gpu_that_has_it(monkeypatch):
     auto = SimpleNamespace(mixed_precision="auto")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert precision.resolve_precision(auto, MODEL) == "no"
+    assert precision.resolve_precision(auto) == "no"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
-    assert precision.resolve_precision(auto, MODEL) == "bf16"
+    assert precision.resolve_precision(auto) == "bf16"
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: False)
-    assert precision.resolve_precision(auto, MODEL) == "no"
+    assert precision.resolve_precision(auto) == "no"
 
 
 def test_the_matmul_timer_reports_a_plausible_rate():

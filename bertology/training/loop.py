@@ -146,7 +146,7 @@ def train(model: torch.nn.Module, objective: Objective, data: ExampleSource, cfg
     # each with its own precision, so the previous job's state is cleared (the distributed
     # state it sits on is kept).
     AcceleratorState._reset_state()
-    accelerator = Accelerator(mixed_precision=resolve_precision(cfg, model),
+    accelerator = Accelerator(mixed_precision=resolve_precision(cfg),
                               **accelerator_options())
     check_shardable(cfg, accelerator.num_processes)
     optimizer = build_optimizer(model, cfg, lr_scale)
