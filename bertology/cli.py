@@ -3,13 +3,15 @@
 Bad input (an unknown option, a value out of range, a missing file) is one line on stderr and
 exit status 2, with no traceback and no run directory left behind. A run that fails on its own
 (a non-finite loss, a failed write) is one line and exit 1, its dir kept and marked failed; a
-SIGTERM writes a checkpoint and exits 143 (bertology/errors.py, bertology/run/rundir.py).
+SIGTERM writes a checkpoint and exits 143, a Ctrl-C the same with 130 (bertology/errors.py,
+bertology/run/rundir.py).
 """
 
 from __future__ import annotations
 
 import errno
 import logging
+import os
 import shutil
 import signal
 import sys
@@ -31,8 +33,8 @@ from bertology.config.probe import load_probe_config
 from bertology.config.prune import load_prune_config
 from bertology.config.report import load_report_config
 from bertology.errors import (
+    EXIT_CTRL_C,
     EXIT_FAILED,
-    EXIT_INTERRUPTED,
     EXIT_USER_ERROR,
     Interrupted,
     RunFailed,
@@ -146,6 +148,7 @@ def _run_job(pipeline: str, cfg: DictConfig) -> None:
     # other ranks only train, and end with the same exit statuses.
     owner = is_main_process()
     fresh = owner and not (out_dir / "checkpoints").exists() and not (out_dir / "model").exists()
+    log.info("run dir: %s", out_dir)
     try:
         with run_status(out_dir, pipeline) if owner else nullcontext():
             metrics = load_pipeline(pipeline)(cfg, out_dir)
@@ -171,10 +174,34 @@ def _run_job(pipeline: str, cfg: DictConfig) -> None:
         message = f"{err}; rerun with hydra.run.dir={out_dir} to resume"
         log.warning("%s", message)
         print(f"bertology {pipeline}: {message}", file=sys.stderr)
-        sys.exit(EXIT_INTERRUPTED)
-    summary = " ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items()))
-    log.info("finished: %s", summary)
-    log.info("run dir: %s", out_dir)
+        sys.exit(err.exit_status)
+    except KeyboardInterrupt:  # a second Ctrl-C, or one before training began
+        message = (f"stopped by Ctrl-C; rerun with hydra.run.dir={out_dir} to resume from its "
+                   "last checkpoint")
+        log.warning("%s", message)
+        print(f"bertology {pipeline}: {message}", file=sys.stderr)
+        sys.exit(EXIT_CTRL_C)
+    log.info("finished: %s\n%s", out_dir, format_summary(metrics))
+
+
+SUMMARY_ROWS = 16
+HEADLINE_TRAIN = ("train/loss", "train/steps", "train/tokens_per_s")
+
+
+def format_summary(metrics: dict[str, float]) -> str:
+    """The final metrics as a short aligned table: results first (eval/, probe/, ...), then
+    the training loss, steps and rate, then the other counters; the rest is in metrics.json."""
+    def rank(key: str) -> tuple:
+        train = key.startswith("train/")
+        return (train, key not in HEADLINE_TRAIN, key)
+
+    order = sorted(metrics, key=rank)
+    shown = order[:SUMMARY_ROWS]
+    width = max((len(k) for k in shown), default=0)
+    lines = [f"  {k:<{width}}  {metrics[k]:>12.4g}" for k in shown]
+    if len(order) > len(shown):
+        lines.append(f"  ... {len(order) - len(shown)} more in metrics.json")
+    return "\n".join(lines)
 
 
 def _requeue(pipeline: str, err: Interrupted, out_dir: Path) -> None:
@@ -225,6 +252,19 @@ def data_command(args: list[str]) -> int:
     return 0
 
 
+PROGRESS_BARS_OFF = ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS",
+                     "HF_DATASETS_DISABLE_PROGRESS_BARS")
+
+
+def quiet_progress_bars() -> None:
+    """No progress bar unless stderr is a terminal: under SLURM or nohup every redraw is a
+    carriage return in the job's log (tqdm, transformers and datasets read these variables;
+    a user's own setting wins)."""
+    if not sys.stderr.isatty():
+        for name in PROGRESS_BARS_OFF:
+            os.environ.setdefault(name, "1")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help", "help"):
@@ -238,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     if pipeline not in PIPELINES:
         return fail(pipeline, f"unknown pipeline {pipeline!r}; use one of: "
                     f"{', '.join(PIPELINES)} (bertology --help)")
+    quiet_progress_bars()
     hydra_flags = any(o.startswith("-") for o in overrides)  # -m, --cfg, --help, ...
     try:
         if not hydra_flags:

@@ -101,9 +101,10 @@ def run_status(run_dir: Path, pipeline: str) -> Iterator[None]:
         _write(run_dir, record, "running")
         try:
             yield
-        except Interrupted as err:
+        except (Interrupted, KeyboardInterrupt) as err:  # a second Ctrl-C: no new checkpoint
             with suppress(OSError):
-                _write(run_dir, record, "interrupted", reason=str(err))
+                _write(run_dir, record, "interrupted", reason=str(err) or "Ctrl-C twice: "
+                       "stopped at once; a rerun resumes from the last saved checkpoint")
             raise
         except BaseException as err:  # the status must say so, whatever stopped the run
             reason = str(err).splitlines()[0] if str(err) else type(err).__name__

@@ -7,16 +7,21 @@ a function of (seed, step): the data cursor is saved, masks are seeded per examp
 torch generator (dropout) is reseeded at every step.
 
 Faults: resume skips a checkpoint that fails its checksum (with a warning) for the one before
-it; SIGTERM (SLURM's preemption), and under submitit its own preemption signal, finishes the
-step, writes a checkpoint and raises Interrupted, which the CLI hands to submitit to requeue;
+it; SIGTERM (SLURM's preemption), Ctrl-C, and under submitit its own preemption signal, finish
+the step, write a checkpoint and raise Interrupted, which the CLI hands to submitit to requeue;
 a non-finite loss or gradient norm raises RunFailed before the optimizer applies it, so the
 checkpoints on disk are all from finite steps.
+
+Logs: every `log_every` steps one plain line (step, loss, lr, tokens/s, ETA) goes to the log
+and so to the console and `<pipeline>.log`; the tqdm bar only when stderr is a terminal, so a
+job under SLURM or nohup writes no carriage returns.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import sys
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -187,8 +192,9 @@ def train(model: torch.nn.Module, objective: Objective, data: ExampleSource, cfg
                 _save(out_dir, state, model, optimizer, cfg, accelerator)
             progress.update(state)
             if stopping:
-                raise Interrupted(f"stopped by a signal: checkpoint written at step "
-                                  f"{state.step}", handover=stop.handover)
+                raise Interrupted(f"stopped by {stop.describe()}: checkpoint written at step "
+                                  f"{state.step}", handover=stop.requeue_handler(),
+                                  signum=stop.signum)
     progress.close()
     held_out.write_replicates(model, out_dir)  # the final eval's item replicates; rank 0 writes
     return _final_metrics(state)
@@ -218,7 +224,10 @@ class BudgetBar:
             options = dict(total=100.0, initial=100.0 * budget_progress(state, cfg), unit="%",
                            bar_format="{l_bar}{bar}| {n:.1f}/100% of the budget "
                                       "[{elapsed}<{remaining}{postfix}]")
-        self.bar = tqdm(desc=desc, disable=not enabled, dynamic_ncols=True, **options)
+        # Only for a person at a terminal: redirected, each redraw is a carriage return in
+        # one endless line of the job's log; the plain step lines say the same there.
+        shown = enabled and sys.stderr.isatty()
+        self.bar = tqdm(desc=desc, disable=not shown, dynamic_ncols=True, **options)
 
     def update(self, state: LoopState) -> None:
         if self.by_steps:
@@ -250,12 +259,34 @@ def _after_step(state, cfg, lr, window, progress, tracker, accelerator, run_eval
         state.last_train = _window_metrics(state, lr, rate)
         tracker.log(state.last_train, state.step)
         progress.set_postfix(loss=f"{state.last_train['train/loss']:.3f}", tok_s=f"{rate:,.0f}")
+        if accelerator.is_main_process:
+            log.info("%s", format_step_line(state, cfg, state.last_train))
         state.window, state.window_steps = {}, 0
         window.tokens, window.start = 0, time.perf_counter()
     if state.step % cfg.eval_every == 0 or last:
         state.last_eval = run_eval()
         tracker.log(state.last_eval, state.step)
         log.info("step %d: %s", state.step, _fmt(state.last_eval))
+
+
+def format_step_line(state: LoopState, cfg: TrainerConfig, metrics: dict[str, float]) -> str:
+    """One plain line a person or a cluster's log reads: where the run is, the window's mean
+    loss, the rate now and the time left at the mean rate so far (evaluation time aside)."""
+    spent = budget_progress(state, cfg)
+    where = (f"step {state.step}/{cfg.max_steps}" if cfg.max_flops is None and
+             cfg.max_time_s is None else f"step {state.step} ({100 * spent:.0f}% of the budget)")
+    left = state.train_seconds * (1.0 - spent) / spent if spent > 0 else float("nan")
+    return (f"{where}  loss {metrics['train/loss']:.4f}  lr {metrics['train/lr']:.3g}  "
+            f"{metrics['train/tokens_per_s']:,.0f} tok/s  ETA {format_duration(left)}")
+
+
+def format_duration(seconds: float) -> str:
+    """h:mm:ss, as tqdm shows it; '?' before there is a rate to go by."""
+    if not math.isfinite(seconds):
+        return "?"
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}"
 
 
 def compile_encoders(model: torch.nn.Module) -> None:

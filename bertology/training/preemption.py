@@ -1,5 +1,6 @@
-"""Stopping a run between steps on a signal: SIGTERM (how SLURM preempts) and, under a
-submitit job, submitit's own preemption signal, whose handler then requeues the job.
+"""Stopping a run between steps on a signal: SIGTERM (how SLURM preempts), SIGINT (Ctrl-C)
+and, under a submitit job, submitit's own preemption signal, whose handler then requeues the job.
+A second Ctrl-C stops at once (KeyboardInterrupt), for a step that takes too long.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
 
@@ -21,22 +22,43 @@ def preempt_signal() -> signal.Signals:
 
 @dataclass
 class StopRequest:
-    """Set by SIGTERM (or the preemption signal) for the loop to check between steps: a
+    """Set by SIGTERM, SIGINT (or the preemption signal) for the loop to check between steps: a
     handler that raised mid-step could leave the optimizer half-updated. `handover` is the
     handler the preemption signal had before the loop started (submitit's checkpoint and
     requeue, under a submitit job), to be called once the checkpoint is written."""
 
     event: threading.Event = field(default_factory=threading.Event)
     handover: Callable | None = None
+    signum: int = signal.SIGTERM  # the signal that asked: the exit status is 128 + signum
 
     def is_set(self) -> bool:
         return self.event.is_set()
 
+    def request(self, signum: int, frame=None) -> None:
+        """The handler: a first Ctrl-C asks for a checkpoint, a second one stops at once."""
+        if signum == signal.SIGINT and self.event.is_set() and self.signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        if signum == signal.SIGINT:  # os.write: a print here could re-enter stderr's buffer
+            with suppress(OSError):
+                os.write(2, b"\nCtrl-C: stopping after this step to write a checkpoint "
+                         b"(Ctrl-C again to stop at once)\n")
+        self.signum = signum
+        self.event.set()
+
+    def requeue_handler(self) -> Callable | None:
+        """submitit's handler when a scheduler's signal stopped the run; a person's Ctrl-C
+        is not a preemption, so it requeues nothing."""
+        return None if self.signum == signal.SIGINT else self.handover
+
+    def describe(self) -> str:
+        return "Ctrl-C" if self.signum == signal.SIGINT else signal.Signals(self.signum).name
+
 
 @contextmanager
 def stop_signals() -> Iterator[StopRequest]:
-    """SIGTERM, and under submitit its preemption signal, set the stop request. Outside the
-    main thread, where Python allows no handlers, it is never set."""
+    """SIGTERM, SIGINT, and under submitit its preemption signal, set the stop request. Outside
+    the main thread, where Python allows no handlers, it is never set. A SIGINT the process
+    was started ignoring (`nohup ... &`) stays ignored."""
     stop = StopRequest()
     if threading.current_thread() is not threading.main_thread():
         yield stop
@@ -47,8 +69,9 @@ def stop_signals() -> Iterator[StopRequest]:
     if callable(previous_preempt):
         stop.handover = previous_preempt
     watched = [signal.SIGTERM, preempt] if stop.handover else [signal.SIGTERM]
-    previous = {signum: signal.signal(signum, lambda signum, frame: stop.event.set())
-                for signum in watched}
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        watched.append(signal.SIGINT)
+    previous = {signum: signal.signal(signum, stop.request) for signum in watched}
     try:
         yield stop
     finally:

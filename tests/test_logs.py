@@ -1,0 +1,81 @@
+"""Logs for people and for clusters (issue 30): plain step lines in the log every log_every
+steps, no progress bar (and so no carriage return) when stderr is not a terminal, the run dir
+at the start, the final metrics as a short aligned table."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from bertology.cli import format_summary
+from bertology.config.groups import TrainerConfig
+from bertology.training.loop import LoopState, format_duration, format_step_line
+
+STEP_LINE = re.compile(r"step (\d+)/(\d+)  loss \d+\.\d{4}  lr \S+  [\d,]+ tok/s  "
+                       r"ETA (\d+:\d\d:\d\d|\?)")
+
+
+def test_the_step_line_reads_step_loss_lr_rate_and_time_left():
+    # 250 of 1000 steps in 50 s of training: 750 steps left at 0.2 s a step is 150 s.
+    state = LoopState(step=250, train_seconds=50.0)
+    cfg = TrainerConfig(max_steps=1000)
+    line = format_step_line(state, cfg, {"train/loss": 2.34567, "train/lr": 1e-4,
+                                         "train/tokens_per_s": 12345.6})
+    assert line == "step 250/1000  loss 2.3457  lr 0.0001  12,346 tok/s  ETA 0:02:30"
+
+
+def test_a_flops_budget_says_how_much_of_it_is_spent():
+    # 3e9 of 1.2e10 FLOPs (25%) in 10 s: 30 s left, whatever max_steps says.
+    state = LoopState(step=7, train_seconds=10.0, flops=3e9)
+    cfg = TrainerConfig(max_steps=10_000, max_flops=1.2e10)
+    line = format_step_line(state, cfg, {"train/loss": 1.0, "train/lr": 0.5,
+                                         "train/tokens_per_s": 10.0})
+    assert line.startswith("step 7 (25% of the budget)") and line.endswith("ETA 0:00:30")
+
+
+def test_durations_are_hours_minutes_seconds():
+    assert format_duration(3723.4) == "1:02:03"
+    assert format_duration(0.4) == "0:00:00"
+    assert format_duration(float("nan")) == "?"
+
+
+def test_the_summary_is_an_aligned_table_results_first():
+    metrics = {"train/epoch": 4.0, "train/loss": 4.98, "eval/mlm_accuracy": 0.095,
+               "train/tokens_per_s": 2932.0, "probe/layer_02/accuracy": 0.5}
+    lines = format_summary(metrics).splitlines()
+    names = [line.split()[0] for line in lines]
+    assert names == ["eval/mlm_accuracy", "probe/layer_02/accuracy", "train/loss",
+                     "train/tokens_per_s", "train/epoch"]
+    assert len({len(line) for line in lines}) == 1  # values right-aligned in one column
+    many = format_summary({f"eval/m{i:02d}": float(i) for i in range(30)}).splitlines()
+    assert len(many) == 17 and many[-1].strip() == "... 14 more in metrics.json"
+
+
+def test_pretrain_without_a_terminal_writes_plain_step_lines_and_no_carriage_return(tmp_path):
+    """A real `python -m bertology pretrain` as under SLURM or nohup: stdout and stderr
+    redirected to files, not a terminal."""
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
+    for name in ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS"):  # the CLI's own choice
+        env.pop(name, None)
+    out, err = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
+    with out.open("w") as stdout, err.open("w") as stderr:
+        status = subprocess.run(
+            [sys.executable, "-m", "bertology", "pretrain", "logger=none", "trainer=smoke",
+             "trainer.max_steps=12", "trainer.log_every=3", "trainer.eval_every=6",
+             "data.num_sentences=300", "data.eval_docs=5", f"hydra.run.dir={run_dir}"],
+            cwd=tmp_path, env=env, stdout=stdout, stderr=stderr, timeout=300).returncode
+    assert status == 0, err.read_text()
+    log = (run_dir / "pretrain.log").read_text()
+    for text in (log, out.read_text(), err.read_text()):
+        assert "\r" not in text
+    steps = [int(m.group(1)) for m in STEP_LINE.finditer(log)]
+    assert steps == [3, 6, 9, 12], log
+    assert log.splitlines()[0].endswith(f"run dir: {run_dir}")  # said first, not only at the end
+    table = log[log.index("finished: "):].splitlines()[1:]
+    assert any(line.split()[0] == "eval/mlm_accuracy" for line in table)
+    assert max(len(line) for line in log.splitlines()) < 200
+    assert str(Path(run_dir)) in out.read_text()
