@@ -15,7 +15,7 @@ import pytest
 from conftest import REPO
 
 # what the build reads; copied so the build's build/ and egg-info stay out of the checkout
-SOURCES = ("pyproject.toml", "README.md", "bertology", "conf")
+SOURCES = ("pyproject.toml", "README.md", "LICENSE", "bertology", "conf")
 
 
 def build_wheel(tmp: Path) -> Path:
@@ -53,6 +53,9 @@ def test_wheel_carries_conf_and_runs_outside_the_repo(tmp_path):
               for p in (REPO / "conf").rglob("*.yaml")}
     assert wanted <= names, sorted(wanted - names)[:5]
     assert "bertology/config/data_sets.json" in names  # `bertology data`'s manifest
+    assert "bertology-0.1.0.dist-info/licenses/LICENSE" in names
+    metadata = zipfile.ZipFile(wheel).read("bertology-0.1.0.dist-info/METADATA").decode()
+    assert "License-Expression: Apache-2.0" in metadata.splitlines()  # the SPDX form
 
     bertology = install(wheel, tmp_path / "venv")
     work = tmp_path / "elsewhere"
