@@ -7,6 +7,11 @@ Labels are word indices 0, 1, …, max_position − 1, with every later word in 
 logistic regression of the linear analysis (probes.fit_logistic, its c and max_iter); the
 majority baseline always predicts the most frequent train position. Scores are means over
 the probe seeds, which draw the training-word sample; item replicates resample eval sentences.
+
+The same probes run on the random-initialised twin (`position/random/layer_LL/accuracy`):
+an untrained encoder adds its position embeddings to every token, so position is linearly
+readable from it too, and the twin is the null for what pretraining adds. Both encoders train
+on the same word samples and share one set of sentence resamples (paired replicates).
 """
 
 from __future__ import annotations
@@ -23,6 +28,13 @@ from bertology.run.replicates import bootstrap_indices, compute_ratio_replicates
 from bertology.run.tables import write_table
 
 log = logging.getLogger(__name__)
+
+# The model, and the same architecture with fresh weights (context.ENCODERS' "random"): a
+# claim about what pretraining put in the model is a contrast with this twin, which already
+# knows some position from its position embeddings (Hewitt & Liang's point for probes, 2019)
+ENCODERS = ("model", "random")
+KEY_PREFIX = {"model": "position", "random": "position/random"}
+SERIES = {"model": "model", "random": "random init"}
 
 
 def position_units(ctx, split: str, max_position: int) -> tuple[Units, np.ndarray]:
@@ -49,38 +61,66 @@ def correct_by_sentence(correct: np.ndarray, sentence_of: np.ndarray, sentences:
 
 
 def run(ctx, settings: PositionSettings) -> dict[str, float]:
-    """Probe every layer for position; return per-layer accuracies (means over seeds)."""
+    """Probe every layer of the model and of its random-init twin for position; return
+    per-layer accuracies (means over seeds)."""
     classes = settings.max_position + 1
     train, _ = position_units(ctx, "train", settings.max_position)
     evaluation, sentence_of = position_units(ctx, "eval", settings.max_position)
-    sentences = len(ctx.sentences("eval"))
-    indices = bootstrap_indices(sentences)
-    train_features, eval_features = ctx.features("model", "train"), ctx.features("model",
-                                                                                 "eval")
+    # One set of resamples for both encoders: replicate r of the model and of the twin score
+    # the same sentences, so model − twin is a paired contrast resample by resample
+    indices = bootstrap_indices(len(ctx.sentences("eval")))
     rows, columns = [], {}
-    for layer in tqdm(range(train_features.num_layers + 1), desc="position probes"):
-        x_eval = unit_features(eval_features.layer(layer), evaluation.rows)
-        per_seed = []
-        for seed in ctx.config.seeds:
-            units = sample(train, settings.max_train_words, seed)
-            x_train = unit_features(train_features.layer(layer), units.rows)
-            proba = fit_logistic(x_train, units.labels, classes, settings, seed)(x_eval)
-            correct = (proba.argmax(axis=1) == evaluation.labels).astype(np.float64)
-            rows.append({"model": "position", "layer": layer, "seed": seed,
-                         "accuracy": float(correct.mean())})
-            per_seed.append(correct_by_sentence(correct, sentence_of, sentences))
-        hits = np.mean([h for h, _ in per_seed], axis=0)  # the seeds' mean, per sentence
-        columns[f"position/layer_{layer:02d}/accuracy"] = compute_ratio_replicates(
-            hits, per_seed[0][1], indices)
+    for which in ENCODERS:
+        encoder_rows, encoder_columns = probe_encoder(ctx, which, settings, train,
+                                                      (evaluation, sentence_of), indices)
+        rows.extend(encoder_rows)
+        columns.update(encoder_columns)
     majority = float((evaluation.labels == np.bincount(train.labels).argmax()).mean())
     name = f"position_{ctx.config.task.name}"
     write_table(ctx.out_dir, name, rows)
     write_replicates(ctx.out_dir, name, columns)
-    plot_layer_curves(rows, ["accuracy"], f"position probe ({classes} classes): "
-                      f"{ctx.config.task.name}", ctx.out_dir, name,
+    plot_layer_curves([{**r, "model": SERIES[r["model"]]} for r in rows], ["accuracy"],
+                      f"position probe ({classes} classes): {ctx.config.task.name}",
+                      ctx.out_dir, name,
                       baselines=[{"model": "majority position", "accuracy": majority}])
+    return summarise(rows, majority)
+
+
+def probe_encoder(ctx, which: str, settings: PositionSettings, train: Units,
+                  evaluation: tuple[Units, np.ndarray], indices: np.ndarray
+                  ) -> tuple[list[dict], dict[str, np.ndarray]]:
+    """One encoder's table rows (a row per layer and seed) and replicate columns (a column
+    per layer: the seeds' mean accuracy on each resample of the eval sentences). Every
+    encoder trains on the same seeded word samples, so the contrast varies only the weights."""
+    units, sentence_of = evaluation
+    sentences = indices.shape[1]
+    train_features, eval_features = ctx.features(which, "train"), ctx.features(which, "eval")
+    prefix = KEY_PREFIX[which]
+    rows, columns = [], {}
+    for layer in tqdm(range(train_features.num_layers + 1), desc=f"position probes ({which})"):
+        x_eval = unit_features(eval_features.layer(layer), units.rows)
+        per_seed = []
+        for seed in ctx.config.seeds:
+            sampled = sample(train, settings.max_train_words, seed)
+            x_train = unit_features(train_features.layer(layer), sampled.rows)
+            proba = fit_logistic(x_train, sampled.labels, settings.max_position + 1,
+                                 settings, seed)(x_eval)
+            correct = (proba.argmax(axis=1) == units.labels).astype(np.float64)
+            rows.append({"model": which, "layer": layer, "seed": seed,
+                         "accuracy": float(correct.mean())})
+            per_seed.append(correct_by_sentence(correct, sentence_of, sentences))
+        hits = np.mean([h for h, _ in per_seed], axis=0)  # the seeds' mean, per sentence
+        columns[f"{prefix}/layer_{layer:02d}/accuracy"] = compute_ratio_replicates(
+            hits, per_seed[0][1], indices)
+    return rows, columns
+
+
+def summarise(rows: list[dict], majority: float) -> dict[str, float]:
+    """Means over seeds: position/layer_LL/accuracy, position/random/layer_LL/accuracy."""
     metrics = {"position/majority_accuracy": majority}
-    for layer in range(train_features.num_layers + 1):
-        metrics[f"position/layer_{layer:02d}/accuracy"] = float(np.mean(
-            [r["accuracy"] for r in rows if r["layer"] == layer]))
+    groups: dict[str, list[float]] = {}
+    for row in rows:
+        key = f"{KEY_PREFIX[row['model']]}/layer_{row['layer']:02d}/accuracy"
+        groups.setdefault(key, []).append(row["accuracy"])
+    metrics.update({key: float(np.mean(values)) for key, values in groups.items()})
     return metrics
