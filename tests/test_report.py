@@ -227,3 +227,64 @@ def test_cli_takes_dirs_as_arguments(tmp_path):
     assert "**holds**" in (tmp_path / "out" / "REPORT.md").read_text()
     missing = run_cli("report", str(tmp_path / "nowhere"), cwd=tmp_path)
     assert missing.returncode == 2
+
+
+GUARDED = {**FINDING, "compare": {"a": "eval/a", "b": "eval/b", "expect": "greater",
+                                  "margin": -0.01},
+           "guard": {"a": "eval/a", "b": "eval/twin", "expect": "greater", "margin": 0.01}}
+
+
+@pytest.mark.parametrize("twin_gap, verdict", [(0.10, "holds"), (0.0, "uninformative")])
+def test_a_failed_guard_makes_the_verdict_uninformative(tmp_path, twin_gap, verdict):
+    """Equal arms satisfy a non-inferiority claim; only when the task separates the encoder
+    from its random-init twin does that mean anything (issue 28: no_nsp held on a keyword task
+    both arms and any encoder learn)."""
+    for seed, noise in enumerate((0.003, 0.0, 0.006)):
+        a = 0.80 + noise
+        write_run(tmp_path / str(seed), {"eval/a": a, "eval/b": a - noise,
+                                         "eval/twin": a - twin_gap - noise}, seed, GUARDED)
+    result = judge(parse_finding(GUARDED), find_runs([tmp_path]))
+    assert result.raw == verdict
+    if verdict == "uninformative":
+        assert "guard not met" in result.note and "eval/twin" in result.note
+        report.correct_suite([result])
+        assert result.corrected == "uninformative" and result.p_adjusted == 1.0
+
+
+def test_identical_seeds_count_once(tmp_path):
+    """Three 'seeds' of a pipeline the seed does not reach are one measurement: the verdict
+    counts one independent run and says so (issue 28: int8's and magnitude's seeds)."""
+    reps = {"eval/a": 0.80 + np.linspace(-0.01, 0.01, 50), "eval/b": np.full(50, 0.70)}
+    for seed in range(3):
+        write_run(tmp_path / str(seed), {"eval/a": 0.80, "eval/b": 0.70}, seed, FINDING, reps)
+    result = judge(parse_finding(FINDING), find_runs([tmp_path]))
+    assert result.tests[0].estimate.n == 1 and len(result.runs) == 1
+    assert "2 run(s) repeat another exactly" in result.note
+    # seeds that differ are all counted
+    write_run(tmp_path / "3", {"eval/a": 0.81, "eval/b": 0.70}, 3, FINDING, reps)
+    assert judge(parse_finding(FINDING), find_runs([tmp_path])).tests[0].estimate.n == 2
+
+
+def test_the_headline_counts_claims_about_the_model(tmp_path):
+    """REPORT.md and REPORT.html: model and method claims in separate tables; the headline
+    counts the model's only."""
+    method = {**FINDING, "id": "probe_fact", "about": "method", "study": "s"}
+    model = {**FINDING, "id": "model_fact", "about": "model", "study": "s"}
+    for seed, (a, b) in enumerate([(0.80, 0.70), (0.82, 0.71), (0.81, 0.69)]):
+        write_run(tmp_path / "runs" / str(seed), {"eval/a": a, "eval/b": b}, seed,
+                  study={"name": "s"})
+    cat = {"probe_fact": parse_finding(method), "model_fact": parse_finding(model)}
+    runs = find_runs([tmp_path / "runs"])
+    results = [judge(spec, runs) for spec in cat.values()]
+    report.correct_suite(results)
+    from bertology.findings.html import write_html
+    from bertology.findings.reporting import write_report
+    figures = {r.id: "x.png" for r in results}
+    (tmp_path / "x.png").write_bytes(b"\x89PNG")
+    text = write_report(results, [], runs, tmp_path, figures).read_text()
+    assert "claims about the model: 1 holds," in text
+    assert "## Claims about the model" in text and "## Claims about the method" in text
+    assert text.index("model_fact") < text.index("## Claims about the method") < text.index(
+        "probe_fact")
+    page = write_html(results, [], runs, tmp_path, figures).read_text()
+    assert "claims about the model: 1 holds," in page and "Claims about the method" in page

@@ -9,9 +9,17 @@ import base64
 from html import escape
 from pathlib import Path
 
-from bertology.findings.reporting import HEADLINE, format_estimate, group_runs, summarise
+from bertology.findings.reporting import (
+    ABOUT_TITLES,
+    HEADLINE,
+    format_estimate,
+    group_runs,
+    headline,
+    split_by_about,
+    summarise,
+)
 from bertology.findings.runs import Run
-from bertology.findings.verdicts import VERDICTS, FindingResult
+from bertology.findings.verdicts import FindingResult
 from bertology.run.files import write_text_atomic
 
 STYLE = """
@@ -27,7 +35,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 code { font-size: 12px; }
 .holds { color: #0072B2; font-weight: bold; }
 .does-not-hold { color: #D55E00; font-weight: bold; }
-.underpowered, .inconclusive { color: #555; font-weight: bold; }
+.underpowered, .inconclusive, .uninformative { color: #555; font-weight: bold; }
 section.finding { border-top: 1px solid #ccc; margin-top: 2em; }
 section.finding img { max-width: 100%; height: auto; }
 """
@@ -90,15 +98,17 @@ def runs_table(runs: list[Run]) -> list[str]:
 def write_html(results: list[FindingResult], skipped: list[tuple[str, str]], runs: list[Run],
                out_dir: Path, figures: dict[str, str]) -> Path:
     """REPORT.html beside REPORT.md; figures maps a finding's id to its PNG (relative)."""
-    counts = {which: ", ".join(f"{sum(getattr(r, which) == v for r in results)} {v}"
-                               for v in VERDICTS) for which in ("raw", "corrected")}
     body = ["<h1>bertology report</h1>",
             f"<p>{len(runs)} finished runs; {len(results)} findings judged. Each claim is "
             "tested one-sided at α = 0.05 two-sided (its 95% interval beyond the margin); the "
-            "corrected verdict applies Holm's correction over every finding here.</p>",
-            f"<p>Raw verdicts: {escape(counts['raw'])}<br>"
-            f"Holm-corrected verdicts: {escape(counts['corrected'])}</p>",
-            "<h2>Claims</h2>", *claims_table(results)]
+            "corrected verdict applies Holm's correction over every finding here; a finding "
+            "whose guard fails is uninformative; seeds counts independent runs.</p>",
+            "<p>" + "<br>".join(escape(line) for line in headline(results)) + "</p>"]
+    for about, group in split_by_about(results).items():
+        if group:
+            title, says = ABOUT_TITLES[about]
+            body += [f"<h2>{escape(title)}</h2>", f"<p>{escape(says[0].upper() + says[1:])}.</p>",
+                     *claims_table(group)]
     body += [f"<p>Not judged: {escape(finding)} ({escape(reason)}).</p>"
              for finding, reason in skipped]
     body.append("<h2>Evidence</h2>")

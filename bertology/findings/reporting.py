@@ -3,12 +3,11 @@ figure per finding."""
 
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 
 from bertology.findings.evidence import Evidence, layer_keys
-from bertology.findings.runs import Run
+from bertology.findings.runs import Run, replication_key
 from bertology.findings.statistics import Estimate
 from bertology.findings.verdicts import VERDICTS, FindingResult, selects
 from bertology.run.figures import GREY, integer_ticks, save_figure
@@ -31,7 +30,8 @@ def finding_rows(results: list[FindingResult]) -> list[dict]:
         for test, design, comparison in zip(r.tests, r.designs, r.spec.comparisons):
             low, high = test.estimate.interval()
             rows.append({
-                "finding": r.id, "claim": r.spec.claim, "source": r.spec.source,
+                "finding": r.id, "about": r.spec.about, "claim": r.spec.claim,
+                "source": r.spec.source,
                 "test": comparison.describe(), "design": design, "effect": test.estimate.mean,
                 "ci_low": low, "ci_high": high, "se": test.estimate.se,
                 "dof": test.estimate.dof, "seeds": test.estimate.n,
@@ -46,8 +46,7 @@ def group_runs(runs: list[Run]) -> dict[str, list[Run]]:
     """Runs that differ only in seed: keyed by their config without seed/paths/finding."""
     groups: dict[str, list[Run]] = {}
     for run in runs:
-        config = {k: v for k, v in run.config.items() if k not in ("seed", "paths", "finding")}
-        groups.setdefault(json.dumps(config, sort_keys=True, default=str), []).append(run)
+        groups.setdefault(replication_key(run), []).append(run)
     return groups
 
 
@@ -106,23 +105,37 @@ def verdict_counts(results: list[FindingResult], which: str) -> dict[str, int]:
     return {v: sum(getattr(r, which) == v for r in results) for v in VERDICTS}
 
 
-def write_report(results: list[FindingResult], skipped: list[tuple[str, str]],
-                 runs: list[Run], out_dir: Path, figures: dict[str, str]) -> Path:
-    """REPORT.md; figures maps a finding's id to its figure (plot_finding's path)."""
-    lines = ["# bertology report", "",
-             f"{len(runs)} finished runs; {len(results)} findings judged. Each claim is tested "
-             "one-sided at α = 0.05 two-sided (its 95% interval beyond the margin); the "
-             "interval counts seed-to-seed and item-sampling noise (bootstrap replicates); the "
-             "corrected verdict applies Holm's correction over every finding here (README: "
-             "\"How verdicts are decided\").", ""]
-    for which, title in (("raw", "Raw"), ("corrected", "Holm-corrected")):
-        counts = verdict_counts(results, which)
-        lines.append(f"{title} verdicts: " + ", ".join(f"{n} {v}" for v, n in counts.items()))
-    lines += ["", "## Findings", ""]
-    if results:
-        lines += ["| finding | claim | source | test | effect a − b | 95% interval | seeds "
-                  "| raw | Holm | note | figure |",
-                  "|---|---|---|---|---|---|---:|---|---|---|---|"]
+ABOUT_TITLES = {
+    "model": ("Claims about the model", "what pretraining or fine-tuning put in the encoder; "
+              "the headline counts these"),
+    "method": ("Claims about the method", "properties of a probe, a metric or the "
+               "architecture, true of any encoder (e.g. of random vectors per word type); "
+               "reported, not counted in the headline"),
+}
+
+
+def split_by_about(results: list[FindingResult]) -> dict[str, list[FindingResult]]:
+    """The findings by what they are about, model claims first."""
+    return {about: [r for r in results if r.spec.about == about] for about in ABOUT_TITLES}
+
+
+def headline(results: list[FindingResult]) -> list[str]:
+    """The verdict counts of the model claims (raw and Holm-corrected), then the method's."""
+    model = split_by_about(results)["model"]
+    lines = [f"{title} verdicts on the {len(model)} claims about the model: "
+             + ", ".join(f"{n} {v}" for v, n in verdict_counts(model, which).items())
+             for which, title in (("raw", "Raw"), ("corrected", "Holm-corrected"))]
+    method = split_by_about(results)["method"]
+    if method:
+        lines.append(f"Claims about the method ({len(method)}, not counted above): " + ", ".join(
+            f"{n} {v}" for v, n in verdict_counts(method, "corrected").items() if n))
+    return lines
+
+
+def findings_table(results: list[FindingResult], figures: dict[str, str]) -> list[str]:
+    lines = ["| finding | claim | source | test | effect a − b | 95% interval | seeds "
+             "| raw | Holm | note | figure |",
+             "|---|---|---|---|---|---|---:|---|---|---|---|"]
     for r in results:
         figure = figures[r.id]
         for i, (test, comparison) in enumerate(zip(r.tests, r.spec.comparisons)):
@@ -132,6 +145,25 @@ def write_report(results: list[FindingResult], skipped: list[tuple[str, str]],
                     if i == 0 else ["", "", "", ""])
             lines.append("| " + " | ".join([*head, f"`{comparison.describe()}`", effect,
                                              interval, str(test.estimate.n), *tail]) + " |")
+    return lines
+
+
+def write_report(results: list[FindingResult], skipped: list[tuple[str, str]],
+                 runs: list[Run], out_dir: Path, figures: dict[str, str]) -> Path:
+    """REPORT.md; figures maps a finding's id to its figure (plot_finding's path)."""
+    lines = ["# bertology report", "",
+             f"{len(runs)} finished runs; {len(results)} findings judged. Each claim is tested "
+             "one-sided at α = 0.05 two-sided (its 95% interval beyond the margin); the "
+             "interval counts seed-to-seed and item-sampling noise (bootstrap replicates); the "
+             "corrected verdict applies Holm's correction over every finding here; a finding "
+             "whose guard fails (the runs cannot discriminate) is uninformative; seeds counts "
+             "independent runs (docs/findings.md: \"How verdicts are decided\").", ""]
+    lines += headline(results)
+    for about, group in split_by_about(results).items():
+        if group:
+            title, says = ABOUT_TITLES[about]
+            lines += ["", f"## {title}", "", f"{says[0].upper()}{says[1:]}.", "",
+                      *findings_table(group, figures)]
     for finding, reason in skipped:
         lines.append(f"\nNot judged: {finding} ({reason}).")
     lines += ["", "## Runs", "", "Runs that differ only in their seed form a group; its "

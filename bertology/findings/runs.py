@@ -50,6 +50,16 @@ class Run:
         return node
 
 
+NOT_THE_EXPERIMENT = ("seed", "paths", "finding")  # config keys that do not define the runs
+
+
+def replication_key(run: Run) -> str:
+    """The run's config less its seed, paths and finding block: runs sharing it are
+    replications of one experiment."""
+    config = {k: v for k, v in run.config.items() if k not in NOT_THE_EXPERIMENT}
+    return json.dumps(config, sort_keys=True, default=str)
+
+
 def load_run(path: Path) -> Run:
     try:
         metrics = json.loads((path / "metrics.json").read_text())

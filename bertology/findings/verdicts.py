@@ -1,5 +1,5 @@
-"""A finding's verdict from its runs: holds, does not hold, underpowered or inconclusive,
-before and after Holm's correction over every finding of the report.
+"""A finding's verdict from its runs: holds, does not hold, underpowered, inconclusive or
+uninformative, before and after Holm's correction over every finding of the report.
 
 A finding states its claim as one comparison, or several that must all hold (`all:`):
 
@@ -15,8 +15,17 @@ meaning a − b > m (greater) or a − b < m (less). The verdict is computed, ne
   measured no uncertainty at all (one run, or identical seeds, and no item replicates);
 - inconclusive: neither, and the effect sits so close to the margin that no feasible budget
   resolves it (or it is undefined on these runs).
+- uninformative: the finding's guard failed: the runs cannot tell the claim's answer apart
+  at all (the downstream task does not separate a pretrained encoder from its random-init twin,
+  the model never learned the task), so no verdict on the claim is given.
 The corrected verdict applies Holm's step-down over the two-sided p-values of all findings in
-the report, so the chance of any false "holds" or "does not hold" in the suite stays at α.
+the report, so the chance of any false "holds" or "does not hold" in the suite stays at α;
+uninformative findings test nothing and are left out of that family.
+
+A finding says what it is `about`: `model` (what training put in the model; the headline counts
+these) or `method` (a property of a probe, a metric or the architecture, true of any encoder).
+Runs whose configs differ only in their seed and whose evidence is identical are one
+replication, not several: the report counts them once (`independent_runs`).
 """
 
 from __future__ import annotations
@@ -27,8 +36,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bertology.errors import require
-from bertology.findings.evidence import Evidence, evaluate, parse_evidence
-from bertology.findings.runs import Run
+from bertology.findings.evidence import Evidence, evaluate, layer_keys, parse_evidence
+from bertology.findings.runs import Run, replication_key
 from bertology.findings.statistics import (
     ALPHA,
     FEASIBLE,
@@ -40,7 +49,8 @@ from bertology.findings.statistics import (
 )
 
 EXPECTATIONS = ("greater", "less")
-VERDICTS = ("holds", "does not hold", "underpowered", "inconclusive")
+VERDICTS = ("holds", "does not hold", "underpowered", "inconclusive", "uninformative")
+ABOUT = ("model", "method")
 
 
 @dataclass(frozen=True)
@@ -63,6 +73,8 @@ class FindingSpec:
     source: str
     comparisons: tuple[Comparison, ...]
     studies: tuple[str, ...] = ()  # the studies whose runs it reads (none: its own runs)
+    about: str = "model"  # model | method (ABOUT)
+    guards: tuple[Comparison, ...] = ()  # what must hold for the comparison to inform at all
 
     def describe(self) -> str:
         return " and ".join(c.describe() for c in self.comparisons)
@@ -78,14 +90,24 @@ def parse_comparison(spec: dict, finding: str) -> Comparison:
                       float(spec.get("margin", 0.0)))
 
 
+def parse_comparisons(block, finding: str) -> tuple[Comparison, ...]:
+    """One comparison, or several under `all:`."""
+    block = block or {}
+    parts = block["all"] if isinstance(block, dict) and "all" in block else [block]
+    return tuple(parse_comparison(p, finding) for p in parts)
+
+
 def parse_finding(spec: dict) -> FindingSpec:
     require(isinstance(spec, dict) and spec.get("id"), f"a finding block needs an id: {spec!r}")
-    compare = spec.get("compare") or {}
-    parts = compare["all"] if isinstance(compare, dict) and "all" in compare else [compare]
+    about = spec.get("about", "model")  # the catalog declares it (tests/test_findings.py)
+    require(about in ABOUT, f"finding {spec['id']}: about={about!r}; valid: {', '.join(ABOUT)} "
+            "(model: what training put in the model; method: a property of the probe, metric "
+            "or architecture)")
     study = spec.get("study") or ()
+    guards = parse_comparisons(spec["guard"], spec["id"]) if spec.get("guard") else ()
     return FindingSpec(str(spec["id"]), str(spec.get("claim", "")), str(spec.get("source", "")),
-                       tuple(parse_comparison(p, spec["id"]) for p in parts),
-                       (study,) if isinstance(study, str) else tuple(study))
+                       parse_comparisons(spec.get("compare"), spec["id"]),
+                       (study,) if isinstance(study, str) else tuple(study), str(about), guards)
 
 
 # ---------------------------------------------------------------- one comparison
@@ -177,6 +199,7 @@ class FindingResult:
     note: str = ""
     p_adjusted: float = 1.0
     notes: list[str] = field(default_factory=list)
+    guard_tests: list[TTest | SignTest] = field(default_factory=list)
 
     @property
     def id(self) -> str:
@@ -189,44 +212,92 @@ class FindingResult:
 
 def judge(spec: FindingSpec, runs: list[Run]) -> FindingResult:
     """The raw verdict; the corrected one needs the whole suite (correct_suite)."""
-    require(all(isinstance(c.a, Evidence) for c in spec.comparisons),
+    require(all(isinstance(c.a, Evidence) for c in spec.comparisons + spec.guards),
             f"finding {spec.id}: side a must read the runs (a metric), not a number")
+    runs, repeats = independent_runs(spec, runs)
     compared = [compare_runs(c, runs) for c in spec.comparisons]
     result = FindingResult(spec, runs, [t for t, _ in compared], [d for _, d in compared])
+    result.guard_tests = [compare_runs(g, runs)[0] for g in spec.guards]
     tests = result.tests
     result.p_holds = max(t.p_holds for t in tests)  # intersection-union: every part must hold
     result.p_fails = min(1.0, len(tests) * min(t.p_fails for t in tests))  # Bonferroni: any
     result.raw, result.note = classify(result, ALPHA)
+    failed = [g.describe() for g, t in zip(spec.guards, result.guard_tests)
+              if not t.p_holds < ALPHA / 2]
+    if failed:  # the comparison cannot discriminate: no verdict on the claim, either way
+        result.raw = "uninformative"
+        result.note = f"guard not met: {'; '.join(failed)}"
+    if repeats:
+        result.note = "; ".join(filter(None, [result.note, (
+            f"{len(repeats)} run(s) repeat another exactly (same config less the seed, same "
+            "evidence) and count once")]))
     return result
 
 
+def evidence_of(spec: FindingSpec) -> list[Evidence]:
+    """Every evidence the finding reads, guards included."""
+    return [x for c in spec.comparisons + spec.guards for x in (c.a, c.b)
+            if isinstance(x, Evidence)]
+
+
+def independent_runs(spec: FindingSpec, runs: list[Run]) -> tuple[list[Run], list[Run]]:
+    """(the runs that replicate independently, the repeats left out). A run whose config
+    equals another's but for the seed and whose every evidence value (and item replicate) is
+    identical to it is the same measurement again (a deterministic pipeline the seed does not
+    reach): counting it would be pseudo-replication, so only the first is kept."""
+    kept: list[Run] = []
+    repeats: list[Run] = []
+    seen: set[tuple] = set()
+    evidence = evidence_of(spec)
+    for run in runs:
+        readings = []
+        for e in evidence:
+            if selects(run, e) and layer_keys(run.metrics, e.metric)[1]:
+                value, reps = evaluate(e, run.metrics, run.replicates)
+                readings.append((e, value, None if reps is None else reps.tobytes()))
+        key = (replication_key(run), repr(readings))
+        (repeats if key in seen else kept).append(run)
+        seen.add(key)
+    return kept, repeats
+
+
 def classify(result: FindingResult, alpha: float) -> tuple[str, str]:
-    """The verdict at level alpha (two-sided), and what an unresolved one would need."""
+    """The verdict at level alpha (two-sided), and what an unresolved one would need: seeds,
+    or items where the noise every seed shares (one evaluation set) is what keeps it open."""
     if any(math.isnan(t.estimate.mean) for t in result.tests):
         return "inconclusive", "the evidence is undefined on these runs (see the figure)"
+    if any(t.estimate.n < 2 for t in result.tests):  # before "holds": one seed never resolves
+        return "underpowered", ("one seed measures no seed-to-seed variance (item replicates "
+                                "do not stand in for it): run more seeds")
     if result.p_holds < alpha / 2:
         return "holds", ""
     if result.p_fails < alpha / 2:
         return "does not hold", ""
     if not all(t.measured for t in result.tests):
-        return "underpowered", ("no uncertainty measured (one run or identical seeds, and no "
-                                "item replicates): more seeds, or runs that write replicates")
-    # the part furthest from resolving decides the budget
-    weakest = max(result.tests, key=lambda t: t.seeds_needed(alpha))
-    needed = weakest.seeds_needed(alpha)
-    if needed <= FEASIBLE * weakest.estimate.n:
-        return "underpowered", f"≈ {math.ceil(needed)} seeds would resolve it (80% power)"
+        return "underpowered", ("no uncertainty measured (identical seeds and no item "
+                                "replicates): more seeds, or runs that write replicates")
+    # the part furthest from resolving decides the budget: its seeds, then its items
+    budgets = [(t.seeds_needed(alpha), t.items_needed(alpha), t) for t in result.tests]
+    seeds, items, weakest = max(budgets, key=lambda b: b[:2])
+    if seeds <= FEASIBLE * weakest.estimate.n:
+        return "underpowered", f"≈ {seeds:.0f} seeds would resolve it (80% power)"
+    if 1.0 < items <= FEASIBLE:
+        return "underpowered", ("more items, not seeds: the noise of the items every seed "
+                                "shares does not shrink with seeds; ≥ "
+                                f"{math.ceil(items)}× the items would resolve it (80% power)")
     return "inconclusive", "the effect is too close to the margin for a feasible budget"
 
 
 def correct_suite(results: list[FindingResult]) -> None:
-    """Holm over the suite's two-sided p-values; sets each result's corrected verdict."""
-    adjusted = holm([r.p_two_sided for r in results])
-    for result, p in zip(results, adjusted):
+    """Holm over the two-sided p-values of the informative findings; sets each result's
+    corrected verdict (an uninformative finding stays so and is not in the family)."""
+    informative = [r for r in results if r.raw != "uninformative"]
+    adjusted = holm([r.p_two_sided for r in informative])
+    for result in results:
+        result.p_adjusted, result.corrected = 1.0, result.raw
+    for result, p in zip(informative, adjusted):
         result.p_adjusted = p
         if p < ALPHA:
             result.corrected = "holds" if result.p_holds < result.p_fails else "does not hold"
         elif result.raw in ("holds", "does not hold"):
             result.corrected = "underpowered"  # resolved alone, not beside the other claims
-        else:
-            result.corrected = result.raw
