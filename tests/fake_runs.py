@@ -1,0 +1,231 @@
+"""Synthetic runs made from a finding's spec, with the effect of each of its comparisons set on
+purpose, as the pipelines would have written them.
+
+tests/test_can_fail.py asks, for every finding of the catalog, for worlds in which its claim
+is true, false the opposite way, null, or blind, and judges them with the report's own code.
+A world gives every comparison the finding makes (its claim's and its guards') a target:
+
+    a − b = t      (a number: the effect, in the claim's units)
+    a ≡ b          (EQUAL: a is its null reference at every layer, measured alike: the other
+                    arm of the sweep, the random-init twin, the majority label, the baseline)
+
+World.runs() turns the targets into Run objects as find_runs reads them (World.write puts the
+same runs on disk): 3 seeds of every arm of the sweep (an arm is the config a comparison's
+`where:` selects), each with its metrics, its config and item replicates (400 bootstrap
+resamples of 200 items, made by bertology/run/replicates.py as the pipelines make them).
+
+From targets to metrics. Every metric key of every arm is one unknown (a pattern `layer_*` is
+LAYERS keys: the embeddings and 6 layers, as MiniLM). Every reduction the findings use is
+linear in the layer curve (a mean, a slope, top minus bottom, the middle third), so a target
+a − b = t is one linear equation in the unknowns, and a ≡ b is one equation per layer. The
+metrics are the solution closest to a random smooth prior curve per metric (minimum-norm least
+squares), and every equation is checked to hold: a world the equations cannot express (a
+nonlinear reduction, contradictory targets) raises instead of passing silently.
+
+Noise. A run's value of a key is the solved value plus a seed effect (SEED_SD). The seed
+effects of each key are centred over the seeds, so the mean over seeds of any linear reduction
+is exactly its target: a world meant to sit on its margin sits there, whatever the draw, and
+no verdict depends on luck. Each seed scores ITEMS items of its own (seeds draw their own
+sentences); an item's score is the run's value plus an item effect the seed's runs and keys
+share (a hard sentence is hard at every layer and in both arms of that seed) plus noise of its
+own, centred so the items' mean is the run's value; the replicates are the items' means over
+bootstrap_indices resamples. Quantities an EQUAL target ties share their seed effects and item
+noise but for TIE of it: the same encoder measured twice (issue 28: no_nsp's two arms made the
+same prediction on all 800 dev items), which is what lets a blind comparison look precise.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from bertology.findings.catalog import runs_of
+from bertology.findings.evidence import REDUCTIONS, Evidence
+from bertology.findings.runs import Run, find_runs
+from bertology.findings.verdicts import Comparison, FindingSpec
+from bertology.run.replicates import compute_mean_replicates, write_replicates
+
+LAYERS = 7  # embeddings + 6 layers (MiniLM)
+SEEDS = (0, 1, 2)
+ITEMS = 200  # items (sentences, examples) one run scores
+SEED_SD = 0.005  # seed-to-seed spread of one metric key
+ITEM_SD = 0.05  # an item's own noise: a standard error of 0.0035 per key over 200 items
+SHARED_ITEM_SD = 0.05  # the item effect a seed's runs and keys share
+TIE = 0.05  # the noise two tied (EQUAL) quantities do not share, relative to their own
+PRIOR_STEP_SD = 0.02  # prior curves: a random walk over the layers
+EQUAL = None  # the target "a is its null reference at every layer"
+
+Arm = tuple[tuple[str, str], ...]  # the `where` items that select the arm's runs
+
+
+def keys_of(pattern: str) -> list[str]:
+    """The metric keys a pattern names: one per layer for `layer_*`, else the key."""
+    if "*" not in pattern:
+        return [pattern]
+    return [pattern.replace("*", f"{layer:02d}") for layer in range(LAYERS)]
+
+
+def reduction_weights(reduce: str, count: int) -> np.ndarray:
+    """w with reduce(curve) = w · curve for a curve of `count` keys; refuses a nonlinear
+    reduction (the equations would not express it)."""
+    layers = np.arange(count)
+    weights = REDUCTIONS[reduce](layers, np.eye(count))  # row i: the reduction of e_i
+    probe = np.random.default_rng(0).normal(size=(4, count))
+    if not np.allclose(REDUCTIONS[reduce](layers, probe), probe @ weights):
+        raise NotImplementedError(f"reduce={reduce} is not linear in the layer curve: "
+                                  "write this finding's worlds by hand")
+    return weights
+
+
+def evidence_of(spec: FindingSpec) -> list[Evidence]:
+    return [x for c in spec.comparisons + spec.guards for x in (c.a, c.b)
+            if isinstance(x, Evidence)]
+
+
+def arms_of(spec: FindingSpec) -> list[Arm]:
+    """The arms of the sweep the finding compares (one where nothing says `where:`)."""
+    wheres = sorted({e.where for e in evidence_of(spec)})
+    if len(wheres) > 1 and () in wheres:
+        raise NotImplementedError(f"{spec.id}: some evidence reads every arm of the sweep")
+    return wheres
+
+
+class World:
+    """The metric values of every arm that meet a finding's targets (see the module's
+    docstring), and the runs that carry them."""
+
+    def __init__(self, spec: FindingSpec, targets: list[tuple[Comparison, float | None]],
+                 rng: np.random.Generator):
+        self.spec, self.rng = spec, rng
+        self.arms = arms_of(spec)
+        patterns = sorted({e.metric for e in evidence_of(spec)})
+        self.index = {(arm, key): i for i, (arm, key) in enumerate(
+            (arm, key) for arm in self.arms for p in patterns for key in keys_of(p))}
+        rows, rhs = [], []
+        self.ties: list[tuple[int, int]] = []  # unknowns an EQUAL target makes one quantity
+        for comparison, target in targets:
+            for row, value in self.equations(comparison, target):
+                rows.append(row)
+                rhs.append(value)
+        self.values = self.solve(np.array(rows), np.array(rhs), self.prior(patterns))
+
+    def prior(self, patterns: list[str]) -> np.ndarray:
+        """Random smooth curves around a level per metric, each arm a little apart."""
+        x = np.zeros(len(self.index))
+        for pattern in patterns:
+            level = self.rng.uniform(0.3, 0.7)
+            for arm in self.arms:
+                keys = keys_of(pattern)
+                walk = np.cumsum(self.rng.normal(0, PRIOR_STEP_SD, len(keys)))
+                curve = level + self.rng.normal(0, 0.02) + walk - walk.mean()
+                x[[self.index[(arm, k)] for k in keys]] = curve
+        return x
+
+    def columns(self, evidence: Evidence) -> list[int]:
+        """The unknowns an evidence reads: its metric's keys in the one arm it selects."""
+        arms = [arm for arm in self.arms if set(evidence.where) <= set(arm)]
+        assert len(arms) == 1, f"{evidence.describe()} selects arms {arms}"
+        return [self.index[(arms[0], key)] for key in keys_of(evidence.metric)]
+
+    def equations(self, comparison: Comparison, target: float | None):
+        """(row, right-hand side) pairs saying a − b = target, or a ≡ b layer by layer."""
+        a = self.columns(comparison.a)
+        b = self.columns(comparison.b) if isinstance(comparison.b, Evidence) else None
+        if target is EQUAL:
+            assert b is not None, f"{comparison.describe()}: a number has no layers to equal"
+            if len(a) != len(b) and 1 not in (len(a), len(b)):
+                raise NotImplementedError(f"{comparison.describe()}: curves of unequal length")
+            for i, j in zip(a * (len(b) if len(a) == 1 else 1),
+                            b * (len(a) if len(b) == 1 else 1)):
+                row = np.zeros(len(self.index))
+                row[i], row[j] = 1.0, -1.0
+                self.ties.append((i, j))
+                yield row, 0.0
+            return
+        row = np.zeros(len(self.index))
+        row[a] += reduction_weights(comparison.a.reduce, len(a))
+        if b is None:
+            yield row, target + comparison.b
+            return
+        row[b] -= reduction_weights(comparison.b.reduce, len(b))
+        yield row, target
+
+    @staticmethod
+    def solve(rows: np.ndarray, rhs: np.ndarray, prior: np.ndarray) -> np.ndarray:
+        """The values closest to the prior that meet every equation exactly."""
+        step = np.linalg.lstsq(rows, rhs - rows @ prior, rcond=None)[0]  # minimum norm
+        values = prior + step
+        worst = float(np.abs(rows @ values - rhs).max())
+        if worst > 1e-9:
+            raise ValueError(f"the targets contradict each other (residual {worst:.2g})")
+        return values
+
+    def runs(self) -> list[Run]:
+        """3 seeds of every arm, as the report reads finished runs (see write)."""
+        keys = sorted({key for _, key in self.index})
+        columns = [self.index[(arm, k)] for arm in self.arms for k in keys]  # (arms × keys)
+        seed_effects, item_noise = self.noise()
+        shared_items = self.rng.normal(0, SHARED_ITEM_SD, (len(SEEDS), ITEMS, 1))  # per seed
+        runs = []
+        for n_seed, seed in enumerate(SEEDS):
+            value = self.values + seed_effects[n_seed]  # (unknowns,)
+            items = value + shared_items[n_seed] + item_noise[n_seed]  # (items, unknowns)
+            items += value - items.mean(axis=0)  # the items' mean is the run's value
+            replicates = compute_mean_replicates(items[:, columns])  # (R, arms × keys)
+            for n_arm, arm in enumerate(self.arms):
+                part = slice(n_arm * len(keys), (n_arm + 1) * len(keys))
+                metrics = dict(zip(keys, value[columns[part]].tolist()))
+                run = Run(Path(f"arm{n_arm}_seed{seed}"), metrics, self.config(seed, arm))
+                run.__dict__["replicates"] = dict(zip(keys, replicates[:, part].T))
+                runs.append(run)
+        return runs_of(self.spec, runs)
+
+    def noise(self) -> tuple[np.ndarray, np.ndarray]:
+        """Seed effects (seeds, unknowns), centred over the seeds so their mean is the target,
+        and item noise (seeds, items, unknowns); unknowns tied by an EQUAL target share theirs
+        but for TIE of it (the same model measured twice: a few items differ)."""
+        shape = (len(SEEDS), len(self.index))
+        seed_effects = self.rng.normal(0, SEED_SD * math.sqrt(1.5), shape)  # centring: × 2/3
+        item_noise = self.rng.normal(0, ITEM_SD, (len(SEEDS), ITEMS, len(self.index)))
+        root = self.tie_roots()
+        seed_effects = seed_effects[:, root] + TIE * seed_effects
+        item_noise = item_noise[:, :, root] + TIE * item_noise
+        return seed_effects - seed_effects.mean(axis=0), item_noise
+
+    def tie_roots(self) -> np.ndarray:
+        """Each unknown's representative among those EQUAL targets tie it to (union-find)."""
+        parent = list(range(len(self.index)))
+
+        def find(i: int) -> int:
+            while parent[i] != i:
+                i = parent[i]
+            return i
+
+        for i, j in self.ties:
+            parent[find(i)] = find(j)
+        return np.array([find(i) for i in range(len(parent))])
+
+    def config(self, seed: int, arm: Arm) -> dict:
+        """The run's saved config: its seed, study and the arm's `where` choices."""
+        config: dict = {"seed": seed, "study": {"name": self.spec.studies[0]}}
+        for dotted, value in arm:  # `where` keys are dotted paths into the config
+            *parents, leaf = dotted.split(".")
+            node = config
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[leaf] = value
+        return config
+
+    def write(self, root: Path) -> list[Run]:
+        """The runs as folders under root, as Hydra and the pipelines leave them; read back."""
+        for run in self.runs():
+            path = root / run.path
+            (path / ".hydra").mkdir(parents=True)
+            (path / ".hydra" / "config.yaml").write_text(yaml.safe_dump(run.config))
+            (path / "metrics.json").write_text(json.dumps(run.metrics))
+            write_replicates(path, "metrics", run.replicates)
+        return runs_of(self.spec, find_runs([root]))
