@@ -25,7 +25,12 @@ from bertology.config.probe import (
 )
 from bertology.data.probe_sentences import ProbeSentence, load_probe_sentences
 from bertology.errors import UserError
+from bertology.findings.catalog import load_catalog
+from bertology.findings.evidence import reduce_slope
+from bertology.findings.runs import Run
+from bertology.findings.verdicts import judge
 from bertology.pipelines import probe
+from bertology.run.replicates import REPLICATES, bootstrap_indices, read_replicates
 
 # init=random: a random tiny BERT of size=, not the default pretrain run's checkpoint (80 s)
 QUIET = ["logger=none", "init=random", "seeds=[0]", "max_train_sentences=300",
@@ -198,6 +203,93 @@ def test_edge_units_pair_each_dependent_with_its_head():
     assert units.types[1] == "the|dog"
 
 
+# ---------------------------------------------------------------- item replicates
+
+
+def clustered_data(hits_per_sentence: list[list[int]]):
+    """ProbeData whose eval units are the given sentences' words (labels unused) and the
+    matching 0/1 hits."""
+    sentence = np.repeat(np.arange(len(hits_per_sentence)), [len(h) for h in hits_per_sentence])
+    units = probes.Units(np.arange(len(sentence)), np.zeros(len(sentence), dtype=np.int64),
+                         ["w"] * len(sentence))
+    data = probes.ProbeData(units, units, 2, np.array([1.0, 0.0]), sentence,
+                            len(hits_per_sentence))
+    return data, np.concatenate([np.array(h, dtype=float) for h in hits_per_sentence])
+
+
+def test_hit_replicates_resample_sentences_as_clusters_by_hand():
+    """Four sentences of three words, two all right and two all wrong: accuracy 0.5, and the
+    ideal bootstrap SD of a mean of 4 equal-weight clusters is sqrt(pop. var / 4) =
+    sqrt(0.25 / 4) = 0.25; resampling the 12 words alone would say sqrt(0.25 / 12) = 0.144."""
+    data, hits = clustered_data([[1, 1, 1], [0, 0, 0], [1, 1, 1], [0, 0, 0]])
+    indices = bootstrap_indices(4)
+    reps = probes.compute_hit_replicates([{"accuracy": hits}], data, indices)["accuracy"]
+    assert reps.shape == (REPLICATES,)
+    assert reps.mean() == pytest.approx(0.5, abs=0.03)
+    assert reps.std() == pytest.approx(0.25, rel=0.12)
+    # seeds average per sentence, and control/selectivity pair on the same resample
+    flipped = 1.0 - hits
+    both = probes.compute_hit_replicates(
+        [{"accuracy": hits, "control_accuracy": flipped},
+         {"accuracy": flipped, "control_accuracy": flipped}], data, indices)
+    assert np.allclose(both["accuracy"], 0.5)  # each sentence's seed mean is 0.5
+    assert np.allclose(both["selectivity"], both["accuracy"] - both["control_accuracy"])
+
+
+def test_hit_replicates_pool_words_of_uneven_sentences():
+    # sentences (2 of 2), (0 of 1), (1 of 3): accuracy 3/6; a resample [0, 0, 2] is 5/7
+    data, hits = clustered_data([[1, 1], [0], [1, 0, 0]])
+    reps = probes.compute_hit_replicates([{"accuracy": hits}], data,
+                                         np.array([[0, 1, 2], [0, 0, 2]]))["accuracy"]
+    assert reps.tolist() == pytest.approx([0.5, 5 / 7])
+
+
+def test_unit_sentences_follow_the_word_offsets():
+    offsets = np.array([0, 2, 2, 5])  # sentence 1 has no words
+    assert probes.compute_unit_sentences(offsets, np.array([0, 1, 2, 4])).tolist() == [0, 0, 2, 2]
+    assert probes.compute_unit_sentences(offsets, np.array([[3, 2], [1, 0]])).tolist() == [2, 0]
+
+
+def noise_layer_slopes(trial: int) -> tuple[float, np.ndarray]:
+    """A linear probe per 'layer' of pure-noise features with balanced random labels: every
+    fitted probe's population accuracy is exactly 0.5, so the true layer slope is 0."""
+    rng = np.random.default_rng(trial)
+    sentences, words, layers = 60, 5, 4
+    sentence = np.repeat(np.arange(sentences), words)
+    labels = rng.integers(0, 2, len(sentence))
+    units = probes.Units(np.arange(len(sentence)), labels, [f"w{i}" for i in range(len(sentence))])
+    train = probes.Units(np.arange(400), rng.integers(0, 2, 400), ["t"] * 400)
+    data = probes.ProbeData(train, units, 2, np.array([0.5, 0.5]), sentence, sentences)
+    indices = bootstrap_indices(sentences)
+    values, table = [], []
+    for _ in range(layers):
+        train_x, eval_x = rng.normal(size=(400, 6)), rng.normal(size=(len(sentence), 6))
+        row, hits = probes.score_layer("linear", LinearSettings(), data, train_x, eval_x, 0,
+                                       control=False)
+        values.append(row["accuracy"])
+        table.append(probes.compute_hit_replicates([hits], data, indices)["accuracy"])
+    depth = np.arange(layers, dtype=float)
+    return (float(reduce_slope(depth, np.array(values))),
+            reduce_slope(depth, np.stack(table, axis=-1)))
+
+
+def test_noise_features_give_layer_slope_intervals_that_cover_zero():
+    covered = 0
+    for trial in range(10):
+        value, reps = noise_layer_slopes(trial)
+        low, high = np.percentile(reps, [2.5, 97.5])
+        assert abs(reps.mean() - value) < 0.02
+        covered += low <= 0.0 <= high
+    assert covered >= 8  # 95% intervals: 10 trials miss 0 twice or more with p ≈ 0.09
+
+
+def judged_with_items(out: Path, metrics: dict, finding: str) -> list[bool]:
+    """Whether each comparison of a catalogued finding, judged on this one run, drew item
+    replicates into its estimate (statistics.Estimate.items)."""
+    result = judge(load_catalog()[finding], [Run(out, metrics, {"seed": 0})])
+    return [test.estimate.items for test in result.tests]
+
+
 # ---------------------------------------------------------------- end to end
 
 
@@ -224,6 +316,26 @@ def test_linear_probe_run_writes_tables_plots_and_flat_metrics(linear_run):
         assert metrics[f"{key}/selectivity"] == pytest.approx(
             metrics[f"{key}/accuracy"] - metrics[f"{key}/control_accuracy"])
         assert 0 <= metrics[f"probe/random/layer_{layer:02d}/accuracy"] <= 1
+
+
+def test_linear_run_writes_replicates_of_its_layer_metrics_over_eval_sentences(linear_run):
+    out, _, metrics = linear_run
+    columns = read_replicates(out)
+    for scope in ("probe", "probe/random"):
+        for layer in range(3):
+            for key in ("accuracy", "selectivity", "control_accuracy")[: 3 if scope == "probe"
+                                                                        else 1]:
+                name = f"{scope}/layer_{layer:02d}/{key}"
+                reps = columns[name]
+                assert reps.shape == (REPLICATES,) and np.isfinite(reps).all()
+                # the bootstrap mean sits at the point estimate, the spread is a sampling
+                # error of 100 sentences (not 0, not the whole range)
+                assert reps.mean() == pytest.approx(metrics[name], abs=0.01)
+                assert 0.001 < reps.std() < 0.06
+    assert columns["probe/majority_accuracy"].mean() == pytest.approx(
+        metrics["probe/majority_accuracy"], abs=0.01)
+    for finding in ("pretraining_beats_random", "random_init_strong", "pos_layers"):
+        assert all(judged_with_items(out, metrics, finding)), finding
 
 
 def test_without_a_subsample_the_linear_seeds_vary_only_the_control_labels(linear_run):
@@ -267,6 +379,11 @@ def test_a_second_analysis_reads_the_cache_instead_of_the_model(linear_run, tmp_
                                    "analysis.mlp.epochs=2", f"paths.cache_dir={cache}"])
     metrics = probe.run(cfg, tmp_path)
     assert "mlp/layer_02/selectivity" in metrics
+    columns = read_replicates(tmp_path)
+    assert columns["mlp/layer_02/selectivity"].mean() == pytest.approx(
+        metrics["mlp/layer_02/selectivity"], abs=0.01)
+    assert "mlp/random/layer_02/accuracy" in columns
+    assert all(judged_with_items(tmp_path, metrics, "control_memorised"))
 
 
 def test_with_no_checkpoint_the_probe_reads_the_default_pretrain_run():

@@ -15,7 +15,9 @@ For every layer 0 (embeddings) … L and every seed:
   softmax over all K classes (fit_softmax, fit_mlp), so a label the prefix lacks costs finite
   bits. With the control task on, the control labels get a code too, and the gap.
 Seeds draw the training-word sample, the control labels, the MDL order and the MLP's initial
-weights.
+weights. Item replicates (run/replicates.py) resample the eval sentences, a sentence's units
+together (a cluster bootstrap), and re-score the fitted probes' predictions on each resample:
+the probe stays fixed, only the items it is scored on vary.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from bertology.config.probe import LinearSettings, MLPSettings
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import require
 from bertology.run.figures import plot_layer_curves
+from bertology.run.replicates import bootstrap_indices, compute_ratio_replicates, write_replicates
 from bertology.run.tables import write_table
 
 log = logging.getLogger(__name__)
@@ -194,17 +197,27 @@ class ProbeData:
     eval: Units
     classes: int
     distribution: np.ndarray  # the train labels' empirical distribution
+    eval_sentence: np.ndarray | None = None  # (eval units,) each unit's sentence (bootstrap)
+    eval_sentences: int = 0  # sentences of the eval split, units or not
 
 
 def probe_layer(kind: str, settings, data: ProbeData, train_layer: np.ndarray,
                 eval_layer: np.ndarray, seed: int, control: bool) -> dict[str, float]:
     """Task accuracy (+ control accuracy and selectivity, + MDL of the task and, with the
     control task on, of the control task) of one layer and seed."""
+    return score_layer(kind, settings, data, train_layer, eval_layer, seed, control)[0]
+
+
+def score_layer(kind: str, settings, data: ProbeData, train_layer: np.ndarray,
+                eval_layer: np.ndarray, seed: int, control: bool
+                ) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+    """probe_layer's row, and the (eval units,) 0/1 hits behind its accuracies."""
     fit = FITS[kind]
     train = sample(data.train, settings.max_train_words, seed)
     x_train = unit_features(train_layer, train.rows)
     x_eval = unit_features(eval_layer, data.eval.rows)
     proba = fit(x_train, train.labels, data.classes, settings, seed)(x_eval)
+    hits = {"accuracy": (proba.argmax(axis=1) == data.eval.labels).astype(np.float64)}
     row = {"accuracy": compute_accuracy(proba, data.eval.labels)}
     y_control = None
     if control:
@@ -213,13 +226,37 @@ def probe_layer(kind: str, settings, data: ProbeData, train_layer: np.ndarray,
         y_control = np.array([mapping[t] for t in train.types])
         y_eval = np.array([mapping[t] for t in data.eval.types])
         proba = fit(x_train, y_control, data.classes, settings, seed)(x_eval)
+        hits["control_accuracy"] = (proba.argmax(axis=1) == y_eval).astype(np.float64)
         row["control_accuracy"] = compute_accuracy(proba, y_eval)
         row["selectivity"] = row["accuracy"] - row["control_accuracy"]
     if settings.mdl:
         row.update(compute_mdl_metrics(
             lambda x, y, s: MDL_FITS[kind](x, y, data.classes, settings, s),
             x_train, train.labels, y_control, data.classes, seed))
-    return row
+    return row, hits
+
+
+def compute_unit_sentences(offsets: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """(units,) the sentence of each unit (an edge's: its dependent's), from the features'
+    (sentences + 1,) word offsets."""
+    words = rows if rows.ndim == 1 else rows[:, 0]
+    return np.searchsorted(offsets, words, side="right") - 1
+
+
+def compute_hit_replicates(hits: list[dict[str, np.ndarray]], data: ProbeData,
+                           indices: np.ndarray) -> dict[str, np.ndarray]:
+    """Replicates of one layer's seed-mean accuracies over resampled eval sentences: per
+    sentence the seeds' mean hits over its units (Σ hits / Σ units on each resample, as the
+    accuracy pools units); selectivity is task − control on the same resample."""
+    units = np.bincount(data.eval_sentence, minlength=data.eval_sentences).astype(np.float64)
+    out = {}
+    for key in hits[0]:
+        correct = np.mean([np.bincount(data.eval_sentence, weights=h[key],
+                                       minlength=data.eval_sentences) for h in hits], axis=0)
+        out[key] = compute_ratio_replicates(correct, units, indices)
+    if "control_accuracy" in out:
+        out["selectivity"] = out["accuracy"] - out["control_accuracy"]
+    return out
 
 
 def build_probe_data(ctx, which: str, names: list[str]) -> ProbeData:
@@ -229,25 +266,34 @@ def build_probe_data(ctx, which: str, names: list[str]) -> ProbeData:
     require(len(train.labels) and len(evaluation.labels),
             f"task={ctx.config.task.name}: no labelled {unit}s to probe; check the data files")
     counts = np.bincount(train.labels, minlength=len(names))
-    return ProbeData(train, evaluation, len(names), counts / counts.sum())
+    offsets = ctx.features(which, "eval").offsets
+    return ProbeData(train, evaluation, len(names), counts / counts.sum(),
+                     compute_unit_sentences(offsets, evaluation.rows), len(offsets) - 1)
 
 
-def probe_encoder(ctx, kind: str, settings, which: str, data: ProbeData) -> list[dict]:
-    """Rows (model, layer, seed, metrics...) for every layer and seed of one encoder."""
+def probe_encoder(ctx, kind: str, settings, which: str, data: ProbeData
+                  ) -> tuple[list[dict], dict[str, np.ndarray]]:
+    """Rows (model, layer, seed, metrics...) for every layer and seed of one encoder, and the
+    item replicates of each layer's seed-mean accuracies (`layer_LL/<metric>`)."""
     train_features, eval_features = ctx.features(which, "train"), ctx.features(which, "eval")
     layers = range(train_features.num_layers + 1)
-    rows = []
+    indices = bootstrap_indices(data.eval_sentences)
+    rows, columns = [], {}
     progress = tqdm(total=len(layers) * len(ctx.config.seeds), unit="probe",
                     desc=f"{kind} probes ({which})")
     for layer in layers:
         train_layer, eval_layer = train_features.layer(layer), eval_features.layer(layer)
+        hits = []
         for seed in ctx.config.seeds:
-            metrics = probe_layer(kind, settings, data, train_layer, eval_layer, seed,
-                                  control=settings.control and which == "model")
+            metrics, seed_hits = score_layer(kind, settings, data, train_layer, eval_layer, seed,
+                                             control=settings.control and which == "model")
             rows.append({"model": which, "layer": layer, "seed": seed, **metrics})
+            hits.append(seed_hits)
             progress.update()
+        columns.update({f"layer_{layer:02d}/{key}": reps for key, reps in
+                        compute_hit_replicates(hits, data, indices).items()})
     progress.close()
-    return rows
+    return rows, columns
 
 
 # ---------------------------------------------------------------- the analyses
@@ -270,9 +316,15 @@ def run_probes(ctx, settings, kind: str, prefix: str) -> dict[str, float]:
     # The units index words of ctx.sentences, which every encoder's features share
     data = build_probe_data(ctx, "model", names)
     encoders = ["model", "random"] if settings.random_init else ["model"]
-    rows = [row for which in encoders for row in probe_encoder(ctx, kind, settings, which, data)]
+    rows, columns = [], {f"{prefix}/majority_accuracy": majority_replicates(data)}
+    for which in encoders:
+        encoder_rows, encoder_columns = probe_encoder(ctx, kind, settings, which, data)
+        scope = prefix if which == "model" else f"{prefix}/{which}"
+        rows += encoder_rows
+        columns.update({f"{scope}/{key}": reps for key, reps in encoder_columns.items()})
     name = f"{kind}_{ctx.config.task.name}"
     write_table(ctx.out_dir, name, rows)
+    write_replicates(ctx.out_dir, name, columns)
     title = f"{kind} probe: {ctx.config.task.name}"
     if seeds_vary_only_the_control(kind, settings, data, ctx.config.seeds):
         log.info("%s probe: every seed trains on the same %d words (max_train_words=%s) and "
@@ -306,6 +358,14 @@ def curve_rows(rows: list[dict]) -> list[dict]:
 def majority_accuracy(data: ProbeData) -> float:
     """Accuracy of always predicting the most frequent train label, on the eval units."""
     return float((data.eval.labels == int(np.argmax(data.distribution))).mean())
+
+
+def majority_replicates(data: ProbeData) -> np.ndarray:
+    """majority_accuracy on the resamples of the eval sentences the probes' replicates use,
+    so that a probe − majority difference pairs them resample by resample."""
+    hits = (data.eval.labels == int(np.argmax(data.distribution))).astype(np.float64)
+    return compute_hit_replicates([{"accuracy": hits}], data,
+                                  bootstrap_indices(data.eval_sentences))["accuracy"]
 
 
 def summarise(rows: list[dict], prefix: str, majority: float) -> dict[str, float]:

@@ -94,10 +94,16 @@ def average_replicates(tables: list[dict[str, np.ndarray]]) -> dict[str, np.ndar
     return {k: np.mean([t[k] for t in tables], axis=0) for k in sorted(keys)}
 
 
-def resample_sums(values: np.ndarray, indices: np.ndarray) -> np.ndarray:
-    """Σ over each resample's items of per-item values (items, k) → (replicates, k), as a
-    product with the resamples' item multiplicities (no (replicates, items, k) array)."""
+def resample_counts(indices: np.ndarray) -> np.ndarray:
+    """(replicates, items) how many times each resample drew each item: the weights under
+    which a statistic of the original items is its value on the resample."""
     replicates, items = indices.shape
     counts = np.zeros((replicates, items))
     np.add.at(counts, (np.arange(replicates)[:, None], indices), 1.0)
-    return counts @ np.asarray(values, dtype=np.float64)
+    return counts
+
+
+def resample_sums(values: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """Σ over each resample's items of per-item values (items, k) → (replicates, k), as a
+    product with the resamples' item multiplicities (no (replicates, items, k) array)."""
+    return resample_counts(indices) @ np.asarray(values, dtype=np.float64)
