@@ -20,6 +20,8 @@ from bertology.config.files import resolve_checkpoint
 from bertology.config.pretrain import load_pretrain_config
 from bertology.errors import UserError
 from bertology.pipelines import pretrain
+from bertology.run.replicates import read_replicates
+from bertology.training.checkpoint import WEIGHTS
 
 SMOKE = ["logger=none", "trainer=smoke", "data.num_sentences=800", "data.eval_docs=20"]
 
@@ -70,7 +72,7 @@ def test_model_dir_reloads_in_plain_transformers_with_identical_logits(bert_run)
     assert type(reloaded).__name__ == "BertForPreTraining"
     # The same weights restored from the last training checkpoint into a fresh model.
     fresh = AutoModelForPreTraining.from_config(reloaded.config).eval()
-    load_model(fresh, str(out / "checkpoints" / "step_00000030" / "model.safetensors"))
+    load_model(fresh, str(out / "checkpoints" / "step_00000030" / WEIGHTS))
     inputs = tokenizer(["The chef cooks the soup.", "The farmers feed the cows."],
                        ["The soup is hot.", "A chef sings."], return_tensors="pt", padding=True)
     with torch.no_grad():
@@ -212,6 +214,24 @@ def test_downstream_fine_tunes_model_and_reports_its_scores(tmp_path):
     saved = json.loads((tmp_path / "downstream" / "metrics.json").read_text())
     assert saved["eval/accuracy"] == metrics["downstream/eval/accuracy"]
     assert (tmp_path / "downstream" / "model" / "model.safetensors").exists()
+    # the random-init twin: model/'s architecture and tokenizer, other (untrained) weights,
+    # fine-tuned the same way (the null the findings' guards compare with)
+    twin = AutoModelForMaskedLM.from_pretrained(tmp_path / "twin")
+    trained = AutoModelForMaskedLM.from_pretrained(tmp_path / "model")
+    shape = ("architectures", "vocab_size", "hidden_size", "num_hidden_layers",
+             "num_attention_heads", "intermediate_size", "max_position_embeddings")
+    assert {k: getattr(twin.config, k) for k in shape} == \
+        {k: getattr(trained.config, k) for k in shape}
+    assert (tmp_path / "twin" / "tokenizer.json").read_text() == \
+        (tmp_path / "model" / "tokenizer.json").read_text()
+    for (name, a), (_, b) in zip(twin.named_parameters(), trained.named_parameters()):
+        assert a.shape == b.shape and (not torch.equal(a, b) or "LayerNorm" in name
+                                       or name.endswith("bias")), name
+    twin_saved = json.loads((tmp_path / "downstream_twin" / "metrics.json").read_text())
+    assert twin_saved["eval/accuracy"] == metrics["downstream/twin/eval/accuracy"]
+    replicates = read_replicates(tmp_path)
+    assert "downstream/twin/eval/accuracy" in replicates and "downstream/eval/accuracy" in \
+        replicates
 
 
 def test_an_unknown_downstream_task_fails_before_pretraining():

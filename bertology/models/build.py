@@ -112,5 +112,18 @@ def build_electra(model: ModelConfig, size: SizeConfig, tokenizer) -> ElectraPai
     return build_electra_pair(discriminator, generator, model.attn_implementation)
 
 
+def build_random_twin(model_dir: Path, seed: int) -> PreTrainedModel:
+    """The random-init twin of a saved model: its class and config (architecture, vocabulary,
+    positions), freshly initialised as transformers initialises that class, untrained. What
+    an analysis gives on it is what the architecture and tokenizer give without training,
+    the null for a claim about what training put in the model (Zhang & Bowman, 2018; Hewitt
+    & Liang, 2019)."""
+    config = load_checkpoint_config(str(model_dir))
+    model_class = getattr(transformers, config.architectures[0])
+    with torch.random.fork_rng():  # the run's own random stream goes on untouched
+        torch.manual_seed(seed)
+        return model_class._from_config(config)
+
+
 def count_parameters(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())

@@ -19,6 +19,7 @@ from bertology.data.tokenizers import load_or_train_tokenizer, load_pretrained_t
 from bertology.errors import require
 from bertology.models.build import (
     build_model,
+    build_random_twin,
     checkpoint_family,
     count_parameters,
 )
@@ -57,7 +58,8 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     tracker = build_tracker(config.logger, out_dir, OmegaConf.to_container(cfg, resolve=True),
                             name=f"pretrain-{config.model.family}-{out_dir.name}",
                             main_process=is_main_process())
-    metrics = train(model, objective, data, config.trainer, out_dir, tracker, config.seed)
+    metrics = train(model, objective, data, config.trainer, out_dir, tracker, config.seed,
+                    export=lambda path: write_model(model, tokenizer, path))
     if is_main_process():  # every process holds the same weights; one writes them
         save_models(model, tokenizer, out_dir)
     metrics["model/parameters"] = float(count_parameters(model))
@@ -65,18 +67,31 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     return tracker.finish(metrics)
 
 
+DOWNSTREAM = (("model", "downstream", "downstream"),  # (model dir, run dir, metric prefix)
+              ("twin", "downstream_twin", "downstream/twin"))
+
+
 def run_downstream(config: PretrainConfig, out_dir: Path) -> dict[str, float]:
-    """downstream.task: model/ fine-tuned by `bertology finetune` into <run>/downstream;
-    its eval/* as downstream/eval/*."""
+    """downstream.task: model/ fine-tuned by `bertology finetune` into <run>/downstream, its
+    eval/* as downstream/eval/*; and model/'s random-init twin (twin/: the same architecture
+    and tokenizer, untrained) fine-tuned the same way into <run>/downstream_twin, as
+    downstream/twin/eval/*. A comparison of pretraining arms on the task means something only
+    where the task separates a pretrained encoder from its twin (the findings' guards)."""
     if config.downstream is None:
         return {}
-    cfg = config.downstream.copy()
-    cfg.model.name_or_path = str(out_dir / "model")
-    scores = run_nested("finetune", cfg, out_dir / "downstream",
-                        f"fine-tuning model/ on {cfg.task.name}")
-    replicates = read_replicates(out_dir / "downstream")  # of its eval/*, over eval examples
-    write_replicates(out_dir, "downstream", {f"downstream/{k}": v for k, v in replicates.items()})
-    return {f"downstream/{k}": v for k, v in scores.items() if k.startswith("eval/")}
+    twin = build_random_twin(out_dir / "model", config.seed)
+    tokenizer = load_pretrained_tokenizer(str(out_dir / "model"))
+    write_dir_atomic(out_dir / "twin", lambda tmp: write_pretrained(twin, tokenizer, tmp))
+    metrics = {}
+    for model_dir, run_dir, prefix in DOWNSTREAM:
+        cfg = config.downstream.copy()
+        cfg.model.name_or_path = str(out_dir / model_dir)
+        scores = run_nested("finetune", cfg, out_dir / run_dir,
+                            f"fine-tuning {model_dir}/ on {cfg.task.name}")
+        replicates = read_replicates(out_dir / run_dir)  # of its eval/*, over eval examples
+        write_replicates(out_dir, run_dir, {f"{prefix}/{k}": v for k, v in replicates.items()})
+        metrics.update({f"{prefix}/{k}": v for k, v in scores.items() if k.startswith("eval/")})
+    return metrics
 
 
 def load_tokenizer(config: PretrainConfig, corpus: Corpus):
@@ -114,18 +129,22 @@ def load_named_tokenizer(name: str):
 
 
 def save_models(model, tokenizer, out_dir: Path) -> None:
-    """model/ holds the model the run is about; ELECTRA's generator goes to generator/."""
+    """model/ holds the model the run is about; ELECTRA's generator goes to generator/. Each
+    appears whole or not at all: written beside its name, then renamed."""
     if isinstance(model, ElectraPair):
-        save_pretrained_atomic(model.generator, tokenizer, out_dir / "generator")
+        write_dir_atomic(out_dir / "generator",
+                         lambda tmp: write_pretrained(model.generator, tokenizer, tmp))
+    write_dir_atomic(out_dir / "model", lambda tmp: write_model(model, tokenizer, tmp))
+
+
+def write_model(model, tokenizer, path: Path) -> None:
+    """The model the run is about, loadable by from_pretrained, as model/ and every
+    checkpoint hold it: ELECTRA's discriminator (its generator only helps train it)."""
+    if isinstance(model, ElectraPair):
         model = model.discriminator
-    save_pretrained_atomic(model, tokenizer, out_dir / "model")
+    write_pretrained(model, tokenizer, path)
 
 
-def save_pretrained_atomic(model, tokenizer, path: Path) -> None:
-    """model/ appears whole or not at all: written beside it, then renamed."""
-
-    def write(tmp: Path) -> None:
-        save_pretrained(model, tmp)  # safetensors (+ SpanBERT's SBO head beside it)
-        tokenizer.save_pretrained(tmp)
-
-    write_dir_atomic(path, write)
+def write_pretrained(model, tokenizer, path: Path) -> None:
+    save_pretrained(model, path)  # safetensors (+ SpanBERT's SBO head beside it)
+    tokenizer.save_pretrained(path)
