@@ -42,6 +42,7 @@ from bertology.errors import (
 )
 from bertology.pipelines import PIPELINES, load_pipeline
 from bertology.run.processes import is_main_process, run_dir_overrides
+from bertology.run.provenance import write_env
 from bertology.run.rundir import RunInUse, check_not_in_use, is_finished, run_status
 
 # pipeline -> the check its config must pass before a run directory is made
@@ -151,6 +152,9 @@ def _run_job(pipeline: str, cfg: DictConfig) -> None:
     log.info("run dir: %s", out_dir)
     try:
         with run_status(out_dir, pipeline) if owner else nullcontext():
+            if owner:  # provenance, whether or not W&B is on
+                write_env(out_dir, ["bertology", pipeline, *sys.argv[1:]],
+                          list(HydraConfig.get().overrides.task))
             metrics = load_pipeline(pipeline)(cfg, out_dir)
     except RunInUse as err:  # another process's dir: touch nothing
         sys.exit(fail(pipeline, str(err)))

@@ -34,6 +34,7 @@ from bertology.objectives.mlm import IGNORE, MaskingSpec
 from bertology.objectives.span import compute_length_pmf, compute_runs, compute_span_mask
 from bertology.pipelines import pretrain
 from bertology.run.tracking import without_wall_clock
+from bertology.training.checkpoint import WEIGHTS
 
 SEED = 11
 Z = 5.0
@@ -322,13 +323,13 @@ def test_run_saves_the_trained_head_and_a_plain_masked_lm(span_run, synthetic_to
     """model/ equals the last training checkpoint: the head file holds its SBO weights, and
     plain transformers gives the encoder + MLM head's logits."""
     out, _ = span_run
-    checkpoint = load_file(out / "checkpoints" / "step_00000030" / "model.safetensors")
+    checkpoint = load_file(out / "checkpoints" / "step_00000030" / WEIGHTS)
     head = load_sbo_head(out / "model")
     for key, value in head.state_dict().items():
         assert torch.equal(value, checkpoint[f"sbo_head.{key}"]), key
     plain = AutoModelForMaskedLM.from_pretrained(out / "model").eval()
     trained = spanbert_like(plain.config, head)
-    load_model(trained, str(out / "checkpoints" / "step_00000030" / "model.safetensors"))
+    load_model(trained, str(out / "checkpoints" / "step_00000030" / WEIGHTS))
     inputs = synthetic_tokenizer(["The chef cooks the soup.", "A farmer sings."],
                                  return_tensors="pt", padding=True)
     with torch.no_grad():

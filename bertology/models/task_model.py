@@ -193,14 +193,16 @@ def save_task_model(model: TaskModel, path: Path) -> None:
 
 
 
+def write_task_model(model: TaskModel, tokenizer, path: Path) -> None:
+    """What model/ and every training checkpoint hold: the AutoModelFor* (+ a FeatureHead
+    beside it) and the tokenizer."""
+    save_task_model(model, path)
+    tokenizer.save_pretrained(path)
+
+
 def save_task_model_atomic(model, tokenizer, path: Path) -> None:
     """model/ appears whole or not at all, as in pretraining."""
-
-    def write(tmp: Path) -> None:
-        save_task_model(model, tmp)  # the AutoModelFor* (+ a FeatureHead beside it)
-        tokenizer.save_pretrained(tmp)
-
-    write_dir_atomic(path, write)
+    write_dir_atomic(path, lambda tmp: write_task_model(model, tokenizer, tmp))
 
 
 def is_task_checkpoint(config: PretrainedConfig, kind: str) -> bool:

@@ -33,6 +33,7 @@ from bertology.models.task_model import (
     build_task_model,
     check_task_checkpoint,
     save_task_model_atomic,
+    write_task_model,
 )
 from bertology.objectives import kd
 from bertology.pipelines.nested import run_nested
@@ -73,7 +74,8 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     objective = kd.build(config.kd, teacher, layer_map, tokenizer.pad_token_id)
     examples = InMemoryExamples(train_features, eval_features, config.seed)
     metrics = train(model, objective, examples, trainer, out_dir, tracker, config.seed,
-                    desc="distill")
+                    desc="distill", export=lambda path: write_task_model(model.student,
+                                                                         tokenizer, path))
     student = model.student.to("cpu")
     metrics.update(compare(teacher.to("cpu"), student, config, data, eval_features,
                            tokenizer.pad_token_id, out_dir))

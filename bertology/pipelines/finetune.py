@@ -45,6 +45,7 @@ from bertology.models.task_model import (
     build_task_model,
     layer_lr_scale,
     save_task_model_atomic,
+    write_task_model,
 )
 from bertology.objectives import task as task_objective
 from bertology.run.files import write_dir_atomic, write_json_atomic, write_predictions
@@ -125,7 +126,8 @@ def run_seed(ctx: SeedContext, seed: int, seed_dir: Path) -> dict[str, float]:
     layers = ctx.model_config.num_hidden_layers
     metrics = train(model, objective, examples, ctx.trainer, seed_dir, tracker, seed,
                     desc=f"finetune seed {seed}",
-                    lr_scale=lambda name: layer_lr_scale(name, layers, config.head.layer_lr_decay))
+                    lr_scale=lambda name: layer_lr_scale(name, layers, config.head.layer_lr_decay),
+                    export=lambda path: write_task_model(model, ctx.tokenizer, path))
     scores, rows = evaluate_task(model, config.task, ctx.data.eval, ctx.eval_features,
                                  ctx.data.labels, ctx.tokenizer.pad_token_id)
     log.info("seed %d: %s", seed, " ".join(f"{k}={v:.4f}" for k, v in sorted(scores.items())))

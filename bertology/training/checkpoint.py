@@ -5,6 +5,13 @@ any moment leaves only complete checkpoints. Weights are safetensors; the optimi
 plain tensors and numbers, loaded with weights_only=True (nothing is unpickled). Every file's
 sha256 goes to checksums.json, so a checkpoint damaged later (a bad disk, a truncated copy) is
 found before it is loaded, and resume falls back to the one before it.
+
+A checkpoint is also a model dir: the pipeline's `export` writes there what it writes to the
+run's model/ (config.json, model.safetensors, the tokenizer), so `from_pretrained` and
+`bertology probe model.name_or_path=<run>/checkpoints/step_N` load any step, and a sweep over
+a run's checkpoints probes across pretraining. The whole trained module (ELECTRA's generator
+and discriminator, SpanBERT's SBO head, a feature head), which resume restores, is in
+training_model.safetensors beside it.
 """
 
 from __future__ import annotations
@@ -14,17 +21,21 @@ import json
 import logging
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_model, save_model
 
 from bertology.errors import require
+from bertology.run.files import share_with_group
 
 log = logging.getLogger(__name__)
 
 PREFIX = "step_"
 CHECKSUMS = "checksums.json"
+WEIGHTS = "training_model.safetensors"  # the trained module, whole: what resume restores
+OLD_WEIGHTS = "model.safetensors"  # where checkpoints without a model export held it
 
 
 def _fsync_dir(path: Path) -> None:
@@ -43,27 +54,38 @@ def compute_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _write_files(tmp: Path, model: torch.nn.Module, optimizer, state: dict) -> None:
-    save_model(model, str(tmp / "model.safetensors"))  # handles tied embeddings
+# An export: writes a from_pretrained-loadable model dir (weights, config, tokenizer) into a path.
+Export = Callable[[Path], None]
+
+
+def _write_files(tmp: Path, model: torch.nn.Module, optimizer, state: dict,
+                 export: Export | None) -> None:
+    if export is not None:
+        export(tmp)  # first: the training files below must not be overwritten by it
+    save_model(model, str(tmp / WEIGHTS))  # handles tied embeddings
     torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
     (tmp / "state.json").write_text(json.dumps(state, indent=2))
-    sums = {file.name: compute_sha256(file) for file in sorted(tmp.iterdir())}
+    files = sorted(file for file in tmp.rglob("*") if file.is_file())
+    sums = {file.relative_to(tmp).as_posix(): compute_sha256(file) for file in files}
     (tmp / CHECKSUMS).write_text(json.dumps(sums, indent=2))
-    for file in tmp.iterdir():
-        with file.open("rb") as handle:
-            os.fsync(handle.fileno())
+    share_with_group(tmp)
+    for file in tmp.rglob("*"):
+        if file.is_file():
+            with file.open("rb") as handle:
+                os.fsync(handle.fileno())
 
 
 def save_checkpoint(root: Path, step: int, model: torch.nn.Module, optimizer, state: dict,
-                    keep: int) -> Path:
+                    keep: int, export: Export | None = None) -> Path:
     """Write the checkpoint beside its final name, then rename. A failed write (disk full,
-    read-only dir) removes the partial dir and raises; the earlier checkpoints stay."""
+    read-only dir) removes the partial dir and raises; the earlier checkpoints stay.
+    `export(dir)` adds the loadable model (what the pipeline writes to model/)."""
     final = root / f"{PREFIX}{step:08d}"
     tmp = root / f".tmp-{PREFIX}{step:08d}"
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         tmp.mkdir(parents=True)
-        _write_files(tmp, model, optimizer, state)
+        _write_files(tmp, model, optimizer, state, export)
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -106,7 +128,8 @@ def find_damage(path: Path) -> str | None:
 def load_checkpoint(path: Path, model: torch.nn.Module, optimizer) -> dict:
     """Restore model and optimizer in place; returns the loop state (the learning rate is a
     function of it)."""
-    load_model(model, str(path / "model.safetensors"))
+    weights = path / WEIGHTS if (path / WEIGHTS).exists() else path / OLD_WEIGHTS
+    load_model(model, str(weights))
     optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
     log.info("resumed from %s", path)
     return json.loads((path / "state.json").read_text())

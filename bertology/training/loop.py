@@ -40,6 +40,7 @@ from bertology.run.processes import accelerator_options
 from bertology.run.tracking import Tracker
 from bertology.training.batches import iter_batches, prefetch
 from bertology.training.checkpoint import (
+    Export,
     find_damage,
     list_checkpoints,
     load_checkpoint,
@@ -145,8 +146,10 @@ def _window_metrics(state: LoopState, lr: float, tokens_per_s: float) -> dict[st
 
 def train(model: torch.nn.Module, objective: Objective, data: ExampleSource, cfg: TrainerConfig,
           out_dir: Path, tracker: Tracker, seed: int, desc: str = "pretrain",
-          lr_scale: Callable[[str], float] | None = None) -> dict[str, float]:
-    """Train until the first budget runs out; returns the final train/* and eval/* metrics."""
+          lr_scale: Callable[[str], float] | None = None,
+          export: Export | None = None) -> dict[str, float]:
+    """Train until the first budget runs out; returns the final train/* and eval/* metrics.
+    export(dir) writes the loadable model into each checkpoint (training/checkpoint.py)."""
     # The accelerator state is a process-wide singleton: a sweep runs its jobs in one process,
     # each with its own precision, so the previous job's state is cleared (the distributed
     # state it sits on is kept).
@@ -189,7 +192,7 @@ def train(model: torch.nn.Module, objective: Objective, data: ExampleSource, cfg
                         lambda: held_out.run(model))
             stopping = any_process(stop.is_set(), accelerator)
             if state.step % cfg.save_every == 0 or stopping:
-                _save(out_dir, state, model, optimizer, cfg, accelerator)
+                _save(out_dir, state, model, optimizer, cfg, accelerator, export)
             progress.update(state)
             if stopping:
                 raise Interrupted(f"stopped by {stop.describe()}: checkpoint written at step "
@@ -201,14 +204,14 @@ def train(model: torch.nn.Module, objective: Objective, data: ExampleSource, cfg
 
 
 def _save(out_dir: Path, state: LoopState, model, optimizer, cfg: TrainerConfig,
-          accelerator: Accelerator) -> None:
+          accelerator: Accelerator, export: Export | None = None) -> None:
     # A checkpoint taken mid-log-window holds the window's loss sums, and every process
     # resumes from rank 0's copy: make them the mean over processes first. The logged mean
     # is linear, so continuing from the mean logs what the processes' own sums would have.
     state.window = mean_over_processes(state.window, accelerator)
     if accelerator.is_main_process:
         save_checkpoint(out_dir / "checkpoints", state.step, model,
-                        optimizer, asdict(state), cfg.keep_checkpoints)
+                        optimizer, asdict(state), cfg.keep_checkpoints, export)
 
 
 class BudgetBar:
