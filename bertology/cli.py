@@ -20,18 +20,19 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from hydra.errors import HydraException
 from omegaconf import DictConfig
-from omegaconf.errors import OmegaConfBaseException
 
+from bertology.config.completion import completion_command
 from bertology.config.compose import CONF_DIR
 from bertology.config.distill import load_distill_config
-from bertology.config.files import check_writable_folder
 from bertology.config.finetune import load_finetune_config
+from bertology.config.help import format_help
+from bertology.config.options import did_you_mean
 from bertology.config.pretrain import load_pretrain_config
 from bertology.config.probe import load_probe_config
 from bertology.config.prune import load_prune_config
 from bertology.config.report import load_report_config
+from bertology.config.sweep import check_job, check_sweep
 from bertology.errors import (
     EXIT_CTRL_C,
     EXIT_FAILED,
@@ -55,6 +56,8 @@ CONFIG_CHECKS = {
     "report": load_report_config,
 }
 
+SWEEP_FLAGS = {"-m", "--multirun"}
+
 USAGE = """usage: bertology <pipeline> [key=value ...] [-m key=a,b ...]
 
 pipelines:
@@ -76,27 +79,12 @@ pipelines:
 
   data       the real data sets: bertology data list | fetch NAME... | --all | verify
              (into BERTOLOGY_DATA_DIR, default ~/.cache/bertology/data)
+  completion bash completion: eval "$(bertology completion bash)" (e.g. in ~/.bashrc)
 
-`bertology <pipeline> --help` shows its config groups and options (Hydra);
-`python -m bertology` is the same program."""
+`bertology <pipeline> --help` shows its config groups, each option with a line on it, and its
+experiments; `python -m bertology` is the same program."""
 
 log = logging.getLogger("bertology")
-
-
-def _one_line(err: BaseException) -> str:
-    """Hydra and OmegaConf errors span lines (option lists, search paths): fold into one."""
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    lines = [line for line in lines if not line.startswith("full_key")]
-    if any(line.startswith("Config search path") for line in lines):
-        lines = lines[: next(i for i, line in enumerate(lines)
-                             if line.startswith("Config search path"))]
-    if not lines:
-        return type(err).__name__
-    text = lines[0]
-    for previous, line in zip(lines, lines[1:]):
-        text += (" " if previous.endswith(":") else ", " if previous[-1].isalnum()
-                 else " ") + line
-    return text
 
 
 def fail(pipeline: str, message: str, status: int = EXIT_USER_ERROR) -> int:
@@ -115,16 +103,8 @@ def _latest_unfinished_run(pipeline: str) -> Path:
 
 def precheck(pipeline: str, overrides: list[str]) -> list[str]:
     """Compose and check the config before Hydra makes a run dir; resolve resume=true."""
-    from hydra import compose, initialize_config_dir
-
-    try:
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            cfg = compose(config_name=pipeline, overrides=overrides)
-    except (HydraException, OmegaConfBaseException) as err:
-        raise UserError(_one_line(err)) from err
-    CONFIG_CHECKS[pipeline](cfg)
+    cfg = check_job(pipeline, overrides, CONFIG_CHECKS[pipeline])  # hydra.run.dir included
     run_dirs = [o.split("=", 1)[1] for o in overrides if o.startswith("hydra.run.dir=")]
-    check_writable_folder(Path(run_dirs[-1] if run_dirs else "outputs"), "hydra.run.dir")
     if run_dirs and is_main_process():  # before Hydra writes into a dir another run is using
         check_not_in_use(Path(run_dirs[-1]))
     elif str(cfg.get("resume")).lower() == "true":
@@ -269,24 +249,44 @@ def quiet_progress_bars() -> None:
             os.environ.setdefault(name, "1")
 
 
+def completion(args: list[str]) -> int:
+    """`bertology completion bash` prints the bash script (bertology/config/completion.py)."""
+    try:
+        print(completion_command(args, list(PIPELINES)))
+    except UserError as err:
+        return fail("completion", str(err))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help", "help"):
         print(USAGE)
         return 0
+    if "-sc" in args or "--shell-completion" in args:  # Hydra's flag: bertology's own script
+        return completion(["bash"] if "install=bash" in args else [])
     pipeline, overrides = args[0], args[1:]
     if pipeline == "data":
         return data_command(overrides)
+    if pipeline == "completion":
+        return completion(overrides)
     if pipeline == "report":
         overrides = report_overrides(overrides)
     if pipeline not in PIPELINES:
-        return fail(pipeline, f"unknown pipeline {pipeline!r}; use one of: "
-                    f"{', '.join(PIPELINES)} (bertology --help)")
+        near = did_you_mean(pipeline, [*PIPELINES, "data"])
+        return fail(pipeline, f"unknown pipeline {pipeline!r}{near} (pipelines: "
+                    f"{', '.join(PIPELINES)}, data; bertology --help)")
+    if "--help" in overrides or "-h" in overrides:  # Hydra's own help is --hydra-help
+        print(format_help(pipeline))
+        return 0
     quiet_progress_bars()
-    hydra_flags = any(o.startswith("-") for o in overrides)  # -m, --cfg, --help, ...
+    flags = [o for o in overrides if o.startswith("-")]  # -m, --cfg, --info, ...
     try:
-        if not hydra_flags:
+        if not flags:
             overrides = precheck(pipeline, overrides)
+        elif set(flags) <= SWEEP_FLAGS:  # every job checked before the first starts
+            check_sweep(pipeline, [o for o in overrides if o not in flags],
+                        CONFIG_CHECKS[pipeline])
     except UserError as err:
         return fail(pipeline, str(err))
     return launch(pipeline, overrides)

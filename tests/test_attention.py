@@ -13,6 +13,10 @@ from conftest import compose_config
 from bertology.analysis import attention, dependency_heads
 from bertology.analysis.attention import PATTERNS, STATS
 from bertology.data.probe_sentences import ProbeSentence
+from bertology.findings.catalog import load_catalog
+from bertology.findings.runs import Run
+from bertology.findings.verdicts import judge
+from bertology.run.replicates import REPLICATES, read_replicates
 
 
 def build_map(word_rows: np.ndarray) -> np.ndarray:
@@ -73,6 +77,40 @@ def test_stats_average_over_the_word_rows_of_all_sentences():
     assert stat(stats, "sep") == pytest.approx(4 / 6)
 
 
+def test_stat_replicates_resample_sentences_with_a_hand_worked_spread():
+    """Four 3-word sentences, one head: in two every word row attends to [CLS], in two to
+    itself. cls = self = 0.5, and the ideal bootstrap SD of a mean of 4 equal clusters is
+    sqrt(pop. var / 4) = sqrt(0.25 / 4) = 0.25; on each resample cls + self = 1."""
+    n = 3
+    on_cls, on_self = build_map(one_hot_rows(n, [0] * n)), build_map(one_hot_rows(n, [1, 2, 3]))
+    sums, rows = attention.collect_sentence_sums([on_cls, on_self, on_cls, on_self],
+                                                 [np.zeros(n, bool)] * 4)
+    assert sums.shape == (4, 1, 1, len(STATS)) and rows.shape == (4, len(STATS))
+    columns = attention.compute_stat_replicates(sums, rows)
+    cls, itself = columns["attention/layer_01/cls"], columns["attention/layer_01/self"]
+    assert cls.shape == (REPLICATES,)
+    assert cls.mean() == pytest.approx(0.5, abs=0.03)
+    assert cls.std() == pytest.approx(0.25, rel=0.12)
+    assert np.allclose(cls + itself, 1.0)
+    # the special heads' share: this one head is special (> 0.5) where [CLS] sentences are
+    # the majority of the resample
+    special = columns["attention/special_heads_fraction"]
+    assert np.array_equal(special, (cls > 0.5).astype(float))
+
+
+def test_special_heads_fraction_counts_heads_over_one_half():
+    n = 4  # 1 layer × 3 heads: on [CLS]; on [SEP] and punctuation (0.25 + 0.5); on itself
+    punct = np.array([False, True, True, False])
+    maps = np.concatenate([build_map(one_hot_rows(n, [0] * n)),
+                           build_map(one_hot_rows(n, [5, 2, 3, 4])),
+                           build_map(one_hot_rows(n, [1, 2, 3, 4]))], axis=1)
+    stats = attention.compute_head_stats([maps], [punct])
+    assert attention.compute_special_fraction(stats) == pytest.approx(2 / 3)
+    sums, rows = attention.collect_sentence_sums([maps, maps], [punct, punct])
+    special = attention.compute_stat_replicates(sums, rows)["attention/special_heads_fraction"]
+    assert np.allclose(special, 2 / 3)  # every sentence alike: no sampling error
+
+
 def test_punctuation_from_upos_or_from_characters():
     sentence = ProbeSentence(("Hi", ",", "you", "!"), (None,) * 4,
                              upos=("INTJ", "PUNCT", "PRON", "PUNCT"))
@@ -116,6 +154,31 @@ def test_a_head_pointing_at_gold_heads_scores_one_and_offsets_are_counted():
     assert (rows["obj"]["baseline_offset"], rows["obj"]["baseline_accuracy"]) == (-2, 0.5)
     assert rows["all"]["count"] == 8
     assert (rows["all"]["baseline_offset"], rows["all"]["baseline_accuracy"]) == (1, 5 / 8)
+
+
+def test_dependency_replicates_resample_the_scoring_sentences_by_hand():
+    """Per sentence of TREES, 4 dependents; offset +1 right for 3 (first) and 2 (second):
+    a resample of the first twice is 6/8, of the second twice 4/8, of both 5/8; the gold
+    head is right on every resample."""
+    maps = [gold_head_maps(s) for s in TREES]
+    per_sentence = [dependency_heads.count_relations([m], [s]) for m, s in zip(maps, TREES)]
+    merged = dependency_heads.merge_counts(per_sentence)
+    whole = dependency_heads.count_relations(maps, TREES)
+    assert set(merged) == set(whole)
+    for relation, counts in whole.items():
+        assert merged[relation].count == counts.count
+        assert np.array_equal(merged[relation].dep_to_head, counts.dep_to_head)
+        assert merged[relation].offsets == counts.offsets
+    row = dependency_heads.build_dependency_row("all", whole["all"])
+    accuracy, baseline = dependency_heads.compute_row_replicates(
+        row, per_sentence, np.array([[0, 0], [1, 1], [0, 1]]))
+    assert accuracy.tolist() == [1.0, 1.0, 1.0]
+    assert baseline.tolist() == pytest.approx([6 / 8, 4 / 8, 5 / 8])
+    # a relation one sentence lacks (amod) counts nothing there
+    amod = dependency_heads.build_dependency_row("amod", whole["amod"])
+    accuracy, _ = dependency_heads.compute_row_replicates(amod, per_sentence,
+                                                          np.array([[1, 1], [0, 1]]))
+    assert accuracy.tolist() == [1.0, 1.0]
 
 
 def swapped_head_maps(sentence: ProbeSentence) -> np.ndarray:
@@ -258,3 +321,12 @@ def test_probe_attention_end_to_end(tmp_path, synthetic_tokenizer):
             "attention/change/layer_02/mean", "attention/deps/all/accuracy",
             "attention/deps/det/baseline"} <= set(metrics)
     assert all(math.isfinite(v) for v in metrics.values())
+    columns = read_replicates(out)
+    for key in ("attention/layer_01/sep", "attention/layer_02/entropy",
+                "attention/special_heads_fraction", "attention/deps/all/accuracy",
+                "attention/deps/det/baseline"):
+        assert np.isfinite(columns[key]).all(), key
+        assert columns[key].mean() == pytest.approx(metrics[key], abs=0.05), key
+    for finding in ("special_heads", "dependency_heads"):
+        result = judge(load_catalog()[finding], [Run(out, metrics, {"seed": 0})])
+        assert all(test.estimate.items for test in result.tests), finding

@@ -13,6 +13,9 @@ max_sentences eval sentences ([CLS]/[SEP] rows left out, as the brief asks):
 - dependency heads (§4.2, dependency_heads.py): each relation's best head against the best
   fixed offset;
 - with compare_to: 1 − the mean cosine between the two models' flattened maps per head.
+Item replicates resample the sentences: each head's statistics are recomputed as Σ sums /
+Σ rows over the resampled sentences, so the per-layer means and the share of special heads
+(whose mass on [CLS], [SEP] and punctuation exceeds 0.5) get a sampling error.
 
 Kovaleva et al.'s five classes. They trained a CNN on 400 hand-labelled maps; this module
 uses a fixed rule on three masses of the word rows of one map (each row sums to 1):
@@ -56,7 +59,7 @@ from bertology.config.probe import AttentionSettings
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import require
 from bertology.run.figures import PALETTE, plot_head_heatmap, plot_layer_curves, save_figure
-from bertology.run.replicates import write_replicates
+from bertology.run.replicates import bootstrap_indices, resample_counts, write_replicates
 from bertology.run.tables import write_table
 
 log = logging.getLogger(__name__)
@@ -103,13 +106,47 @@ def compute_sentence_sums(maps: np.ndarray, punct: np.ndarray) -> tuple[np.ndarr
     return sums, counts
 
 
+def collect_sentence_sums(maps: Iterable[np.ndarray], puncts: list[np.ndarray]
+                          ) -> tuple[np.ndarray, np.ndarray]:
+    """(sentences, layers, heads, stats) sums and (sentences, stats) rows, sentence by
+    sentence: the items the replicates resample."""
+    pairs = [compute_sentence_sums(m, punct) for m, punct in zip(maps, puncts)]
+    require(bool(pairs), "attention statistics need at least one eval sentence")
+    return np.stack([s for s, _ in pairs]), np.stack([c for _, c in pairs])
+
+
+def compute_resampled_stats(sums: np.ndarray, rows: np.ndarray, weights: np.ndarray
+                            ) -> np.ndarray:
+    """(resamples, layers, heads, stats) means over the word rows of the sentences drawn,
+    weights (resamples, sentences) their multiplicities (a row of ones: the sentences)."""
+    total = weights @ sums.reshape(len(sums), -1)  # (resamples, layers·heads·stats)
+    counts = weights @ rows  # (resamples, stats)
+    return total.reshape(len(weights), *sums.shape[1:]) / np.maximum(counts, 1)[:, None, None]
+
+
 def compute_head_stats(maps: Iterable[np.ndarray], puncts: list[np.ndarray]) -> np.ndarray:
     """(layers, heads, stats) means over every word row of every sentence (STATS order)."""
-    total, rows = 0.0, np.zeros(len(STATS))
-    for sentence_maps, punct in zip(maps, puncts):
-        sums, counts = compute_sentence_sums(sentence_maps, punct)
-        total, rows = total + sums, rows + counts
-    return total / np.maximum(rows, 1)
+    sums, rows = collect_sentence_sums(maps, puncts)
+    return compute_resampled_stats(sums, rows, np.ones((1, len(sums))))[0]
+
+
+def compute_special_fraction(stats: np.ndarray) -> np.ndarray:
+    """Clark et al. (2019) §3: many heads put most of their attention on [CLS], [SEP] or
+    punctuation; the share of heads whose mass on them exceeds one half. stats (...,
+    layers, heads, stats) → (...)."""
+    special = stats[..., STATS.index("cls")] + stats[..., STATS.index("sep")] \
+        + stats[..., STATS.index("punct")]  # (..., layers, heads)
+    return (special > 0.5).mean(axis=(-1, -2))
+
+
+def compute_stat_replicates(sums: np.ndarray, rows: np.ndarray) -> dict[str, np.ndarray]:
+    """Replicates over resampled sentences of each layer's head-mean statistics (layers
+    numbered from 1, as the metrics) and of the special heads' share."""
+    stats = compute_resampled_stats(sums, rows, resample_counts(bootstrap_indices(len(sums))))
+    columns = {f"attention/layer_{layer + 1:02d}/{name}": stats[:, layer, :, k].mean(-1)
+               for layer in range(stats.shape[1]) for k, name in enumerate(STATS)}
+    columns["attention/special_heads_fraction"] = compute_special_fraction(stats)
+    return columns
 
 
 def compute_cosine_change(maps: Iterable[np.ndarray], other: Iterable[np.ndarray]
@@ -203,7 +240,9 @@ def run_head_stats(ctx, settings: AttentionSettings, features, sentences) -> dic
     task, count = ctx.config.task.name, len(sentences)
     puncts = [build_punctuation_mask(s) for s in sentences]
     maps = iter_attention_maps(features, range(count), "attention stats")
-    stats = compute_head_stats(maps, puncts)
+    sums, word_rows = collect_sentence_sums(maps, puncts)
+    stats = compute_resampled_stats(sums, word_rows, np.ones((1, len(sums))))[0]
+    write_replicates(ctx.out_dir, f"attention_{task}", compute_stat_replicates(sums, word_rows))
     columns = {name: stats[..., k] for k, name in enumerate(STATS)}  # each (layers, heads)
     if ctx.config.compare_to is not None:
         other = ctx.features("compare", "eval")
@@ -227,10 +266,7 @@ def run_head_stats(ctx, settings: AttentionSettings, features, sentences) -> dic
             key = "change/layer_{:02d}/mean" if name == "change" else "layer_{:02d}/" + name
             metrics["attention/" + key.format(layer + 1)] = value
     write_table(ctx.out_dir, f"attention_{task}", rows)
-    # Clark et al. (2019) §3: many heads put most of their attention on [CLS], [SEP] or
-    # punctuation; the share of heads whose mass on them exceeds one half
-    special = columns["cls"] + columns["sep"] + columns["punct"]  # (layers, heads)
-    metrics["attention/special_heads_fraction"] = float((special > 0.5).mean())
+    metrics["attention/special_heads_fraction"] = float(compute_special_fraction(stats))
     if settings.heatmaps:
         for name, values in columns.items():
             plot_head_heatmap(values, f"{name} ({task})", ctx.out_dir,

@@ -8,6 +8,9 @@ best head per relation in either direction is reported against the best fixed of
 word i + k, k in OFFSETS, chosen per relation). Root dependents have no head word and are left
 out; "all" pools the other relations. Head and offset are chosen on the even eval sentences
 and scored on the odd ones, so that the best of 2·L·H heads is not scored where it was picked.
+Item replicates resample the odd (scoring) sentences, a sentence's dependents together, with
+the head and offset fixed as chosen on the even ones: they give the sampling error of the
+held-out accuracies (the choice's own variability is the seeds', which draw other sentences).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import numpy as np
 from bertology.analysis.features import iter_attention_maps
 from bertology.config.probe import AttentionSettings
 from bertology.data.probe_sentences import ProbeSentence
+from bertology.run.replicates import bootstrap_indices, compute_ratio_replicates, write_replicates
 from bertology.run.tables import write_table
 
 log = logging.getLogger(__name__)
@@ -108,9 +112,44 @@ def build_dependency_row(relation: str, select: RelationCounts,
 def count_half(features, sentences: list[ProbeSentence], half: int
                ) -> dict[str, RelationCounts]:
     """count_relations over the even (half=0) or odd (half=1) sentences."""
+    return merge_counts(count_half_by_sentence(features, sentences, half))
+
+
+def count_half_by_sentence(features, sentences: list[ProbeSentence], half: int
+                           ) -> list[dict[str, RelationCounts]]:
+    """count_relations of each even (half=0) or odd (half=1) sentence on its own."""
     indices = range(half, len(sentences), 2)
-    return count_relations(iter_attention_maps(features, indices, f"attention deps ({half + 1}/2)"),
-                           [sentences[i] for i in indices])
+    maps = iter_attention_maps(features, indices, f"attention deps ({half + 1}/2)")
+    return [count_relations([m], [sentences[i]]) for m, i in zip(maps, indices)]
+
+
+def merge_counts(per_sentence: list[dict[str, RelationCounts]]) -> dict[str, RelationCounts]:
+    """The sentences' counts summed relation by relation (count_relations of them all)."""
+    merged: dict[str, RelationCounts] = {}
+    for counts in per_sentence:
+        for relation, part in counts.items():
+            total = merged.setdefault(relation, RelationCounts())
+            total.count += part.count
+            total.dep_to_head = total.dep_to_head + part.dep_to_head
+            total.head_to_dep = total.head_to_dep + part.head_to_dep
+            total.offsets.update(part.offsets)
+    return merged
+
+
+def compute_row_replicates(row: dict, per_sentence: list[dict[str, RelationCounts]],
+                           indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Replicates of a row's held-out accuracy and baseline accuracy over resampled scoring
+    sentences: per sentence the chosen head's (and offset's) correct dependents over its
+    dependents of the relation, pooled Σ/Σ on each resample as the row pools them."""
+    empty = RelationCounts()
+    parts = [counts.get(row["relation"], empty) for counts in per_sentence]
+    direction = "dep_to_head" if row["direction"] == "dep->head" else "head_to_dep"
+    position = (row["best_layer"] - 1, row["best_head"])
+    correct = [np.asarray(getattr(p, direction))[position] if p.count else 0.0 for p in parts]
+    baseline = [p.offsets[row["baseline_offset"]] for p in parts]
+    dependents = [p.count for p in parts]
+    return (compute_ratio_replicates(correct, dependents, indices),
+            compute_ratio_replicates(baseline, dependents, indices))
 
 
 def run_dependencies(ctx, settings: AttentionSettings, features, sentences
@@ -121,18 +160,26 @@ def run_dependencies(ctx, settings: AttentionSettings, features, sentences
         log.info("attention: task %s has no dependency trees; dependency heads skipped",
                  ctx.config.task.name)
         return {}
-    select, score = count_half(features, sentences, 0), count_half(features, sentences, 1)
+    select = count_half(features, sentences, 0)
+    by_sentence = count_half_by_sentence(features, sentences, 1)
+    score = merge_counts(by_sentence)
     relations = sorted(set(select) & set(score), key=lambda r: (r != "all", -score[r].count, r))
     rows = [build_dependency_row(r, select[r], score[r]) for r in relations]
     write_table(ctx.out_dir, f"attention_deps_{ctx.config.task.name}", rows)
-    metrics = {}
+    metrics, columns = {}, {}
+    indices = bootstrap_indices(len(by_sentence)) if by_sentence else None
     for row in rows:
         # fewer held-out dependents stay in the table but get no metric (Clark et al. list
         # relations with at least 100)
         if row["count"] >= settings.min_dependents:
-            metrics[f"attention/deps/{row['relation']}/accuracy"] = row["best_accuracy"]
-            metrics[f"attention/deps/{row['relation']}/baseline"] = row["baseline_accuracy"]
+            key = f"attention/deps/{row['relation']}"
+            metrics[f"{key}/accuracy"] = row["best_accuracy"]
+            metrics[f"{key}/baseline"] = row["baseline_accuracy"]
+            columns[f"{key}/accuracy"], columns[f"{key}/baseline"] = compute_row_replicates(
+                row, by_sentence, indices)
             log.info("%-10s %5d  head %d-%d %s %.3f | offset %+d %.3f", row["relation"],
                      row["count"], row["best_layer"], row["best_head"], row["direction"],
                      row["best_accuracy"], row["baseline_offset"], row["baseline_accuracy"])
+    if columns:
+        write_replicates(ctx.out_dir, f"attention_deps_{ctx.config.task.name}", columns)
     return metrics
