@@ -43,6 +43,7 @@ from bertology.errors import (
 )
 from bertology.pipelines import PIPELINES, load_pipeline
 from bertology.run.processes import is_main_process, run_dir_overrides
+from bertology.run.resume import check_resume_config, record_start
 from bertology.run.provenance import write_env
 from bertology.run.rundir import RunInUse, check_not_in_use, is_finished, run_status
 
@@ -108,7 +109,10 @@ def precheck(pipeline: str, overrides: list[str]) -> list[str]:
     if run_dirs and is_main_process():  # before Hydra writes into a dir another run is using
         check_not_in_use(Path(run_dirs[-1]))
     elif str(cfg.get("resume")).lower() == "true":
-        overrides = [*overrides, f"hydra.run.dir={_latest_unfinished_run(pipeline)}"]
+        run_dirs = [str(_latest_unfinished_run(pipeline))]
+        overrides = [*overrides, f"hydra.run.dir={run_dirs[0]}"]
+    if run_dirs:  # a resume under another config: refused before Hydra touches the dir
+        check_resume_config(Path(run_dirs[-1]), cfg)
     return overrides
 
 
@@ -121,6 +125,9 @@ def _os_error_message(err: OSError) -> str:
     where = f": {err.filename}" if err.filename else ""
     return (f"{err.strerror or err}{where}; free disk space or make the run dir writable "
             "(hydra.run.dir=...), then rerun the same command to resume")
+            changes = check_resume_config(out_dir, cfg)  # a sweep's job: not checked before
+            if owner:
+                record_start(out_dir, cfg, changes)
 
 
 def _run_job(pipeline: str, cfg: DictConfig) -> None:

@@ -147,7 +147,7 @@ def resolve_paths(container: dict) -> tuple[Path, Path]:
     return data_dir, cache_dir
 
 
-RESUME = ("auto", "true", "false")
+RESUME = ("auto", "true", "false", "force")
 
 
 def check_seed(value: int, key: str) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from bertology.config.checks import (
+    RESUME,
     TrainingRunKeys,
     build_group,
     build_top_level,
@@ -52,7 +53,7 @@ class FinetuneConfig:
         require(not self.eval_shuffled_words or self.task.kind == "classification",
                 f"eval_shuffled_words=true shuffles the words of classification inputs; "
                 f"task={self.task.name} is a {self.task.kind} task")
-        one_of(self.resume, ("auto", "true", "false"), "resume")
+        one_of(self.resume, RESUME, "resume")
         require(self.init == "pretrained" or self.model.name_or_path is not None,
                 "init=random draws new weights for a checkpoint's architecture; set "
                 "model.name_or_path (a random model of size= is what model.name_or_path=null "

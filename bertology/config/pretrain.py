@@ -17,6 +17,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from bertology.config.checks import (
+    RESUME,
     TrainingRunKeys,
     build_group,
     build_top_level,
@@ -62,7 +63,7 @@ class PretrainConfig:
     downstream: DictConfig | None = None  # the finetune config of model/, or None
 
     def __post_init__(self) -> None:
-        one_of(self.resume, ("auto", "true", "false"), "resume")
+        one_of(self.resume, RESUME, "resume")
         family = FAMILIES[self.model.family]
         if self.objective.name in PAIR_OBJECTIVES:
             with_pair = [name for name, f in FAMILIES.items() if f.pair_class is not None]
