@@ -5,9 +5,12 @@
 A finding (conf/experiment/finding_<id>.yaml) reads the runs of a study
 (conf/experiment/study_<name>.yaml), and several findings share one: each study runs once, as
 one sweep, in order, in its own `bertology` process (so one failing step does not take the
-others down; the summary names it). Studies that judge a fine-tuned model share one: MiniLM
-fine-tuned on a sample of SST-2 first, passed to them by the `{sst2_model}` placeholder of
-their `reproduce:` overrides (the study block's CPU-budget settings). The report over every
+others down; the summary names it). Studies that judge a fine-tuned model read MiniLM
+fine-tuned on a sample of SST-2 first, once per seed (seed s's job reads the model fine-tuned
+with seed s: data order and head initialisation differ, so the seeds replicate what the claims
+are about, a fine-tuned model, rather than re-measure one), passed to them by the
+`{sst2_model}` placeholder of their `reproduce:` overrides (the study block's CPU-budget
+settings). The report over every
 study dir lands in <out>/report/REPORT.md, with a verdict for every finding.
 """
 
@@ -29,9 +32,11 @@ from bertology.findings.catalog import EXPERIMENTS, load_catalog
 
 REPO = Path(__file__).resolve().parent.parent
 
-# The shared fine-tuned model: MiniLM on 4,000 SST-2 phrases, 2 epochs (~2 min on 2 cores).
+# The fine-tuned models: MiniLM on 4,000 SST-2 phrases, 2 epochs (~2 min each on 2 cores),
+# one per seed of the studies' sweeps (their `seed: 0,1,2`).
 SST2_MODEL = ["finetune", "model=minilm", "task=sst2", "trainer=finetune_cpu",
               "trainer.max_train_examples=4000", "logger=none"]
+SST2_SEEDS = (0, 1, 2)
 
 log = logging.getLogger("bertology.reproduce")
 
@@ -71,6 +76,28 @@ def bertology(args: list[str], log_path: Path) -> tuple[int, float]:
     return status, time.perf_counter() - start
 
 
+def sst2_model_of_the_job(out: Path) -> str:
+    """The path the `{sst2_model}` placeholder becomes: the model fine-tuned with the job's
+    own seed (an interpolation Hydra resolves per job of the sweep)."""
+    return str(out / "sst2_model" / "seed_${seed}" / "model")
+
+
+def fine_tune_sst2_models(out: Path) -> list[str]:
+    """MiniLM fine-tuned on SST-2 once per seed (reused when present); the failed steps."""
+    failed = []
+    for seed in SST2_SEEDS:
+        run_dir = out / "sst2_model" / f"seed_{seed}"
+        if (run_dir / "metrics.json").exists():
+            continue
+        log.info("fine-tuning the SST-2 model of seed %d into %s", seed, run_dir)
+        status, seconds = bertology([*SST2_MODEL, f"seed={seed}", f"hydra.run.dir={run_dir}"],
+                                    out / "logs" / f"sst2_model_seed_{seed}.log")
+        log.info("sst2_model seed %d: exit %d in %.0f s", seed, status, seconds)
+        if status:
+            failed.append(f"sst2_model seed {seed}")
+    return failed
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(message)s")
     parser = argparse.ArgumentParser(description="every finding, then the report")
@@ -83,17 +110,11 @@ def main(argv: list[str] | None = None) -> int:
     (out / "logs").mkdir(parents=True, exist_ok=True)
     studies = load_studies(args.only)
     needs_model = any("{sst2_model}" in " ".join(f["overrides"]) for f in studies.values())
-    sst2_model = out / "sst2_model"
     failed, total = [], time.perf_counter()
-    if needs_model and not (sst2_model / "metrics.json").exists():
-        log.info("fine-tuning the shared SST-2 model into %s", sst2_model)
-        status, seconds = bertology([*SST2_MODEL, f"hydra.run.dir={sst2_model}"],
-                                    out / "logs" / "sst2_model.log")
-        log.info("sst2_model: exit %d in %.0f s", status, seconds)
-        if status:
-            failed.append("sst2_model")
+    if needs_model:
+        failed += fine_tune_sst2_models(out)
     for index, (study, spec) in enumerate(studies.items(), 1):
-        overrides = [o.replace("{sst2_model}", str(sst2_model / "model"))
+        overrides = [o.replace("{sst2_model}", sst2_model_of_the_job(out))
                      for o in spec["overrides"]]
         command = [spec["pipeline"], "-m", f"experiment={spec['bundle']}", "logger=none",
                    *overrides, f"hydra.sweep.dir={out / study}"]

@@ -108,3 +108,24 @@ def test_reproduce_runs_every_study_once():
     assert set(studies) == set(STUDIES)
     assert {f for s in studies.values() for f in s["findings"]} == set(CATALOG)
     assert all(spec["pipeline"] in PIPELINES for spec in studies.values())
+
+
+def test_reproduce_fine_tunes_one_model_per_seed(tmp_path, monkeypatch):
+    """No pseudo-replication (issue 28): the compression and fine-tuning studies' seed s reads
+    MiniLM fine-tuned with seed s, not one model shared by every seed."""
+    commands = []
+
+    def record(args, log_path):
+        commands.append(args)
+        return 0, 0.0
+
+    monkeypatch.setattr(reproduce, "bertology", record)
+    reproduce.main(["--out", str(tmp_path), "--only", "int8", "distillation"])
+    finetunes = [c for c in commands if c[0] == "finetune"]
+    assert sorted(a for c in finetunes for a in c if a.startswith("seed=")) == \
+        ["seed=0", "seed=1", "seed=2"]
+    assert len({a for c in finetunes for a in c if a.startswith("hydra.run.dir=")}) == 3
+    per_job = f"{tmp_path}/sst2_model/seed_${{seed}}/model"
+    for study in ("prune", "distill"):
+        (command,) = [c for c in commands if c[0] == study]
+        assert any(a.endswith(f"_path={per_job}") for a in command), command
