@@ -1,110 +1,218 @@
-"""The statistics behind a verdict: an estimate of a − b with a standard error that counts both
+"""The statistics behind a verdict: an estimate of a − b with an interval that counts both
 sources of noise, a one-sided test against the claim's margin, Holm's correction over the suite,
 and the budget that would resolve an unresolved claim.
 
-Two sources of noise (see the README's "How verdicts are decided"):
+Two sources of noise (see docs/findings.md, "How verdicts are decided"):
 - seeds: a run's number changes with its seed (initialisation, sampled sentences, data order);
 - items: it is computed on a finite sample of sentences or examples. Runs write bootstrap
-  replicates of their metrics over items (bertology/run/replicates.py), so even a deterministic
-  run, or three seeds that agree exactly, carries its sampling error.
+  replicates of their metrics over items (bertology/run/replicates.py). Item noise private to a
+  seed (each seed draws its own sentences, or errs on different items) already spreads the seed
+  values; item noise shared by every seed (the same dev set) moves them all together, so the
+  spread of the seeds cannot see it, and more seeds do not shrink it.
 
-Per seed s the estimate is d_s (a_s − b_s, paired by seed) with item replicates d_s^r. Over
-n seeds, as in a random-effects meta-analysis (DerSimonian & Laird, 1986):
+Per seed s the estimate is d_s (a_s − b_s, paired by seed) with item replicates d_s^r; replicate
+r resamples the same item positions in every run (bootstrap_indices is seeded by the item count
+alone), so where the seeds share items their replicates covary by exactly the shared noise.
+Over n seeds the variance of the mean has two parts, each estimated with its own degrees of
+freedom:
 
-    V_items  = Var_r( mean_s d_s^r )                  item noise of the seed mean; replicate r
-                                                      resamples the same items in every run, so
-                                                      noise shared by the seeds is counted once
-    σ²_own   = n/(n−1) · mean_s Var_r(d_s^r − mean_s' d_s'^r)   item noise private to a seed
-    τ²       = max(0, s²_seeds − σ²_own)              seed-to-seed variance beyond item noise
-    V        = τ²/n + V_items,   ν = Satterthwaite (n − 1 for the seed part, ∞ for the items)
+    seed part   s²/n,  s² = Var_s(d_s)                       ν = n − 1   seed effects and
+                                                                         private item noise
+    shared part V_sh = max(0, mean_{s≠t} Cov_r(d_s^r, d_t^r))   ν = R − 1   items every seed shares
 
-Without replicates V = s²_seeds / n with n − 1 degrees of freedom (the t-interval), and V = 0
-(three equal seeds, or one) never supports a verdict: the claim is underpowered until the runs
-give an uncertainty. Two sides that do not share seeds are combined by Welch–Satterthwaite.
+The seed part alone is the Hartung–Knapp–Sidik–Jonkman random-effects interval (Hartung & Knapp,
+2001; Sidik & Jonkman, 2002) with equal weights, i.e. the t-interval on the seed values: it keeps
+its level with 3 seeds whatever the seed-to-seed variance τ² (IntHout, Ioannidis & Borm, 2014),
+where DerSimonian–Laird's τ² truncated at 0 with a normal quantile did not (P(holds | null) up
+to 0.06–0.07 at τ² = 4 σ²_item; tests/test_statistics.py). V_sh is the one part the seeds cannot
+measure, and it is not divided by n.
+
+The parts are combined by their quantile-scaled widths, not by one pooled ν:
+
+    half-width at one-sided level α = sqrt( Σ_i t_{ν_i}(1 − α)² · v_i )
+
+Each part keeps its own t quantile, so the seed part is never read with a normal quantile
+because the shared part happens to be large. Satterthwaite's pooled ν does exactly that when s²
+comes out small by chance (measured: P(holds | null) 0.035 with half the item noise shared and
+τ² = 4 σ²_item); t on n − 1 for everything (Hsu's conservative ν) keeps the level but all but
+never holds where a shared dev set dominates (0.000–0.002). The quadrature rule keeps the level
+for every ratio of the parts: with independent normal parts, P(reject) is E Φ̄(√x) at a convex
+combination x of the parts' own exact statistics, and Φ̄(√x) is convex, so it is at most the
+same combination of their levels, each α (Jensen). The p-value is the α at which the rule
+rejects. Two sides that do not share seeds contribute their parts side by side (Welch).
+
+Without replicates the estimate is the seed part alone, and zero (three equal seeds) never
+supports a verdict. One seed measures no seed-to-seed variance, with or without item replicates:
+its variance is unknown (nan) and the claim is underpowered.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
 
 import numpy as np
-from scipy import stats
+from scipy import optimize, stats
 
 ALPHA = 0.05  # two-sided; a one-sided claim is tested at ALPHA / 2, the 95% interval's edge
 POWER = 0.8  # for the budget that would resolve an unresolved claim
-FEASIBLE = 10.0  # a claim needing more than this many times its seeds is called inconclusive
+FEASIBLE = 10.0  # a claim needing more than this many times its seeds (or items) is inconclusive
+MAX_SEEDS = 1000  # the power search stops here (inf beyond)
+SMALLEST_P = 1e-100  # p-values below this are reported as it (the root search's floor)
+
+# One variance part: (v, ν, seeds). seeds is the number of seeds v was divided by (more seeds
+# divide it further); 0 for item noise that every seed shares (more seeds leave it).
+Part = tuple[float, float, int]
+
+
+def compute_half_width(parts: tuple[Part, ...] | list, alpha: float):
+    """sqrt(Σ t_{ν_i}(1 − alpha)² v_i): how far beyond the margin the mean must lie for the
+    one-sided test at level alpha (vectorised over the parts' v arrays)."""
+    return np.sqrt(sum(stats.t.isf(alpha, dof) ** 2 * np.asarray(v) for v, dof, _ in parts))
+
+
+def compute_random_effects(values: np.ndarray, replicates: np.ndarray
+                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mean, s², V_sh) over the seed axis of values (..., n) and item replicates (..., n, R)
+    (the formulas above); vectorised so the level test runs thousands of simulated studies
+    through the same arithmetic as the report."""
+    n = values.shape[-1]
+    mean = values.mean(axis=-1)  # (...)
+    seed_var = values.var(axis=-1, ddof=1)  # (...): seed effects and private item noise
+    # Σ_{s≠t} Cov(d_s, d_t) = Var(Σ_s d_s) − Σ_s Var(d_s), over replicates
+    own = replicates.var(axis=-1, ddof=1).sum(axis=-1)  # (...)
+    total = replicates.sum(axis=-2).var(axis=-1, ddof=1)  # (...)
+    shared = np.maximum(0.0, (total - own) / (n * (n - 1)))  # (...): noise of common items
+    return mean, seed_var, shared
 
 
 @dataclass(frozen=True)
 class Estimate:
-    """A mean with its variance V, degrees of freedom ν (inf: normal) and the number of
-    seeds; `items` says whether item-level replicates entered V."""
+    """A mean, the variance parts of its uncertainty (Part) and the number of seeds; `items`
+    says whether item-level replicates entered it."""
 
     mean: float
-    variance: float
-    dof: float
+    parts: tuple[Part, ...]
     n: int
     items: bool
 
     @property
+    def variance(self) -> float:
+        """V, the sum of the parts; nan where one is unknown (one seed)."""
+        return float(sum(v for v, _, _ in self.parts))
+
+    @property
+    def shared(self) -> float:
+        """The part of V that more seeds do not shrink (items every seed shares)."""
+        return float(sum(v for v, _, seeds in self.parts if seeds == 0))
+
+    @property
     def se(self) -> float:
-        """The standard error; nan where the variance is unknown (one run, no replicates)."""
+        """The standard error; nan where the variance is unknown (one seed)."""
         return math.sqrt(max(self.variance, 0.0)) if math.isfinite(self.variance) else math.nan
 
     def interval(self, level: float = 1 - ALPHA) -> tuple[float, float]:
-        """The two-sided interval; nan where no uncertainty was measured."""
+        """The two-sided interval (the quadrature rule); nan where no uncertainty was
+        measured."""
         if not self.se > 0.0:
             return math.nan, math.nan
-        half = stats.t.ppf(0.5 + level / 2, self.dof) * self.se
+        half = float(compute_half_width(self.parts, (1 - level) / 2))
         return self.mean - half, self.mean + half
+
+    @cached_property
+    def dof(self) -> float:
+        """For the table: the ν whose t quantile times se gives the 95% half-width (one part:
+        its own ν; inf where that is the normal's)."""
+        if not self.se > 0.0:
+            return math.nan
+        live = [dof for v, dof, _ in self.parts if v > 0]
+        if len(live) == 1:
+            return float(live[0])
+        ratio = float(compute_half_width(self.parts, ALPHA / 2)) / self.se
+        top = min(max(live), 1e9)
+        if ratio <= stats.t.isf(ALPHA / 2, top):
+            return math.inf if top == 1e9 else float(top)
+        return float(optimize.brentq(lambda d: stats.t.isf(ALPHA / 2, d) - ratio,
+                                     min(live), top))
+
+    def at_seeds(self, seeds: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, int]]:
+        """The parts the same design would have with `seeds` seeds (per side): seed parts
+        shrink as 1/seeds with seeds − 1 degrees of freedom, shared parts stay."""
+        seeds = np.asarray(seeds, dtype=np.float64)
+        return [(v * n / seeds, seeds - 1, 1) if n else (np.full_like(seeds, v), dof, 0)
+                for v, dof, n in self.parts]
 
 
 def combine_seeds(values: list[float], replicates: list[np.ndarray | None]) -> Estimate:
-    """The mean over seeds of per-seed values, with V from seeds and item replicates (above).
+    """The mean over seeds of per-seed values, with its seed and shared item parts (above).
     replicates[s] is seed s's (R,) array, or None where its run wrote none."""
     values = [float(v) for v in values]
     n = len(values)
     if n == 0:
         raise ValueError("no values to combine")
-    mean = float(np.mean(values))
-    seed_var = float(np.var(values, ddof=1)) if n > 1 else 0.0
     usable = [r for r in replicates if r is not None and np.isfinite(r).all()]
-    if len(usable) != n:  # seeds only: the t-interval (zero width if they agree; one run:
-        # the variance is unknown, not zero)
-        return Estimate(mean, seed_var / n if n > 1 else math.nan, max(n - 1, 1), n, False)
+    items = len(usable) == n and len({len(r) for r in usable}) == 1
+    if n == 1:  # one seed: no seed-to-seed variance measured, whatever its items say
+        return Estimate(values[0], ((math.nan, 1.0, 1),), 1, items)
+    if not items:  # seeds only: the t-interval (zero width if they agree)
+        return Estimate(float(np.mean(values)), ((float(np.var(values, ddof=1)) / n,
+                                                  n - 1.0, n),), n, False)
     reps = np.stack(usable)  # (seeds, R)
-    seed_mean_reps = reps.mean(axis=0)  # (R,)
-    v_items = float(np.var(seed_mean_reps, ddof=1))
-    own = float(np.mean(np.var(reps - seed_mean_reps, axis=1, ddof=1))) * n / (n - 1) \
-        if n > 1 else 0.0
-    tau2 = max(0.0, seed_var - own)
-    variance = tau2 / n + v_items
-    return Estimate(mean, variance, satterthwaite([(tau2 / n, n - 1)]
-                                                  + [(v_items, math.inf)]), n, True)
-
-
-def satterthwaite(parts: list[tuple[float, float]]) -> float:
-    """Degrees of freedom of a sum of variance estimates (v_i with ν_i each)."""
-    total = sum(v for v, _ in parts)
-    denominator = sum(v * v / d for v, d in parts if v > 0 and math.isfinite(d))
-    if total <= 0:
-        return 1.0
-    return math.inf if denominator == 0 else total * total / denominator
+    mean, seed_var, shared = (float(x) for x in compute_random_effects(np.array(values), reps))
+    # V_sh is estimated from R replicates: R − 1 degrees of freedom
+    return Estimate(mean, ((seed_var / n, n - 1.0, n), (shared, reps.shape[1] - 1.0, 0)), n,
+                    True)
 
 
 def difference(a: Estimate, b: Estimate) -> Estimate:
-    """a − b for sides that share no seeds: Welch–Satterthwaite. A side with one value and no
-    replicates has an unknown (nan) variance, and so has the difference."""
-    variance = a.variance + b.variance
-    dof = satterthwaite([(a.variance, a.dof), (b.variance, b.dof)])
-    return Estimate(a.mean - b.mean, variance, dof, min(a.n, b.n), a.items and b.items)
+    """a − b for sides that share no seeds: each side's parts, side by side (Welch's sum of
+    variances, each part read with its own ν). A side with one seed has an unknown (nan)
+    variance, and so has the difference."""
+    return Estimate(a.mean - b.mean, a.parts + b.parts, min(a.n, b.n), a.items and b.items)
+
+
+def one_sided_p(gap: float, parts: tuple[Part, ...]) -> float:
+    """The one-sided p-value of `mean − margin = gap > 0`: the level at which the quadrature
+    rule's half-width equals gap (one part: the t-test's p exactly)."""
+    if gap < 0:
+        return 1.0 - one_sided_p(-gap, parts)
+    live = [(v, dof, n) for v, dof, n in parts if v > 0]
+    if gap == 0 or not live:
+        return 0.5
+    if len(live) == 1:
+        return float(stats.t.sf(gap / math.sqrt(live[0][0]), live[0][1]))
+
+    def excess(log_p: float) -> float:  # decreasing in p: the half-width shrinks
+        return float(compute_half_width(live, math.exp(log_p))) - gap
+
+    if excess(math.log(SMALLEST_P)) <= 0:
+        return SMALLEST_P
+    return math.exp(optimize.brentq(excess, math.log(SMALLEST_P), math.log(0.5), xtol=1e-10))
+
+
+@lru_cache(maxsize=4096)
+def power_quantile(dof: float, alpha: float = ALPHA) -> float:
+    """t_ν(1 − α/2) + t_ν(POWER): how many standard errors beyond the margin an effect must
+    lie for the one-sided test at alpha/2 to pass with POWER (t quantiles: a normal one would
+    promise 3 seeds what a t on 2 degrees of freedom cannot deliver)."""
+    return float(stats.t.isf(alpha / 2, dof) + stats.t.ppf(POWER, dof))
+
+
+def compute_power_half_width(parts: list, alpha: float = ALPHA):
+    """The quadrature rule at power_quantile per part (vectorised over the parts' v and ν)."""
+    total = 0.0
+    for v, dof, _ in parts:
+        dofs = np.asarray(dof, dtype=np.float64)  # one ν, or one per projected seed count
+        quantile = np.array([power_quantile(float(d), alpha) for d in dofs.ravel()])
+        total = total + quantile.reshape(dofs.shape) ** 2 * np.asarray(v)
+    return np.sqrt(total)
 
 
 @dataclass(frozen=True)
 class TTest:
     """One-sided test of the claim `effect > margin` (greater) or `effect < margin` (less)
-    on a t (or normal) estimate."""
+    on an estimate's parts (the quadrature rule; one part: the t-test)."""
 
     estimate: Estimate
     margin: float
@@ -112,37 +220,60 @@ class TTest:
 
     @property
     def measured(self) -> bool:
-        """Whether the runs gave an uncertainty at all (not one run without replicates, not
-        identical seeds without them)."""
+        """Whether the runs gave an uncertainty at all (not one seed, not identical seeds
+        without replicates)."""
         return math.isfinite(self.estimate.variance) and self.estimate.se > 0.0
 
     @property
-    def z(self) -> float:
-        """The standardised distance of the estimate beyond the margin, in the claim's
-        direction (positive: on the claim's side); 0 where nothing was measured."""
-        if not self.measured:
-            return 0.0
+    def gap(self) -> float:
+        """The estimate's distance beyond the margin in the claim's direction (positive: on
+        the claim's side)."""
         gap = self.estimate.mean - self.margin
-        return (gap if self.expect == "greater" else -gap) / self.estimate.se
+        return gap if self.expect == "greater" else -gap
 
     @property
+    def z(self) -> float:
+        """gap in standard errors; 0 where nothing was measured."""
+        return self.gap / self.estimate.se if self.measured else 0.0
+
+    @cached_property
     def p_holds(self) -> float:
         """P-value of the claim against H0 (the effect is at or on the wrong side of the
         margin); 1 where no uncertainty was measured."""
-        return float(stats.t.sf(self.z, self.estimate.dof)) if self.measured else 1.0
+        return one_sided_p(self.gap, self.estimate.parts) if self.measured else 1.0
 
     @property
     def p_fails(self) -> float:
         """P-value of the opposite claim (the effect lies on the wrong side of the margin)."""
-        return float(stats.t.cdf(self.z, self.estimate.dof)) if self.measured else 1.0
+        return 1.0 - self.p_holds if self.measured else 1.0
 
     def seeds_needed(self, alpha: float = ALPHA) -> float:
-        """Seeds (at the same items per seed) for the observed effect to resolve with POWER,
-        assuming the standard error falls as 1/sqrt(seeds); inf for no effect."""
-        if self.z == 0.0:
+        """Seeds (per side, at the same items per seed) for the observed effect to resolve
+        with POWER: the least m above the seeds run whose parts (Estimate.at_seeds) give a
+        power half-width within |gap|. Never the seeds already run: they did not resolve it.
+        inf for no effect, an unknown seed variance, or no m up to MAX_SEEDS (the shared
+        items' noise may be the cause: items_needed)."""
+        gap = abs(self.gap) if self.measured else 0.0
+        if gap == 0.0:
             return math.inf
-        z_needed = stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(POWER)
-        return self.estimate.n * (z_needed / abs(self.z)) ** 2
+        for low, high in ((self.estimate.n + 1, 64), (64, MAX_SEEDS + 1)):  # most end early
+            seeds = np.arange(low, max(low, high))
+            resolves = compute_power_half_width(self.estimate.at_seeds(seeds), alpha) <= gap
+            if resolves.any():
+                return float(seeds[resolves.argmax()])
+        return math.inf
+
+    def items_needed(self, alpha: float = ALPHA) -> float:
+        """Where the noise of the items every seed shares alone keeps the effect from
+        resolving with POWER at any number of seeds: the factor of items per seed that would
+        shrink that part enough (it falls as 1/items), a lower bound (the seed part is taken
+        as gone). 1 where the shared part is not the limit; inf for no effect."""
+        gap = abs(self.gap) if self.measured else 0.0
+        if gap == 0.0:
+            return math.inf
+        shared = [part for part in self.estimate.parts if part[2] == 0]
+        width = float(compute_power_half_width(shared, alpha)) if shared else 0.0
+        return (width / gap) ** 2 if width >= gap else 1.0
 
 
 @dataclass(frozen=True)
@@ -176,17 +307,24 @@ class SignTest:
         return float(stats.binom.sf(losses - 1, len(self.values), 0.5))
 
     def seeds_needed(self, alpha: float = ALPHA) -> float:
-        """Seeds for the one-sided exact test to pass at the observed share on the claim's
-        side (or against it); inf where the seeds split evenly."""
+        """Seeds for the one-sided exact test to pass with POWER when each seed falls on the
+        majority side with the observed share; never fewer than were run plus one; inf where
+        the seeds split evenly."""
         n = len(self.values)
         share = max(sum(self._side(v) > 0 for v in self.values),
                     sum(self._side(v) < 0 for v in self.values)) / n
         if share <= 0.5:
             return math.inf
-        for seeds in range(n, 200):
-            if stats.binom.sf(math.ceil(share * seeds) - 1, seeds, 0.5) < alpha / 2:
-                return float(seeds)
-        return math.inf
+        seeds = np.arange(n + 1, MAX_SEEDS + 1)  # a sign test gains nothing from items
+        # the critical count: the least k with P(X ≥ k | p = ½) < alpha/2
+        critical = stats.binom.ppf(1 - alpha / 2, seeds, 0.5) + 1
+        critical += stats.binom.sf(critical - 1, seeds, 0.5) >= alpha / 2  # ppf's tie
+        powered = stats.binom.sf(critical - 1, seeds, share) >= POWER
+        return float(seeds[powered.argmax()]) if powered.any() else math.inf
+
+    def items_needed(self, alpha: float = ALPHA) -> float:
+        """Items do not move a sign test over seeds: 1 (seeds are its only budget)."""
+        return 1.0
 
 
 def holm(p_values: list[float]) -> list[float]:
