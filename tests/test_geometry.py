@@ -11,18 +11,34 @@ import pytest
 from conftest import compose_config
 
 from bertology.analysis.geometry import (
+    build_sample_plan,
     build_type_occurrences,
     compute_anisotropy,
+    compute_anisotropy_replicates,
     compute_intra_similarity,
+    compute_layer_geometry,
+    compute_layer_replicates,
     compute_linear_cka,
     compute_mean_pairwise_cosine,
     compute_mev,
     compute_self_similarity,
+    compute_self_similarity_replicates,
     compute_sentence_of,
     sample_pairs,
 )
+from bertology.config.probe import GeometrySettings
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import UserError
+from bertology.findings.catalog import load_catalog
+from bertology.findings.evidence import reduce_slope
+from bertology.findings.runs import Run
+from bertology.findings.verdicts import judge
+from bertology.run.replicates import (
+    REPLICATES,
+    bootstrap_indices,
+    read_replicates,
+    resample_counts,
+)
 
 
 def random_pairs(sentences: int, words_per_sentence: int, count: int = 2000) -> np.ndarray:
@@ -63,6 +79,71 @@ def test_self_similarity_is_one_for_a_word_identical_in_every_context():
     expected = (cosines.sum() - 6) / 30
     assert compute_mean_pairwise_cosine(vectors[:6]) == pytest.approx(expected)
     assert abs(compute_mean_pairwise_cosine(rng.normal(size=(50, 2000)))) < 0.01
+
+
+# ---------------------------------------------------------------- item replicates
+
+
+def test_self_similarity_replicates_count_pairs_of_different_sentences_by_hand():
+    """A type in sentences 0, 1, 2: a resample drawing sentence 0 twice, 1 once and 2 never
+    has cross-sentence pairs only between the copies of u0 and u1, so its self-similarity
+    is cos(u0, u1) (a copy of u0 against u0 is one context, not two); ones give the point."""
+    vectors = np.array([[1.0, 0.0], [0.6, 0.8], [0.0, 1.0], [5.0, 5.0]])
+    types, sentence_of = [np.array([0, 1, 2])], np.array([0, 1, 2, 2])
+    weights = np.array([[2.0, 1.0, 0.0], [1.0, 1.0, 1.0], [3.0, 0.0, 0.0]])
+    reps = compute_self_similarity_replicates(vectors, types, sentence_of, weights)
+    assert reps[0] == pytest.approx(0.6)
+    assert reps[1] == pytest.approx(compute_self_similarity(vectors, types))
+    assert np.isnan(reps[2])  # one sentence left: no second context
+
+
+def test_anisotropy_replicates_weight_each_pair_by_its_sentences_copies():
+    vectors = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    pairs, sentence_of = np.array([[0, 1], [0, 2]]), np.array([0, 1, 2])
+    weights = np.array([[1.0, 1.0, 1.0], [2.0, 0.0, 1.0], [1.0, 3.0, 1.0]])
+    reps = compute_anisotropy_replicates(vectors, pairs, sentence_of, weights)
+    c02 = 1 / np.sqrt(2)  # pair (0, 1) has cosine 0
+    assert reps == pytest.approx([c02 / 2, c02, c02 / 4])
+    assert reps[0] == pytest.approx(compute_anisotropy(vectors, pairs))
+
+
+def sentences_of_words(sentences: int, words: int, vocabulary: int, seed: int):
+    rng = np.random.default_rng(seed)
+    built = [ProbeSentence(tuple(f"w{v}" for v in rng.integers(0, vocabulary, words)),
+                           (None,) * words) for _ in range(sentences)]
+    return built, np.arange(sentences + 1) * words
+
+
+def test_layer_replicates_with_unit_weights_are_the_point_estimates():
+    sentences, offsets = sentences_of_words(30, 6, 12, seed=0)
+    vectors = np.random.default_rng(1).normal(size=(int(offsets[-1]), 8)) + 0.5
+    plans = {seed: build_sample_plan(sentences, offsets, GeometrySettings(pairs=300,
+                                                                          min_occurrences=3),
+                                     seed) for seed in (0, 1)}
+    reps = compute_layer_replicates(vectors, plans, offsets, np.ones((1, 30)))
+    for key, values in reps.items():
+        point = np.mean([compute_layer_geometry(vectors, plan, offsets)[key]
+                         for plan in plans.values()])
+        assert values[0] == pytest.approx(point), key
+
+
+def test_noise_layers_give_slope_intervals_that_cover_zero():
+    """Isotropic Gaussian vectors drawn afresh for every 'layer': no measure changes with
+    depth, so the 95% bootstrap interval of each layer slope should cover 0."""
+    covered = {"anisotropy": 0, "self_similarity_adjusted": 0, "intra_similarity": 0}
+    weights = resample_counts(bootstrap_indices(40))
+    for trial in range(10):
+        sentences, offsets = sentences_of_words(40, 6, 15, seed=trial)
+        plans = {0: build_sample_plan(sentences, offsets, GeometrySettings(
+            pairs=500, min_occurrences=3), 0)}
+        rng = np.random.default_rng(100 + trial)
+        layers = [compute_layer_replicates(rng.normal(size=(240, 16)), plans, offsets, weights)
+                  for _ in range(4)]
+        for key in covered:
+            table = np.stack([layer[key] for layer in layers], axis=-1)  # (R, layers)
+            low, high = np.percentile(reduce_slope(np.arange(4.0), table), [2.5, 97.5])
+            covered[key] += low <= 0.0 <= high
+    assert all(count >= 8 for count in covered.values()), covered
 
 
 def test_type_occurrences_are_lower_cased_one_per_sentence():
@@ -144,6 +225,23 @@ def test_geometry_runs_end_to_end_on_a_tiny_random_model(tmp_path):
     assert "geometry/random/layer_00/anisotropy" in metrics
     assert "geometry/layer_00/cka" not in metrics
     assert all(math.isfinite(value) for value in metrics.values())
+
+
+def test_geometry_run_writes_replicates_for_the_model_and_its_random_twin(tmp_path):
+    metrics, out = probe(tmp_path, ["init=random"])
+    columns = read_replicates(out)
+    for scope in ("geometry", "geometry/random"):
+        for layer in range(3):
+            for measure in ("anisotropy", "self_similarity", "self_similarity_adjusted",
+                            "intra_similarity", "intra_similarity_adjusted"):
+                key = f"{scope}/layer_{layer:02d}/{measure}"
+                reps = columns[key]
+                assert reps.shape == (REPLICATES,) and np.isfinite(reps).all(), key
+                assert reps.mean() == pytest.approx(metrics[key], abs=0.02), key
+                assert 0.0 < reps.std() < 0.1, key
+    for finding in ("anisotropy", "self_similarity"):
+        result = judge(load_catalog()[finding], [Run(out, metrics, {"seed": 0})])
+        assert all(test.estimate.items for test in result.tests), finding
 
 
 def save_tiny_bert(path, tokenizer, seed: int) -> str:

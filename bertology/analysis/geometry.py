@@ -11,6 +11,21 @@
 Each is computed on the model, on the same architecture with random weights (what pretraining
 adds) and, with compare_to=, on a second checkpoint; linear CKA (Kornblith et al., 2019)
 compares the model's layers with the random model's and with the second checkpoint's.
+
+Item replicates (run/replicates.py) resample the eval sentences: resample r draws sentence s
+m_rs times, and each measure is recomputed on the resampled corpus by weighting its original
+terms, a sentence's words moving together (a cluster bootstrap):
+- anisotropy: the pair sample is a uniform draw of cross-sentence word pairs; a pair of words
+  from sentences a and b occurs m_ra·m_rb times among the resampled corpus's pairs, so the
+  replicate is the pairs' mean cosine under those weights;
+- self-similarity: a type's occurrences in the resampled sentences, each m_rs times; the mean
+  cosine over pairs of occurrences from different sentences (Σ_j≠k m_j m_k cos_jk /
+  Σ_j≠k m_j m_k). Two copies of one drawn sentence are one context, not two (their cosine 1
+  would inflate the measure); a type left in under two sentences drops out of the average;
+- intra-sentence similarity: a per-sentence mean, so the weighted mean of those;
+- the adjusted measures subtract the same resample's anisotropy; the seeds' mean is taken
+  resample by resample. MEV (an eigen-decomposition per type and resample) and CKA (a d × d
+  cross-covariance per resample) have no replicates.
 """
 
 from __future__ import annotations
@@ -29,6 +44,7 @@ from bertology.config.probe import GeometrySettings
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import require
 from bertology.run.figures import plot_layer_curves
+from bertology.run.replicates import bootstrap_indices, resample_counts, write_replicates
 from bertology.run.tables import write_table
 
 log = logging.getLogger(__name__)
@@ -147,10 +163,10 @@ def compute_mean_mev(vectors: np.ndarray, types: list[np.ndarray]) -> float:
     return float(np.mean([compute_mev(vectors[indices]) for indices in types]))
 
 
-def compute_intra_similarity(vectors: np.ndarray, offsets: np.ndarray) -> float:
-    """IntraSim (Ethayarajh, Eq. 2): per sentence, the mean cosine between each word and the
-    sentence's mean vector, averaged over sentences of two words or more (a one-word sentence
-    is trivially 1)."""
+def compute_sentence_intra(vectors: np.ndarray, offsets: np.ndarray
+                           ) -> tuple[np.ndarray, np.ndarray]:
+    """(sentences,) each sentence's mean cosine between its words and its mean vector, and
+    (sentences,) whether it counts (two words or more: a one-word sentence is trivially 1)."""
     units = compute_unit_rows(vectors)
     lengths = np.diff(offsets)
     cumulative = np.concatenate([np.zeros((1, vectors.shape[1])),
@@ -161,7 +177,67 @@ def compute_intra_similarity(vectors: np.ndarray, offsets: np.ndarray) -> float:
     per_sentence = np.bincount(sentence_of, weights=cosines, minlength=len(lengths))
     keep = lengths >= 2
     require(keep.any(), "geometry's intra-sentence similarity needs a sentence of two words")
-    return float(np.mean(per_sentence[keep] / lengths[keep]))
+    return per_sentence / np.maximum(lengths, 1), keep.astype(np.float64)
+
+
+def compute_intra_similarity(vectors: np.ndarray, offsets: np.ndarray) -> float:
+    """IntraSim (Ethayarajh, Eq. 2): per sentence, the mean cosine between each word and the
+    sentence's mean vector, averaged over sentences of two words or more."""
+    values, keep = compute_sentence_intra(vectors, offsets)
+    return float(np.mean(values[keep > 0]))
+
+
+# ---------------------------------------------------------------- item replicates
+
+
+def compute_anisotropy_replicates(vectors: np.ndarray, pairs: np.ndarray,
+                                  sentence_of: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """(resamples,) anisotropy on resampled sentences (module docstring): the pairs' cosines
+    weighted by m_a·m_b, weights (resamples, sentences) the sentences' multiplicities."""
+    cosines = np.sum(compute_unit_rows(vectors[pairs[:, 0]])
+                     * compute_unit_rows(vectors[pairs[:, 1]]), axis=1)  # (pairs,)
+    both = weights[:, sentence_of[pairs[:, 0]]] * weights[:, sentence_of[pairs[:, 1]]]
+    total = both.sum(axis=1)  # (resamples,)
+    return np.where(total > 0, both @ cosines / np.maximum(total, EPS), np.nan)
+
+
+def compute_self_similarity_replicates(vectors: np.ndarray, types: list[np.ndarray],
+                                       sentence_of: np.ndarray, weights: np.ndarray
+                                       ) -> np.ndarray:
+    """(resamples,) self-similarity on resampled sentences (module docstring). For unit rows
+    u with multiplicities m, Σ_j≠k m_j m_k u_j·u_k = ||Σ m_j u_j||² − Σ m_j², so a type costs
+    one (resamples, n) × (n, dim) product."""
+    values = []
+    for indices in types:
+        m = weights[:, sentence_of[indices]]  # (resamples, n): one occurrence per sentence
+        total = m @ compute_unit_rows(vectors[indices])  # (resamples, dim)
+        squares = (m ** 2).sum(axis=1)
+        pairs = m.sum(axis=1) ** 2 - squares  # Σ_j≠k m_j m_k
+        values.append(np.where(pairs > 0, ((total ** 2).sum(axis=1) - squares)
+                               / np.maximum(pairs, 1.0), np.nan))
+    stacked = np.stack(values)  # (types, resamples), nan where a type has no pair
+    defined = np.isfinite(stacked)
+    count = defined.sum(axis=0)
+    return np.where(count > 0, np.where(defined, stacked, 0.0).sum(axis=0)
+                    / np.maximum(count, 1), np.nan)
+
+
+def compute_layer_replicates(vectors: np.ndarray, plans: dict[int, SamplePlan],
+                             offsets: np.ndarray, weights: np.ndarray) -> dict[str, np.ndarray]:
+    """(resamples,) replicates of the seeds' mean of every measure but MEV, one layer."""
+    sentence_of = compute_sentence_of(offsets)
+    values, keep = compute_sentence_intra(vectors, offsets)
+    intra = (weights @ (values * keep)) / np.maximum(weights @ keep, EPS)
+    per_seed = []
+    for plan in plans.values():
+        anisotropy = compute_anisotropy_replicates(vectors, plan.pairs, sentence_of, weights)
+        self_similarity = compute_self_similarity_replicates(vectors, plan.types, sentence_of,
+                                                             weights)
+        per_seed.append({"anisotropy": anisotropy, "self_similarity": self_similarity,
+                         "intra_similarity": intra,
+                         "self_similarity_adjusted": self_similarity - anisotropy,
+                         "intra_similarity_adjusted": intra - anisotropy})
+    return {key: np.mean([seed[key] for seed in per_seed], axis=0) for key in per_seed[0]}
 
 
 def compute_linear_cka(x: np.ndarray, y: np.ndarray) -> float:
@@ -233,13 +309,19 @@ def run(ctx: ProbeContext, settings: GeometrySettings) -> dict[str, float]:
              settings.pairs, len(plans[ctx.config.seeds[0]].types), settings.min_occurrences,
              len(plans[ctx.config.seeds[0]].cka_words))
     layers = max(features.num_layers for features in series.values())
-    rows = []
+    weights = resample_counts(bootstrap_indices(len(sentences)))  # (resamples, sentences)
+    rows, columns = [], {}
     for layer in tqdm(range(layers + 1), desc="geometry", unit="layer"):
         vectors = {name: features.layer(layer) for name, features in series.items()
                    if layer <= features.num_layers}
         rows.extend(compute_layer_rows(layer, vectors, plans, offsets))
+        for name, x in vectors.items():
+            prefix = "geometry" if name == "model" else f"geometry/{name}"
+            columns.update({f"{prefix}/layer_{layer:02d}/{key}": reps for key, reps in
+                            compute_layer_replicates(x, plans, offsets, weights).items()})
     task = ctx.config.task.name
     write_table(ctx.out_dir, f"geometry_{task}", rows)
+    write_replicates(ctx.out_dir, f"geometry_{task}", columns)
     plot_layer_curves(rows, list(MEASURES), f"contextuality (Ethayarajh, 2019): {task}",
                       ctx.out_dir, f"geometry_{task}")
     if ctx.config.compare_to is not None:
