@@ -191,22 +191,30 @@ def one_sided_p(gap: float, parts: tuple[Part, ...]) -> float:
     return math.exp(optimize.brentq(excess, math.log(SMALLEST_P), math.log(0.5), xtol=1e-10))
 
 
-@lru_cache(maxsize=4096)
-def power_quantile(dof: float, alpha: float = ALPHA) -> float:
+def compute_power_quantile(dof, alpha: float = ALPHA) -> np.ndarray:
     """t_ν(1 − α/2) + t_ν(POWER): how many standard errors beyond the margin an effect must
     lie for the one-sided test at alpha/2 to pass with POWER (t quantiles: a normal one would
-    promise 3 seeds what a t on 2 degrees of freedom cannot deliver)."""
-    return float(stats.t.isf(alpha / 2, dof) + stats.t.ppf(POWER, dof))
+    promise 3 seeds what a t on 2 degrees of freedom cannot deliver). Whole ν up to MAX_SEEDS
+    are read from a table (the budget search asks for hundreds at a time)."""
+    dof = np.asarray(dof, dtype=np.float64)
+    table = power_quantile_table(alpha)  # (MAX_SEEDS + 1,) by ν
+    whole = (dof == np.round(dof)) & (dof >= 1) & (dof < len(table))
+    if whole.all():
+        return table[dof.astype(np.int64)]
+    return stats.t.isf(alpha / 2, dof) + stats.t.ppf(POWER, dof)
+
+
+@lru_cache(maxsize=8)
+def power_quantile_table(alpha: float) -> np.ndarray:
+    dof = np.arange(MAX_SEEDS + 1, dtype=np.float64)
+    dof[0] = 1.0  # ν = 0 is never asked for; a placeholder
+    return stats.t.isf(alpha / 2, dof) + stats.t.ppf(POWER, dof)
 
 
 def compute_power_half_width(parts: list, alpha: float = ALPHA):
-    """The quadrature rule at power_quantile per part (vectorised over the parts' v and ν)."""
-    total = 0.0
-    for v, dof, _ in parts:
-        dofs = np.asarray(dof, dtype=np.float64)  # one ν, or one per projected seed count
-        quantile = np.array([power_quantile(float(d), alpha) for d in dofs.ravel()])
-        total = total + quantile.reshape(dofs.shape) ** 2 * np.asarray(v)
-    return np.sqrt(total)
+    """The quadrature rule at compute_power_quantile per part (vectorised over v and ν)."""
+    return np.sqrt(sum(compute_power_quantile(dof, alpha) ** 2 * np.asarray(v)
+                       for v, dof, _ in parts))
 
 
 @dataclass(frozen=True)
