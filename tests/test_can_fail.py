@@ -104,17 +104,7 @@ def check_can_fail(spec: FindingSpec) -> None:
         assert blind != "holds", "a blind measurement holds"
 
 
-# Findings whose blind world still holds, each with what its yaml lacks. A strict xfail: when
-# the yaml gains the guard, the test passes and the entry must go.
-BLIND_TODAY = {
-    "no_nsp": "its guard checks the NSP arm's MLM accuracy, not that the downstream task "
-              "separates a pretrained encoder from its random-init twin (issue 28, point 2)",
-}
-
-
-@pytest.mark.parametrize("finding", [
-    pytest.param(f, marks=pytest.mark.xfail(reason=BLIND_TODAY[f], strict=True))
-    if f in BLIND_TODAY else f for f in sorted(CATALOG)])
+@pytest.mark.parametrize("finding", sorted(CATALOG))
 def test_can_fail(finding):
     check_can_fail(CATALOG[finding])
 
