@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from bertology.config.data_sets import DEFAULT_DATA_DIR
 from bertology.config.files import check_writable_folder
+from bertology.config.options import did_you_mean
 from bertology.errors import UserError, require
 
 
@@ -83,8 +84,10 @@ def _build_group(cls: type, node: DictConfig | dict | None, group: str) -> Any:
     values = dict(values or {})
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - known)
-    require(not unknown, f"{dotted(group, unknown[0] if unknown else '')} is not a known key; "
-            f"valid keys: {', '.join(sorted(known))}")
+    if unknown:
+        near = did_you_mean(unknown[0], known, lambda name: dotted(group, name))
+        raise UserError(f"{dotted(group, unknown[0])} is not a known key" + (
+            near or f"; valid keys: {', '.join(sorted(known))}"))
     hints = typing.get_type_hints(cls)
     for name, value in values.items():
         key = dotted(group, name)
@@ -104,8 +107,9 @@ def build_top_level(cls: type, container: dict, groups: tuple[str, ...]) -> Any:
     values = {k: v for k, v in container.items() if k not in groups}
     known = sorted({f.name for f in dataclasses.fields(cls)} | set(groups))
     unknown = sorted(set(values) - set(known))
-    require(not unknown, f"{unknown[0] if unknown else ''} is not a known key; valid "
-            f"top-level keys: {', '.join(known)}")
+    if unknown:
+        raise UserError(f"{unknown[0]} is not a known key" + (
+            did_you_mean(unknown[0], known) or f"; valid top-level keys: {', '.join(known)}"))
     return build_group(cls, values, "")
 
 

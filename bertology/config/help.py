@@ -1,0 +1,57 @@
+"""`bertology <pipeline> --help`: the config groups a pipeline reads, each option with one line
+on what it is (its file's first comment sentence), the default marked, then the experiment
+bundles run with this pipeline. Hydra's own help, which lists names only, stays at
+--hydra-help.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from bertology.config.compose import CONF_DIR
+from bertology.config.options import (
+    EXPERIMENT,
+    describe,
+    describe_option,
+    group_options,
+    pipeline_experiments,
+    pipeline_groups,
+    primary_defaults,
+)
+
+LINE_WIDTH = 100
+
+
+def _rows(group: str, options: list[str], default: str | list[str] | None) -> list[str]:
+    """'  * name  description', the names in one column, each row within LINE_WIDTH."""
+    defaults = default if isinstance(default, list) else [default]
+    width = max(len(o) for o in options)
+    room = max(30, LINE_WIDTH - width - 6)
+    return [f"  {'*' if option in defaults else ' '} {option:<{width}}  "
+            f"{describe_option(group, option, room)}" for option in options]
+
+
+def format_help(pipeline: str) -> str:
+    about = describe(CONF_DIR / f"{pipeline}.yaml", width=1000)
+    about = textwrap.shorten(about.removeprefix(f"bertology {pipeline}:"), placeholder=" ...",
+                             width=LINE_WIDTH - len(pipeline) - 2, break_on_hyphens=False)
+    usage = ("RUN_DIR [RUN_DIR ...] [KEY=VALUE ...]" if pipeline == "report"
+             else "[GROUP=OPTION ...] [KEY=VALUE ...] [-m KEY=A,B ...]")
+    lines = [f"usage: bertology {pipeline} {usage}", "", f"{pipeline}: {about}", "",
+             "config groups (GROUP=OPTION; * the default):"]
+    defaults = primary_defaults(pipeline)
+    for group in pipeline_groups(pipeline):
+        if group == EXPERIMENT or not group_options(group):
+            continue
+        lines += [f"{group}:", *_rows(group, group_options(group), defaults.get(group))]
+    experiments = pipeline_experiments(pipeline)
+    if experiments:
+        lines += ["", "experiments (experiment=NAME: a versioned bundle of overrides; most are "
+                  "sweeps, run with -m):", *_rows(EXPERIMENT, experiments, None)]
+    lines += ["", "keys: any key of the config is set as KEY=VALUE (e.g. trainer.max_steps=200);",
+              f"  `bertology {pipeline} --cfg job` prints them all with their values.",
+              f"sweeps: `bertology {pipeline} -m model=bert,roberta seed=0,1,2` runs every "
+              "combination.",
+              "Hydra's own flags: --hydra-help. Bash completion: "
+              'eval "$(bertology completion bash)".']
+    return "\n".join(lines)
