@@ -43,8 +43,8 @@ from bertology.errors import (
 )
 from bertology.pipelines import PIPELINES, load_pipeline
 from bertology.run.processes import is_main_process, run_dir_overrides
-from bertology.run.resume import check_resume_config, record_start
 from bertology.run.provenance import write_env
+from bertology.run.resume import check_resume_config, record_start
 from bertology.run.rundir import RunInUse, check_not_in_use, is_finished, run_status
 
 # pipeline -> the check its config must pass before a run directory is made
@@ -125,9 +125,6 @@ def _os_error_message(err: OSError) -> str:
     where = f": {err.filename}" if err.filename else ""
     return (f"{err.strerror or err}{where}; free disk space or make the run dir writable "
             "(hydra.run.dir=...), then rerun the same command to resume")
-            changes = check_resume_config(out_dir, cfg)  # a sweep's job: not checked before
-            if owner:
-                record_start(out_dir, cfg, changes)
 
 
 def _run_job(pipeline: str, cfg: DictConfig) -> None:
@@ -139,6 +136,9 @@ def _run_job(pipeline: str, cfg: DictConfig) -> None:
     log.info("run dir: %s", out_dir)
     try:
         with run_status(out_dir, pipeline) if owner else nullcontext():
+            changes = check_resume_config(out_dir, cfg)  # a sweep's job: not checked before
+            if owner:
+                record_start(out_dir, cfg, changes)
             if owner:  # provenance, whether or not W&B is on
                 write_env(out_dir, ["bertology", pipeline, *sys.argv[1:]],
                           list(HydraConfig.get().overrides.task))
