@@ -75,6 +75,7 @@ class FindingSpec:
     studies: tuple[str, ...] = ()  # the studies whose runs it reads (none: its own runs)
     about: str = "model"  # model | method (ABOUT)
     guards: tuple[Comparison, ...] = ()  # what must hold for the comparison to inform at all
+    caveat: str = ""  # what a reader must know beside the verdict (shown in its note)
 
     def describe(self) -> str:
         return " and ".join(c.describe() for c in self.comparisons)
@@ -107,7 +108,8 @@ def parse_finding(spec: dict) -> FindingSpec:
     guards = parse_comparisons(spec["guard"], spec["id"]) if spec.get("guard") else ()
     return FindingSpec(str(spec["id"]), str(spec.get("claim", "")), str(spec.get("source", "")),
                        parse_comparisons(spec.get("compare"), spec["id"]),
-                       (study,) if isinstance(study, str) else tuple(study), str(about), guards)
+                       (study,) if isinstance(study, str) else tuple(study), str(about), guards,
+                       str(spec.get("caveat", "")))
 
 
 # ---------------------------------------------------------------- one comparison
@@ -231,6 +233,7 @@ def judge(spec: FindingSpec, runs: list[Run]) -> FindingResult:
         result.note = "; ".join(filter(None, [result.note, (
             f"{len(repeats)} run(s) repeat another exactly (same config less the seed, same "
             "evidence) and count once")]))
+    result.note = "; ".join(filter(None, [result.note, spec.caveat]))
     return result
 
 
@@ -242,19 +245,18 @@ def evidence_of(spec: FindingSpec) -> list[Evidence]:
 
 def independent_runs(spec: FindingSpec, runs: list[Run]) -> tuple[list[Run], list[Run]]:
     """(the runs that replicate independently, the repeats left out). A run whose config
-    equals another's but for the seed and whose every evidence value (and item replicate) is
-    identical to it is the same measurement again (a deterministic pipeline the seed does not
-    reach): counting it would be pseudo-replication, so only the first is kept."""
+    equals another's but for the seed and whose every metric the finding reads (and its item
+    replicates) is identical to it is the same measurement again (a deterministic pipeline
+    the seed does not reach): counting it would be pseudo-replication; the first is kept."""
     kept: list[Run] = []
     repeats: list[Run] = []
     seen: set[tuple] = set()
     evidence = evidence_of(spec)
     for run in runs:
-        readings = []
-        for e in evidence:
-            if selects(run, e) and layer_keys(run.metrics, e.metric)[1]:
-                value, reps = evaluate(e, run.metrics, run.replicates)
-                readings.append((e, value, None if reps is None else reps.tobytes()))
+        keys = sorted({k for e in evidence if selects(run, e)
+                       for k in layer_keys(run.metrics, e.metric)[1]})
+        readings = [(k, run.metrics[k], run.replicates[k].tobytes()
+                     if k in run.replicates else None) for k in keys]
         key = (replication_key(run), repr(readings))
         (repeats if key in seen else kept).append(run)
         seen.add(key)
