@@ -80,6 +80,8 @@ pipelines:
 
   data       the real data sets: bertology data list | fetch NAME... | --all | verify
              (into BERTOLOGY_DATA_DIR, default ~/.cache/bertology/data)
+  runs       a table of finished runs: the overrides that differ, headline metrics
+             (bertology runs [DIR ...] [--format markdown|csv] [--metrics GLOBS])
   completion bash completion: eval "$(bertology completion bash)" (e.g. in ~/.bashrc)
 
 `bertology <pipeline> --help` shows its config groups, each option with a line on it, and its
@@ -232,6 +234,16 @@ def report_overrides(args: list[str]) -> list[str]:
     return [f"runs=[{quoted}]", *rest]
 
 
+def runs_command(args: list[str]) -> int:
+    """`bertology runs [DIR ...]` (bertology/runs.py): reads run dirs, writes none."""
+    from bertology.runs import main as runs_main
+
+    try:
+        return runs_main(args)
+    except UserError as err:
+        return fail("runs", str(err))
+
+
 def data_command(args: list[str]) -> int:
     """`bertology data ...` (bertology/data/command.py): no Hydra, no run dir."""
     from bertology.data.command import main as data_main
@@ -275,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     pipeline, overrides = args[0], args[1:]
     if pipeline == "data":
         return data_command(overrides)
+    if pipeline == "runs":
+        return runs_command(overrides)
     if pipeline == "completion":
         return completion(overrides)
     if pipeline == "report":
