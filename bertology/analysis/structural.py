@@ -9,6 +9,9 @@ depth probe: ||B h_i||² approximates the depth of word i (root = 0); scored by 
   (the word of least predicted depth is the gold root, punctuation left out) and NSpr.
 Controls: the same probes on the random-initialised encoder, and H&M's LINEAR baseline (the
 right-branching chain: distance |i − j|, depth = position), which has no layers.
+Item replicates resample the eval sentences with the fitted probes fixed: each score is built
+from per-sentence parts (edges found and gold edges; root right; each length's Spearman sums
+and counts), recomputed on every resample as on the sentences themselves.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from bertology.config.probe import StructuralSettings
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import require
 from bertology.run.figures import layer_means, plot_layer_curves
+from bertology.run.replicates import bootstrap_indices, resample_counts, write_replicates
 from bertology.run.tables import write_table
 
 log = logging.getLogger(__name__)
@@ -142,15 +146,71 @@ def compute_row_spearman(pred: np.ndarray, gold: np.ndarray) -> np.ndarray:
         return np.where(norm > 0, (pred_ranks * gold_ranks).sum(-1) / norm, np.nan)
 
 
-def compute_length_average(by_length: dict[int, list[float]]) -> float:
-    """H&M's DSpr./NSpr.: average the correlations of each sentence length, then average those
-    means over the lengths 5-50 present, so every length weighs alike (corpora with no such
-    sentence fall back to all lengths). Constant rows (nan) are skipped; none left gives 0."""
+def compute_spearman_parts(rho: np.ndarray) -> tuple[float, float]:
+    """(sum, count) of a sentence's finite Spearman correlations (a constant row is nan)."""
+    finite = rho[np.isfinite(rho)]
+    return float(finite.sum()), float(len(finite))
+
+
+def compute_distance_parts(predictions: list[np.ndarray], sentences: list[ProbeSentence],
+                           gold: list[np.ndarray]) -> dict[str, np.ndarray]:
+    """Per sentence: gold edges the predicted MST found (`hits`) of its gold edges (`units`),
+    the sum and count of its rows' Spearman ρ, and its length."""
+    parts = defaultdict(list)
+    for pred, sentence, target in zip(predictions, sentences, gold):
+        keep = compute_keep_mask(sentence)
+        found, count = count_correct_edges(compute_kept_mst(pred, keep), sentence.heads, keep)
+        rho_sum, rho_count = compute_spearman_parts(compute_row_spearman(pred, target))
+        for key, value in (("hits", found), ("units", count), ("rho_sum", rho_sum),
+                           ("rho_count", rho_count), ("length", len(pred))):
+            parts[key].append(value)
+    return {key: np.asarray(values, dtype=np.float64) for key, values in parts.items()}
+
+
+def compute_depth_parts(predictions: list[np.ndarray], sentences: list[ProbeSentence],
+                        gold: list[np.ndarray]) -> dict[str, np.ndarray]:
+    """Per sentence: whether the kept word of least predicted depth is the gold root
+    (`hits`, of one sentence: `units`), its one Spearman ρ (sum and count), its length."""
+    parts = defaultdict(list)
+    for pred, sentence, target in zip(predictions, sentences, gold):
+        kept = np.flatnonzero(compute_keep_mask(sentence))
+        root = len(kept) and sentence.heads[int(kept[np.argmin(pred[kept])])] == 0
+        rho_sum, rho_count = compute_spearman_parts(compute_row_spearman(pred[None],
+                                                                         target[None]))
+        for key, value in (("hits", float(root)), ("units", 1.0), ("rho_sum", rho_sum),
+                           ("rho_count", rho_count), ("length", len(pred))):
+            parts[key].append(value)
+    return {key: np.asarray(values, dtype=np.float64) for key, values in parts.items()}
+
+
+def compute_length_average_replicates(parts: dict[str, np.ndarray], weights: np.ndarray
+                                      ) -> np.ndarray:
+    """H&M's DSpr./NSpr. on each resample, weights (resamples, sentences) the sentences'
+    multiplicities: average the correlations of each sentence length (Σ ρ / Σ count over
+    the drawn sentences; constant rows, nan, skipped), then average those means over the
+    drawn lengths 5-50 that have one, so every length weighs alike (all drawn lengths where
+    none is in 5-50; 0 where no length has a finite ρ). A row of ones: the sentences."""
+    values = np.unique(parts["length"])  # (lengths,)
+    of_length = (parts["length"][:, None] == values[None, :]).astype(np.float64)  # (S, lengths)
+    sums = weights @ (parts["rho_sum"][:, None] * of_length)  # (resamples, lengths)
+    counts = weights @ (parts["rho_count"][:, None] * of_length)
+    drawn = weights @ of_length > 0
     low, high = SPEARMAN_LENGTHS
-    lengths = [n for n in by_length if low <= n <= high] or list(by_length)
-    means = [np.nanmean(by_length[n]) for n in lengths
-             if np.isfinite(np.asarray(by_length[n], dtype=float)).any()]
-    return float(np.mean(means)) if means else 0.0
+    in_range = drawn & (values >= low) & (values <= high)
+    used = np.where(in_range.any(axis=1, keepdims=True), in_range, drawn) & (counts > 0)
+    means = np.where(used, sums / np.maximum(counts, 1), 0.0)
+    lengths = used.sum(axis=1)
+    return np.where(lengths > 0, means.sum(axis=1) / np.maximum(lengths, 1), 0.0)
+
+
+def score_parts(kind: str, parts: dict[str, np.ndarray], weights: np.ndarray
+                ) -> dict[str, np.ndarray]:
+    """(resamples,) each metric of METRICS[kind] on resampled sentences: the pooled ratio
+    hits / units (UUAS, root accuracy; 0 with no units) and the length-averaged Spearman."""
+    hits, units = weights @ parts["hits"], weights @ parts["units"]
+    ratio, spearman = METRICS[kind]
+    return {ratio: np.where(units > 0, hits / np.maximum(units, 1), 0.0),
+            spearman: compute_length_average_replicates(parts, weights)}
 
 
 def score_distance(predictions: list[np.ndarray], sentences: list[ProbeSentence],
@@ -158,33 +218,21 @@ def score_distance(predictions: list[np.ndarray], sentences: list[ProbeSentence]
     """Corpus UUAS (gold edges found / gold edges, H&M's micro average) and DSpr.: the
     Spearman of every word's row of predicted vs gold distances (the diagonal included, all
     words, as H&M's reporter), averaged per sentence length then over lengths 5-50."""
-    correct = total = 0
-    by_length: dict[int, list[float]] = defaultdict(list)
-    for pred, sentence, target in zip(predictions, sentences, gold):
-        keep = compute_keep_mask(sentence)
-        found, count = count_correct_edges(compute_kept_mst(pred, keep), sentence.heads, keep)
-        correct, total = correct + found, total + count
-        by_length[len(pred)].extend(compute_row_spearman(pred, target))
-    return {"uuas": correct / total if total else 0.0,
-            "dist_spearman": compute_length_average(by_length)}
+    parts = compute_distance_parts(predictions, sentences, gold)
+    return {k: float(v[0]) for k, v in score_parts("distance", parts,
+                                                   np.ones((1, len(sentences)))).items()}
 
 
 def score_depth(predictions: list[np.ndarray], sentences: list[ProbeSentence],
                 gold: list[np.ndarray]) -> dict[str, float]:
     """Root accuracy (the kept word of least predicted depth is the gold root) and NSpr.: one
     Spearman per sentence over all its words, averaged per length then over lengths 5-50."""
-    correct = 0
-    by_length: dict[int, list[float]] = defaultdict(list)
-    for pred, sentence, target in zip(predictions, sentences, gold):
-        kept = np.flatnonzero(compute_keep_mask(sentence))
-        if len(kept):
-            correct += int(sentence.heads[int(kept[np.argmin(pred[kept])])] == 0)
-        by_length[len(pred)].extend(compute_row_spearman(pred[None], target[None]))
-    return {"root_acc": correct / len(sentences) if sentences else 0.0,
-            "depth_spearman": compute_length_average(by_length)}
+    parts = compute_depth_parts(predictions, sentences, gold)
+    return {k: float(v[0]) for k, v in score_parts("depth", parts,
+                                                   np.ones((1, len(sentences)))).items()}
 
 
-SCORERS = {"distance": score_distance, "depth": score_depth}
+PARTS = {"distance": compute_distance_parts, "depth": compute_depth_parts}
 
 
 # ---------------------------------------------------------------- probes (torch)
@@ -321,12 +369,15 @@ def split_heldout(count: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def probe_encoder(ctx, which: str, settings: StructuralSettings,
-                  targets: dict[str, dict[str, list]]) -> list[dict]:
-    """A row per (layer, seed, probe) of one encoder: fit on train, score on eval."""
+                  targets: dict[str, dict[str, list]], weights: np.ndarray
+                  ) -> tuple[list[dict], dict[str, np.ndarray]]:
+    """A row per (layer, seed, probe) of one encoder: fit on train, score on eval; and the
+    replicates of each layer's seed-mean scores (`layer_LL/<metric>`) over resampled eval
+    sentences, weights (resamples, sentences) their multiplicities."""
     train, evaluation = ctx.features(which, "train"), ctx.features(which, "eval")
     fit_idx, held_idx = split_heldout(train.num_sentences)
     sentences = ctx.sentences("eval")
-    rows = []
+    rows, replicates = [], defaultdict(list)
     for layer in tqdm(range(train.num_layers + 1), desc=f"structural {which}"):
         train_x, eval_x = split_layer(train, layer), split_layer(evaluation, layer)
         for seed in ctx.config.seeds:
@@ -336,26 +387,39 @@ def probe_encoder(ctx, which: str, settings: StructuralSettings,
                                 ([train_x[i] for i in held_idx], [ys[i] for i in held_idx]),
                                 settings, seed)
                 gold = [y.numpy() for y in targets["eval"][kind]]
-                scores = SCORERS[kind](predict_probe(fit.probe, eval_x), sentences, gold)
+                parts = PARTS[kind](predict_probe(fit.probe, eval_x), sentences, gold)
+                scores = {k: float(v[0]) for k, v in score_parts(
+                    kind, parts, np.ones((1, len(sentences)))).items()}
+                for metric, reps in score_parts(kind, parts, weights).items():
+                    replicates[f"layer_{layer:02d}/{metric}"].append(reps)
                 rows.append({"model": which, "layer": layer, "seed": seed, "probe": kind,
                              **scores, "heldout_loss": fit.heldout_loss, "epochs": fit.epochs})
                 log.info("structural %s layer %d seed %d %s: %s", which, layer, seed, kind,
                          ", ".join(f"{k}={v:.3f}" for k, v in scores.items()))
-    return rows
+    return rows, {key: np.mean(seeds, axis=0) for key, seeds in replicates.items()}
 
 
-def score_linear_baseline(sentences: list[ProbeSentence], probes: list[str],
-                          targets: dict[str, list]) -> list[dict]:
+def linear_baseline_parts(sentences: list[ProbeSentence], probes: list[str],
+                          targets: dict[str, list]) -> dict[str, dict[str, np.ndarray]]:
     """H&M's LINEAR: English as a right-branching chain; distance |i − j| (its MST is the
-    chain of adjacent kept words), depth = position (the first kept word is the root)."""
+    chain of adjacent kept words), depth = position (the first kept word is the root). Its
+    per-sentence parts, by probe."""
     predictions = {
         "distance": [np.abs(np.subtract.outer(np.arange(len(s.words)), np.arange(len(s.words))))
                      .astype(np.float64) for s in sentences],
         "depth": [np.arange(len(s.words), dtype=np.float64) for s in sentences],
     }
+    return {kind: PARTS[kind](predictions[kind], sentences, [y.numpy() for y in targets[kind]])
+            for kind in probes}
+
+
+def score_linear_baseline(sentences: list[ProbeSentence], probes: list[str],
+                          targets: dict[str, list]) -> list[dict]:
+    """The LINEAR baseline's table rows (one per probe)."""
+    ones = np.ones((1, len(sentences)))
     return [{"model": "linear_baseline", "layer": -1, "seed": "", "probe": kind,
-             **SCORERS[kind](predictions[kind], sentences, [y.numpy() for y in targets[kind]])}
-            for kind in probes]
+             **{k: float(v[0]) for k, v in score_parts(kind, parts, ones).items()}}
+            for kind, parts in linear_baseline_parts(sentences, probes, targets).items()]
 
 
 def summarise(rows: list[dict], metrics: list[str]) -> dict[str, float]:
@@ -383,11 +447,22 @@ def run(ctx, settings: StructuralSettings) -> dict[str, float]:
     require_trees(train + evaluation, task)
     targets = {"train": build_targets(train), "eval": build_targets(evaluation)}
     encoders = ["model", "random"] if settings.random_init else ["model"]
-    rows = [row for which in encoders for row in probe_encoder(ctx, which, settings, targets)]
+    weights = resample_counts(bootstrap_indices(len(evaluation)))  # (resamples, sentences)
+    rows, columns = [], {}
+    for which in encoders:
+        encoder_rows, encoder_columns = probe_encoder(ctx, which, settings, targets, weights)
+        prefix = "structural" if which == "model" else f"structural/{which}"
+        rows += encoder_rows
+        columns.update({f"{prefix}/{key}": reps for key, reps in encoder_columns.items()})
     if settings.linear_baseline:
         rows += score_linear_baseline(evaluation, settings.probes, targets["eval"])
+        for kind, parts in linear_baseline_parts(evaluation, settings.probes,
+                                                 targets["eval"]).items():
+            columns.update({f"structural/linear_baseline/{metric}": reps for metric, reps in
+                            score_parts(kind, parts, weights).items()})
     metrics = [m for kind in settings.probes for m in METRICS[kind]]
     write_table(ctx.out_dir, f"structural_{task}", rows)
+    write_replicates(ctx.out_dir, f"structural_{task}", columns)
     layered = [row for row in rows if row["model"] != "linear_baseline"]
     plot_layer_curves(layered, metrics, f"structural probes (Hewitt & Manning, 2019): {task}",
                       ctx.out_dir, f"structural_{task}",
