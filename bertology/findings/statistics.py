@@ -160,7 +160,10 @@ def combine_seeds(values: list[float], replicates: list[np.ndarray | None]) -> E
                                                   n - 1.0, n),), n, False)
     reps = np.stack(usable)  # (seeds, R)
     mean, seed_var, shared = (float(x) for x in compute_random_effects(np.array(values), reps))
-    # V_sh is estimated from R replicates: R − 1 degrees of freedom
+    # The seed part keeps n − 1 degrees of freedom even where the items say the seeds should
+    # agree: 3 seeds cannot tell τ² = 0 from τ² = 4 σ²_item, and reading them with a normal
+    # quantile when they happen to agree is how the truncated-τ² rule lost its level (HKSJ).
+    # V_sh is estimated from R replicates: R − 1 degrees of freedom.
     return Estimate(mean, ((seed_var / n, n - 1.0, n), (shared, reps.shape[1] - 1.0, 0)), n,
                     True)
 
