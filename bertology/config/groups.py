@@ -270,8 +270,10 @@ class TaskConfig:
     path: str | None = None  # folder under the data root
     train_file: str | None = None
     eval_file: str | None = None
-    hub: str | None = None  # datasets.load_dataset(hub, hub_config)
+    hub: str | None = None  # datasets.load_dataset(hub, hub_config, revision=, data_dir=)
     hub_config: str | None = None
+    hub_revision: str | None = None  # e.g. refs/convert/parquet: the hub's parquet export
+    hub_data_dir: str | None = None  # a folder of the repo (a parquet export's config)
     hub_eval_split: str = "validation"
     text_columns: list[str] = field(default_factory=list)  # glue_tsv: local file columns
     label_column: str | None = None

@@ -260,12 +260,42 @@ SYNTHETIC_FIELDS = ("upos", "depths", "negated")
 # ---------------------------------------------------------------- the hub
 
 
+# Hub data sets made of a loading script, which datasets >= 4 refuses to run ("Dataset scripts
+# are no longer supported"), and the parquet-backed repository with the same data and features
+# (ClassLabel names in the same order). conll2003 (eriktks/conll2003's script): lhoestq/conll2003
+# holds its train/validation/test as parquet, uploaded by a datasets maintainer. The UD treebanks
+# (universal_dependencies's script): the hub's own parquet export of that repository.
+UD_PARQUET = ("task.hub=universal-dependencies/universal_dependencies task.hub_revision="
+              "refs/convert/parquet task.hub_data_dir=<treebank, e.g. en_ewt> task.hub_config=null")
+SCRIPT_HUB_IDS = {
+    "conll2003": "task.hub=lhoestq/conll2003",
+    "eriktks/conll2003": "task.hub=lhoestq/conll2003",
+    "universal_dependencies": UD_PARQUET,
+    "universal-dependencies/universal_dependencies": UD_PARQUET,
+}
+
+
+def hub_arguments(task: TaskConfig) -> tuple[str, dict[str, str]]:
+    """datasets.load_dataset's repository and keywords for task.hub; a script-based id is
+    refused in one line naming its parquet-backed replacement (a script repository's parquet
+    export, read with task.hub_revision=refs/convert/parquet, is no script)."""
+    replacement = SCRIPT_HUB_IDS.get(task.hub)
+    if replacement is not None and task.hub_revision != "refs/convert/parquet":
+        raise UserError(f"task={task.name}: task.hub={task.hub!r} is a loading script, which "
+                        f"datasets >= 4 no longer runs; use {replacement} (parquet), or put "
+                        f"the files under the data root ({task.path})")
+    keywords = {"name": task.hub_config, "revision": task.hub_revision,
+                "data_dir": task.hub_data_dir}
+    return task.hub, {key: value for key, value in keywords.items() if value is not None}
+
+
 def load_hub(task: TaskConfig) -> tuple[list[dict], list[dict], list[str]]:
-    """datasets.load_dataset(task.hub, task.hub_config): the world's default source."""
+    """datasets.load_dataset(task.hub, ...): the world's default source."""
     import datasets
 
+    repository, keywords = hub_arguments(task)
     try:
-        splits = {name: datasets.load_dataset(task.hub, task.hub_config, split=name)
+        splits = {name: datasets.load_dataset(repository, split=name, **keywords)
                   for name in ("train", task.hub_eval_split)}
     except Exception as err:  # offline, unknown name, ...: datasets raises many types
         raise UserError(f"task={task.name}: the hub data set {task.hub!r} could not be loaded "
