@@ -11,6 +11,8 @@ from bertology.run.replicates import (
     compute_mean_replicates,
     compute_ratio_replicates,
     read_replicates,
+    resample_counts,
+    resample_sums,
     write_replicates,
 )
 
@@ -47,3 +49,13 @@ def test_replicates_round_trip(tmp_path):
                             "geometry/layer_01/anisotropy"}
     assert columns["probe/layer_01/accuracy"].tolist() == [0.5, 0.25]
     assert read_replicates(tmp_path / "nowhere") == {}
+
+
+def test_resample_counts_are_each_resamples_item_multiplicities():
+    indices = np.array([[0, 0, 2], [1, 2, 1]])
+    counts = resample_counts(indices)
+    assert counts.tolist() == [[2, 0, 1], [0, 2, 1]]
+    values = np.array([[1.0, 10.0], [2.0, 20.0], [4.0, 40.0]])
+    assert resample_sums(values, indices).tolist() == [[6.0, 60.0], [8.0, 80.0]]
+    many = bootstrap_indices(30)
+    assert np.array_equal(resample_counts(many) @ np.arange(30.0), np.arange(30.0)[many].sum(1))
