@@ -151,7 +151,7 @@ def _table_rows(path: Path) -> list[list[str]]:
 
 
 def write_markdown_table(name: str, header: list[str], rows: list[list[str]]) -> None:
-    """outputs/reliability/<name>: what the README's reliability section shows. Rows update
+    """outputs/reliability/<name>: what docs/reliability.md shows. Rows update
     those of an earlier session by their first two cells, so `make test` and `make test-slow`
     together fill one table."""
     if not rows:

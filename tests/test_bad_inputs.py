@@ -4,7 +4,7 @@ and leave no run dir that looks finished.
 
 Each case runs `bertology <pipeline> ...` in process (cli.main, as the console script does),
 in a fresh working dir. The outcome of every case is written to
-outputs/reliability/bad_inputs.md, the table the README's reliability section shows.
+outputs/reliability/bad_inputs.md, the table docs/reliability.md shows.
 """
 
 from __future__ import annotations
@@ -392,7 +392,7 @@ def test_the_suite_covers_every_pipeline_with_30_cases():
 
 @pytest.fixture(scope="module", autouse=True)
 def _write_table():
-    """After the module: the table of outcomes (the README's reliability section shows it)."""
+    """After the module: the table of outcomes (docs/reliability.md shows it)."""
     yield
     rows = sorted(RESULTS, key=lambda r: CASES_ORDER[r["case"]])
     write_markdown_table("bad_inputs.md", ["pipeline", "bad input", "exit", "the error line"],

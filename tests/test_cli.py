@@ -125,7 +125,7 @@ def test_bad_config_is_a_user_error(overrides, words):
 
 
 def test_the_console_script_answers_bad_input_in_one_line_with_exit_2(tmp_path):
-    """The README's example, through a real `python -m bertology` process: the exit status
+    """docs/reliability.md's example, through a real `python -m bertology` process: the exit status
     and stderr a shell sees. The bad-input suite (test_bad_inputs.py) covers the cases."""
     result = run_cli("pretrain", "objective.mask_token_ratio=0.7", "logger=none", cwd=tmp_path)
     assert result.returncode == 2, result.stderr

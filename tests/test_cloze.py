@@ -167,7 +167,7 @@ def test_the_full_suites_have_their_published_counts():
     counts = {phenomenon: sum(len(pairs) for c in constructions
                               for pairs in data.load_marvin_linzen(DATA_DIR, c).values())
               for phenomenon, constructions in data.MARVIN_LINZEN.items()}
-    assert counts == {"agreement": 47060, "reflexives": 7640}  # the README's table
+    assert counts == {"agreement": 47060, "reflexives": 7640}  # the data set's README.md table
     items = data.load_colorless_green(DATA_DIR)
     assert len(items) == 410 and sum(item.kind == "original" for item in items) == 41
     role = data.load_role(DATA_DIR)

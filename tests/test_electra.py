@@ -200,7 +200,8 @@ def test_default_discriminator_beats_its_constant_predictor(tmp_path, seed):
     the discriminator's held-out balanced accuracy beats the constant predictor's 0.5 by more
     than 5 points with its whole 95% bootstrap interval over held-out sequences, and its AUC
     by 10. The old recipe ([MASK] at every chosen position, bf16) ended at 0.525 [0.517, 0.535]
-    and 0.550 [0.539, 0.560], AUC 0.540 and 0.580, the generator at 0.12 (README, ELECTRA)."""
+    and 0.550 [0.539, 0.560], AUC 0.540 and 0.580, the generator at 0.12
+    (docs/pipelines.md, ELECTRA notes)."""
     config = compose_config("pretrain", ["model=electra", "logger=none", f"seed={seed}"])
     metrics = pretrain.run(config, tmp_path)
     replicates = read_replicates(tmp_path)["eval/disc_balanced_accuracy"]

@@ -2,8 +2,8 @@
 writes and a failing W&B; run integrity (status, a refused second run, determinism) and no
 secret in a run dir.
 
-Each test records what it measured in outputs/reliability/faults.md, the table the README's
-reliability section shows.
+Each test records what it measured in outputs/reliability/faults.md, the table docs/reliability.md
+shows.
 """
 
 from __future__ import annotations

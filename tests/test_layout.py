@@ -128,7 +128,7 @@ def test_every_folder_says_what_lives_there():
 
 # The project's top level, dotfiles aside (.ci/run, .gitignore); anything else goes in a folder.
 TOP_LEVEL = {"pyproject.toml", "README.md", "LICENSE", "Makefile", "bertology", "conf", "tests",
-             "bench", "outputs"}
+             "bench", "outputs", "docs"}
 
 
 def ignored_at_top(name: str) -> bool:

@@ -402,8 +402,9 @@ def test_with_no_checkpoint_the_probe_reads_the_default_pretrain_run():
 
 @pytest.mark.slow
 def test_the_default_probe_shows_the_model_above_its_baselines(tmp_path):
-    """The issue's bar for the first figure a newcomer sees (README: "Probing"): at every
-    layer the pretrained model's POS probe beats its random-init twin and the control task."""
+    """The issue's bar for the first figure a newcomer sees (docs/probing.md, "The default
+    run"): at every layer the pretrained model's POS probe beats its random-init twin and the
+    control task."""
     cfg = compose_config("probe", ["logger=none", f"paths.cache_dir={tmp_path / 'cache'}"])
     metrics = probe.run(cfg, tmp_path / "run")
     for layer in range(3):

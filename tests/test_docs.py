@@ -1,0 +1,330 @@
+"""The front page and docs/ stay true: every relative link in README.md and docs/*.md resolves
+(the file, and a #anchor to a heading of it, by GitHub's slugs), and every `bertology ...`
+command in their fenced code blocks composes and passes the config check `bertology` runs
+before it makes a run dir (cli.precheck), without running anything.
+
+A command's placeholders stand for real paths: `<date>/<time>` is a run's stamp and `<run>` a
+pretrain run dir; every path under outputs/ that a command reads becomes a real checkpoint
+(a tiny BERT saved by transformers, for pretraining under outputs/pretrain/, for sentence
+classification elsewhere) or a folder, in a scratch dir the command is checked from. A `-m`
+sweep is checked at every combination: the command line's comma lists times the sweep of
+its experiment (hydra.sweeper.params). A command followed in its block by the error line it
+prints (`bertology X: error: ...`) must be refused with exactly that line.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import shlex
+import unicodedata
+from pathlib import Path
+
+import pytest
+from conftest import REPO, compose_config
+
+from bertology.cli import USAGE, precheck, report_overrides
+from bertology.errors import UserError
+
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+STAMP = "2026-01-01/00-00-00"
+PLACEHOLDERS = {"<date>/<time>": STAMP, "<run>": f"outputs/pretrain/{STAMP}"}
+FENCE = re.compile(r"^(```|~~~)")
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+CODE_SPAN = re.compile(r"`+[^`]*`+")
+ERROR_LINE = re.compile(r"bertology [\w-]+: error: ")
+COMMAND_WORDS = ("bertology", ".venv/bin/bertology", "python", "accelerate", "torchrun")
+# keys whose value a run writes to, not reads: no checkpoint is made for them
+WRITTEN_KEYS = ("hydra.run.dir", "hydra.sweep.dir")
+
+
+# ------------------------------------------------------------------ reading the pages
+
+
+def prose_lines(text: str, code_spans: bool = False) -> list[str]:
+    """The lines outside fenced code blocks, inline code spans removed unless asked for."""
+    lines, fenced = [], False
+    for line in text.splitlines():
+        if FENCE.match(line.strip()):
+            fenced = not fenced
+            continue
+        if not fenced:
+            lines.append(line if code_spans else CODE_SPAN.sub("", line))
+    return lines
+
+
+def code_blocks(text: str) -> list[list[str]]:
+    blocks, current = [], None
+    for line in text.splitlines():
+        if FENCE.match(line.strip()):
+            if current is None:
+                current = []
+            else:
+                blocks.append(current)
+                current = None
+        elif current is not None:
+            current.append(line)
+    return blocks
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: the rendered text (links and code marks dropped),
+    lower-cased, punctuation other than - and _ removed, spaces to hyphens."""
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading.strip())
+    text = text.replace("`", "").lower()
+    text = "".join(c for c in text if c in " -_" or unicodedata.category(c)[0] in "LN")
+    return text.replace(" ", "-")
+
+
+def anchors(page: Path) -> set[str]:
+    """Every heading's anchor (a repeated heading gets -1, -2, ..., as on GitHub)."""
+    seen: dict[str, int] = {}
+    found = set()
+    for line in prose_lines(page.read_text(), code_spans=True):
+        match = re.match(r"#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if not match:
+            continue
+        base = slug(match.group(1))
+        count = seen.get(base, 0)
+        seen[base] = count + 1
+        found.add(base if count == 0 else f"{base}-{count}")
+    return found
+
+
+def links(page: Path) -> list[str]:
+    return [m.group(1) for line in prose_lines(page.read_text()) for m in LINK.finditer(line)]
+
+
+def broken_link(page: Path, target: str) -> str | None:
+    """Why a relative link does not resolve, or None. Absolute URLs are not checked."""
+    if re.match(r"[a-z][a-z0-9+.-]*:", target):
+        return None
+    path, _, anchor = target.partition("#")
+    resolved = (page.parent / path).resolve() if path else page
+    if not resolved.exists():
+        return f"{target}: {resolved.relative_to(REPO)} does not exist"
+    if not resolved.is_relative_to(REPO):
+        return f"{target}: points outside the repository"
+    if anchor:
+        if resolved.suffix != ".md":
+            return f"{target}: an anchor into a file that is not Markdown"
+        if anchor not in anchors(resolved):
+            return f"{target}: {resolved.name} has no heading #{anchor}"
+    return None
+
+
+def test_the_front_page_is_short_and_has_a_figure_and_contents():
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.encode()) <= 15_000, "README.md is a front page: at most ~15 KB"
+    images = [t for t in links(REPO / "README.md")
+              if t.split("#")[0].endswith((".png", ".svg", ".jpg"))]
+    assert images, "the front page shows a figure"
+    for image in images:
+        assert (REPO / image).stat().st_size < 200_000, f"{image}: keep it under 200 KB"
+    linked = {(REPO / t.split("#")[0]).resolve() for t in links(REPO / "README.md")}
+    missing = [p.name for p in PAGES[1:] if p.resolve() not in linked]
+    assert not missing, f"the front page's contents do not link {missing}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(REPO).as_posix())
+def test_every_relative_link_resolves(page):
+    problems = [why for target in links(page) if (why := broken_link(page, target))]
+    assert not problems, "\n".join(problems)
+
+
+def test_slugs_follow_github():
+    assert slug("Pretraining: `bertology pretrain`") == "pretraining-bertology-pretrain"
+    assert slug("I/O errors") == "io-errors"
+    assert slug("The bars (issue 21): where_it is") == "the-bars-issue-21-where_it-is"
+    assert slug("Notes: ELECTRA at the sanity budget") == "notes-electra-at-the-sanity-budget"
+
+
+# ------------------------------------------------------------------ the commands
+
+
+def commands_in(text: str) -> list[tuple[list[str], str | None]]:
+    """(bertology's arguments, the error line shown after it or None) for every command
+    line in the text's code blocks: `bertology ...`, `.venv/bin/bertology ...`, `$ bertology
+    ...`, `python -m bertology ...` and `accelerate launch ... -m bertology ...`."""
+    found = []
+    for block in code_blocks(text):
+        lines = " \n".join(block).replace("\\ \n", " ").split(" \n")  # join continuations
+        for i, line in enumerate(lines):
+            line = line.strip().removeprefix("$ ")
+            if line.split(" ", 1)[0] not in COMMAND_WORDS or ERROR_LINE.match(line):
+                continue  # prose, a tree, an error line
+            args = bertology_args(shlex.split(line, comments=True))
+            if args is None:
+                continue
+            after = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            found.append((args, after if ERROR_LINE.match(after) else None))
+    return found
+
+
+def bertology_args(words: list[str]) -> list[str] | None:
+    if not words or words[0] not in COMMAND_WORDS:
+        return None
+    for i, word in enumerate(words):
+        if word == "bertology" or word.endswith("/bertology"):
+            return words[i + 1:]
+        if word == "-m" and i + 1 < len(words) and words[i + 1] == "bertology":
+            return words[i + 2:]
+    return None
+
+
+def fill(args: list[str]) -> list[str]:
+    filled = []
+    for arg in args:
+        for placeholder, value in PLACEHOLDERS.items():
+            arg = arg.replace(placeholder, value)
+        assert not re.search(r"<[^>]+>", arg), (
+            f"{arg}: an unknown placeholder; use {', '.join(PLACEHOLDERS)} or add it to "
+            "PLACEHOLDERS in tests/test_docs.py")
+        filled.append(arg)
+    return filled
+
+
+def read_paths(args: list[str]) -> list[str]:
+    """The paths under outputs/ that the arguments read (not the run dirs they write)."""
+    paths = []
+    for arg in args:
+        key, _, value = arg.partition("=")
+        if not value:
+            key, value = "", key
+        if key.lstrip("+") in WRITTEN_KEYS:
+            continue
+        paths += [v for v in re.split(r"[,\[\]'\"]", value) if v.startswith("outputs/")]
+    return paths
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory, synthetic_tokenizer) -> dict[str, Path]:
+    """Two tiny checkpoints as transformers saves them: a pretraining BERT (MLM and NSP
+    heads) and a sentence classifier, with one tokenizer."""
+    import transformers
+
+    config = transformers.BertConfig(vocab_size=len(synthetic_tokenizer), hidden_size=32,
+                                     num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=64, max_position_embeddings=128)
+    made = {}
+    for kind, cls in (("pretraining", transformers.BertForPreTraining),
+                      ("classification", transformers.BertForSequenceClassification)):
+        path = tmp_path_factory.mktemp(kind)
+        cls(config).save_pretrained(path)
+        synthetic_tokenizer.save_pretrained(path)
+        made[kind] = path
+    return made
+
+
+def scratch(tmp_path: Path, args: list[str], checkpoints: dict[str, Path]) -> Path:
+    """A dir to check the command from, holding what its outputs/ paths name."""
+    for name in read_paths(args):
+        path = tmp_path / name
+        if path.name == "model" or re.fullmatch(r"step_\d+", path.name):
+            kind = "pretraining" if name.startswith("outputs/pretrain/") else "classification"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if not path.exists():
+                path.symlink_to(checkpoints[kind], target_is_directory=True)
+        else:
+            path.mkdir(parents=True, exist_ok=True)
+    return tmp_path
+
+
+def split_sweep(args: list[str]) -> list[list[str]]:
+    """Every combination a `-m` sweep runs: the command line's comma lists (Hydra's own
+    parser) times the experiment's hydra.sweeper.params."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    def combos(overrides: list[str]) -> list[list[str]]:
+        lists = []
+        for override in OverridesParser.create().parse_overrides(overrides):
+            key = override.get_key_element()
+            if override.is_sweep_override():
+                lists.append([f"{key}={v}" for v in override.sweep_string_iterator()])
+            else:
+                lists.append([f"{key}={override.get_value_element_as_str()}"])
+        return [list(c) for c in itertools.product(*lists)]
+
+    return [list(c) for c in combos([a for a in args if a not in ("-m", "--multirun")])]
+
+
+def sweep_params(pipeline: str, overrides: list[str]) -> list[str]:
+    """The experiment's own sweep (hydra.sweeper.params) as overrides with comma lists."""
+    cfg = compose_config(pipeline, overrides, return_hydra_config=True)
+    params = cfg.hydra.sweeper.get("params") or {}
+    return [f"{key}={value}" for key, value in params.items()]
+
+
+def check_command(args: list[str]) -> None:
+    """What `bertology` checks before it runs: raises UserError on a refused config."""
+    if not args or args[0] in ("-h", "--help", "help"):
+        assert "usage: bertology" in USAGE
+        return
+    pipeline, rest = args[0], args[1:]
+    if pipeline == "data":  # a dry path: the verb and the set names, nothing fetched
+        from bertology.data.command import chosen, parse_args
+
+        parsed = parse_args(rest)
+        assert parsed.verb in ("list", "fetch", "verify"), rest
+        chosen(getattr(parsed, "names", []) or [])
+        return
+    if "--help" in rest or "-h" in rest:
+        from bertology.pipelines import PIPELINES
+
+        assert pipeline in PIPELINES, pipeline
+        return
+    if pipeline == "report":
+        rest = report_overrides(rest)
+    if "-m" in rest or "--multirun" in rest:
+        for combination in split_sweep(rest):
+            for inner in split_sweep(["-m", *sweep_params(pipeline, combination)]) or [[]]:
+                precheck(pipeline, [*combination, *inner])
+        return
+    precheck(pipeline, rest)
+
+
+def documented_commands() -> list[tuple[str, list[str], str | None]]:
+    return [(page.relative_to(REPO).as_posix(), args, error)
+            for page in PAGES for args, error in commands_in(page.read_text())]
+
+
+def test_the_pages_show_commands():
+    pages = {page for page, _, _ in documented_commands()}
+    assert {"README.md", "docs/pipelines.md", "docs/probing.md", "docs/usage.md"} <= pages
+
+
+@pytest.mark.parametrize("page,args,error", documented_commands(),
+                         ids=[f"{p}:{' '.join(a)[:60]}" for p, a, _ in documented_commands()])
+def test_every_command_composes(page, args, error, tmp_path, monkeypatch, checkpoints):
+    args = fill(args)
+    monkeypatch.chdir(scratch(tmp_path, args, checkpoints))
+    if error is None:
+        try:
+            check_command(args)
+        except UserError as err:
+            pytest.fail(f"{page}: `bertology {' '.join(args)}` is refused: {err}")
+        return
+    pipeline = args[0]
+    with pytest.raises(UserError) as refused:
+        check_command(args)
+    assert f"bertology {pipeline}: error: {refused.value}" == error
+
+
+def test_the_checks_catch_what_they_are_for(tmp_path, monkeypatch):
+    """A misspelt key, one bad combination of a sweep and a link to a missing heading are
+    found (the checks above would pass vacuously otherwise)."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserError, match="max_step"):
+        check_command(["pretrain", "+trainer.max_step=5"])
+    with pytest.raises(UserError, match="max_steps=0"):
+        check_command(["pretrain", "-m", "trainer.max_steps=5,0"])
+    check_command(["pretrain", "objective.keep_ratio=0.1"])  # 0.8 + 0.1 + 0.1
+    with pytest.raises(UserError, match="= 1.1"):  # only the experiment's mask100 arm: 1 + 0.1
+        check_command(["pretrain", "-m", "experiment=pretrain_table8", "objective.keep_ratio=0.1"])
+    assert broken_link(REPO / "README.md", "docs/usage.md#no-such-heading")
+    assert broken_link(REPO / "README.md", "docs/no_such_page.md")
+    assert broken_link(REPO / "README.md", "docs/usage.md#sweeps") is None
+    found = commands_in("```bash\nbertology pretrain seed=1   # a comment\n"
+                        "$ bertology distill kd.alpha=2\nbertology distill: error: x\n```\n")
+    assert found == [(["pretrain", "seed=1"], None),
+                     (["distill", "kd.alpha=2"], "bertology distill: error: x")]
