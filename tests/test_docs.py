@@ -7,24 +7,27 @@ A command's placeholders stand for real paths: `<date>/<time>` is a run's stamp 
 pretrain run dir; every path under outputs/ that a command reads becomes a real checkpoint
 (a tiny BERT saved by transformers, for pretraining under outputs/pretrain/, for sentence
 classification elsewhere) or a folder, in a scratch dir the command is checked from. A `-m`
-sweep is checked at every combination: the command line's comma lists times the sweep of
-its experiment (hydra.sweeper.params). A command followed in its block by the error line it
-prints (`bertology X: error: ...`) must be refused with exactly that line.
+sweep is checked as `bertology` checks it, every job (the command line's comma lists times
+its experiment's hydra.sweeper.params) before the first starts. A command followed in its
+block by the error line it prints (`bertology X: error: ...`) must be refused with exactly
+that line. `bertology data` and `bertology runs` are checked on a dry path: their arguments
+parsed, the data set names known, the dirs present.
 """
 
 from __future__ import annotations
 
-import itertools
 import re
 import shlex
 import unicodedata
 from pathlib import Path
 
 import pytest
-from conftest import REPO, compose_config
+from conftest import REPO
 
-from bertology.cli import USAGE, precheck, report_overrides
+from bertology.cli import CONFIG_CHECKS, SWEEP_FLAGS, USAGE, precheck, report_overrides
+from bertology.config.sweep import check_sweep
 from bertology.errors import UserError
+from bertology.pipelines import PIPELINES
 
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 STAMP = "2026-01-01/00-00-00"
@@ -217,7 +220,8 @@ def checkpoints(tmp_path_factory, synthetic_tokenizer) -> dict[str, Path]:
 
 
 def scratch(tmp_path: Path, args: list[str], checkpoints: dict[str, Path]) -> Path:
-    """A dir to check the command from, holding what its outputs/ paths name."""
+    """A dir to check the command from, holding outputs/ and what its outputs/ paths name."""
+    (tmp_path / "outputs").mkdir()
     for name in read_paths(args):
         path = tmp_path / name
         if path.name == "model" or re.fullmatch(r"step_\d+", path.name):
@@ -228,31 +232,6 @@ def scratch(tmp_path: Path, args: list[str], checkpoints: dict[str, Path]) -> Pa
         else:
             path.mkdir(parents=True, exist_ok=True)
     return tmp_path
-
-
-def split_sweep(args: list[str]) -> list[list[str]]:
-    """Every combination a `-m` sweep runs: the command line's comma lists (Hydra's own
-    parser) times the experiment's hydra.sweeper.params."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    def combos(overrides: list[str]) -> list[list[str]]:
-        lists = []
-        for override in OverridesParser.create().parse_overrides(overrides):
-            key = override.get_key_element()
-            if override.is_sweep_override():
-                lists.append([f"{key}={v}" for v in override.sweep_string_iterator()])
-            else:
-                lists.append([f"{key}={override.get_value_element_as_str()}"])
-        return [list(c) for c in itertools.product(*lists)]
-
-    return [list(c) for c in combos([a for a in args if a not in ("-m", "--multirun")])]
-
-
-def sweep_params(pipeline: str, overrides: list[str]) -> list[str]:
-    """The experiment's own sweep (hydra.sweeper.params) as overrides with comma lists."""
-    cfg = compose_config(pipeline, overrides, return_hydra_config=True)
-    params = cfg.hydra.sweeper.get("params") or {}
-    return [f"{key}={value}" for key, value in params.items()]
 
 
 def check_command(args: list[str]) -> None:
@@ -268,17 +247,24 @@ def check_command(args: list[str]) -> None:
         assert parsed.verb in ("list", "fetch", "verify"), rest
         chosen(getattr(parsed, "names", []) or [])
         return
-    if "--help" in rest or "-h" in rest:
-        from bertology.pipelines import PIPELINES
+    if pipeline == "runs":  # reads run dirs, writes none: its arguments and the dirs
+        from bertology.runs import build_parser
 
+        parsed = build_parser().parse_args(rest)
+        missing = [str(d) for d in parsed.dirs if not d.is_dir()]
+        assert not missing, f"bertology runs: {missing} are not dirs"
+        return
+    if pipeline == "completion":  # the shell script: tests/test_help.py runs it
+        return
+    if "--help" in rest or "-h" in rest:
         assert pipeline in PIPELINES, pipeline
         return
     if pipeline == "report":
         rest = report_overrides(rest)
-    if "-m" in rest or "--multirun" in rest:
-        for combination in split_sweep(rest):
-            for inner in split_sweep(["-m", *sweep_params(pipeline, combination)]) or [[]]:
-                precheck(pipeline, [*combination, *inner])
+    flags = [arg for arg in rest if arg.startswith("-")]
+    if flags:  # a sweep: every job, as Hydra's sweeper would launch them (cli.main)
+        assert set(flags) <= SWEEP_FLAGS, f"{flags}: check this flag's command by hand"
+        check_sweep(pipeline, [arg for arg in rest if arg not in flags], CONFIG_CHECKS[pipeline])
         return
     precheck(pipeline, rest)
 
