@@ -9,7 +9,6 @@ bertology/run/rundir.py).
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import shutil
@@ -46,6 +45,7 @@ from bertology.run.processes import is_main_process, run_dir_overrides
 from bertology.run.provenance import write_env
 from bertology.run.resume import check_resume_config, record_start
 from bertology.run.rundir import RunInUse, check_not_in_use, is_finished, run_status
+from bertology.run.write_errors import describe, errno_of
 
 # pipeline -> the check its config must pass before a run directory is made
 CONFIG_CHECKS = {
@@ -118,17 +118,6 @@ def precheck(pipeline: str, overrides: list[str]) -> list[str]:
     return overrides
 
 
-# A write the machine refused: disk or quota full, a read-only or forbidden dir, an I/O error.
-WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO}
-
-
-def _os_error_message(err: OSError) -> str:
-    """A failed write (disk full, read-only dir) in one line, with what to do about it."""
-    where = f": {err.filename}" if err.filename else ""
-    return (f"{err.strerror or err}{where}; free disk space or make the run dir writable "
-            "(hydra.run.dir=...), then rerun the same command to resume")
-
-
 def _run_job(pipeline: str, cfg: DictConfig) -> None:
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     # Rank 0 owns the run dir (status, lock, clean-up, requeue); in a multi-process run the
@@ -156,11 +145,12 @@ def _run_job(pipeline: str, cfg: DictConfig) -> None:
     except RunFailed as err:
         log.error("%s", err)
         sys.exit(fail(pipeline, f"{err} (run dir kept: {out_dir})", EXIT_FAILED))
-    except OSError as err:
-        if err.errno not in WRITE_ERRORS:
+    except OSError as err:  # the environment failed (disk full, I/O error, a removed dir)
+        message = describe(err, out_dir)
+        if message is None:
             raise
-        log.error("%s", err)
-        sys.exit(fail(pipeline, _os_error_message(err), EXIT_FAILED))
+        log.error("%s", message)
+        sys.exit(fail(pipeline, message, EXIT_FAILED))
     except Interrupted as err:
         if owner and err.handover is not None:
             _requeue(pipeline, err, out_dir)
@@ -174,6 +164,13 @@ def _run_job(pipeline: str, cfg: DictConfig) -> None:
         log.warning("%s", message)
         print(f"bertology {pipeline}: {message}", file=sys.stderr)
         sys.exit(EXIT_CTRL_C)
+    except Exception as err:  # a library's own error for a failed write (safetensors, torch)
+        code = errno_of(err, out_dir)
+        message = None if code is None else describe(OSError(code, os.strerror(code)), out_dir)
+        if message is None:
+            raise
+        log.error("%s", message)
+        sys.exit(fail(pipeline, message, EXIT_FAILED))
     log.info("finished: %s\n%s", out_dir, format_summary(metrics))
 
 
@@ -216,6 +213,9 @@ def launch(pipeline: str, overrides: list[str]) -> int:
     if "-m" not in overrides and "--multirun" not in overrides:
         overrides = run_dir_overrides(CONF_DIR / f"{pipeline}.yaml", overrides)
     sys.argv = [f"bertology {pipeline}", *overrides]
+    # A log line that cannot be written (the run dir's disk is full) must not print a traceback
+    # on every later line: the run's own write fails next and says so in one line.
+    logging.raiseExceptions = False
 
     def task(cfg: DictConfig) -> None:
         _run_job(pipeline, cfg)

@@ -12,20 +12,24 @@ import errno
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from conftest import write_markdown_table
+from safetensors.torch import load_file
 
 from bertology import cli
 from bertology.pipelines import report
 from bertology.run import tracking
 from bertology.run.rundir import is_finished, read_status, run_status
 from bertology.run.tracking import without_wall_clock
+from bertology.run.write_errors import FIXES, describe, errno_of
 from bertology.training import checkpoint
 from bertology.training.checkpoint import find_damage, list_checkpoints
 
@@ -228,8 +232,9 @@ def test_a_failed_checkpoint_write_is_one_line_and_keeps_earlier_ones(code, tmp_
     assert not list((run_dir / "checkpoints").glob(".tmp-*")), "a partial checkpoint remains"
     assert read_status(run_dir)["status"] == "failed" and not is_finished(run_dir)
     record(f"{errno.errorcode[code]} on the third checkpoint write", "pretrain",
-           f"exit 1, one line ({os.strerror(code)} … free disk space or make the run dir "
-           "writable); the 2 earlier checkpoints intact, no partial dir, status failed")
+           f"exit 1, one line ({os.strerror(code)}: <the checkpoint's dir>; "
+           f"{FIXES[code]}, then rerun "
+           "… to resume from …); the 2 earlier checkpoints intact, no partial dir, status failed")
 
 
 # ---------------------------------------------------------------- W&B failures
@@ -335,3 +340,182 @@ def test_no_secret_reaches_the_run_dir(tmp_path, monkeypatch, capsys):
     files = sum(1 for p in run_dir.rglob("*") if p.is_file())
     record("WANDB_API_KEY set during a W&B run", "pretrain",
            f"the key is in none of the run dir's {files} files, nor in the console output")
+
+
+# ---------------------------------------------------------------- every kind of write (issue 31)
+
+PROBE = ["probe", "logger=none", "init=random", "seeds=[0]", "max_train_sentences=120",
+         "max_eval_sentences=40", "analysis.linear.max_iter=50"]
+
+
+@dataclass(frozen=True)
+class Write:
+    """A kind of write a run makes, where it fails and how (the errnos rotate over kinds)."""
+
+    kind: str
+    args: list[str]
+    target: str  # a fragment of the path of the write that fails
+    nth: int  # fail at the nth write to a matching path (earlier ones go through)
+    code: int
+    via: str = "open"  # open: Python's open(); safetensors: a Rust writer (its own error type)
+
+
+WRITES = [
+    Write("checkpoint", PRETRAIN, "checkpoints/.tmp-step_", 3, errno.ENOSPC, "safetensors"),
+    Write("metrics.jsonl", PRETRAIN, "metrics.jsonl", 3, errno.EIO),
+    Write("metrics.json", PRETRAIN, ".metrics.json.tmp", 1, errno.EACCES),
+    Write("model/", PRETRAIN, ".tmp-model", 1, errno.ENOSPC, "safetensors"),
+    Write("tables", PROBE, "tables/.", 1, errno.ENOENT),
+    Write("figures", PROBE, "plots/.", 1, errno.ENOSPC),
+    Write("replicates", PROBE, "replicates/.", 1, errno.EIO),
+]
+
+
+def fail_writes(monkeypatch, write: Write) -> None:
+    """Make the nth write to a path containing write.target fail with write.code: through
+    open() (Path.open, write_text, matplotlib) or, for weights, through safetensors, which
+    reports its own SafetensorError carrying the OS error's number, as on a real full disk."""
+    import builtins
+    import io
+
+    from safetensors import SafetensorError
+    from transformers import modeling_utils
+
+    seen = []
+
+    def hit(path) -> bool:
+        if write.target in str(path):
+            seen.append(path)
+        return len(seen) >= write.nth and write.target in str(path)
+
+    if write.via == "safetensors":
+        def failing(real):
+            def save(obj, path, *args, **kwargs):
+                if hit(path):
+                    raise SafetensorError(f"Error while serializing: I/O error: "
+                                          f"{os.strerror(write.code)} (os error {write.code})")
+                return real(obj, path, *args, **kwargs)
+            return save
+        monkeypatch.setattr(checkpoint, "save_model", failing(checkpoint.save_model))
+        monkeypatch.setattr(modeling_utils, "safe_save_file",
+                            failing(modeling_utils.safe_save_file))
+        return
+    real_open = io.open
+
+    def failing_open(file, mode="r", *args, **kwargs):
+        if any(m in mode for m in "wax") and hit(file):
+            raise OSError(write.code, os.strerror(write.code))  # as write() says it: no path
+        return real_open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(io, "open", failing_open)
+    monkeypatch.setattr(builtins, "open", failing_open)
+
+
+@pytest.mark.parametrize("write", WRITES, ids=[w.kind for w in WRITES])
+def test_a_failed_write_of_each_kind_is_one_line_exit_1(write, tmp_path, capsys, monkeypatch):
+    fail_writes(monkeypatch, write)
+    run_dir = tmp_path / "run"
+    code = main(write.args, run_dir)
+    monkeypatch.undo()
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if "error:" in line]
+    assert code == 1 and len(lines) == 1 and "Traceback" not in err, err
+    line = lines[0]
+    assert os.strerror(write.code) in line and str(run_dir) in line, line
+    status = read_status(run_dir)
+    assert status["status"] == "failed" and os.strerror(write.code) in status["reason"]
+    kept = list_checkpoints(run_dir / "checkpoints")
+    assert all(find_damage(c) is None for c in kept)
+    for weights in (kept[-1].glob("*.safetensors") if kept else []):
+        assert load_file(weights)  # loadable, not just listed
+    assert not list(run_dir.rglob(".tmp-*")), "a partial dir remains"
+    if kept:
+        assert f"to resume from checkpoints/{kept[-1].name}" in line, line
+    else:
+        assert "no checkpoint was written" in line, line
+    record(f"{errno.errorcode[write.code]} writing {write.kind}", write.args[0],
+           f"exit 1, one line ({re.sub(r'/tmp/.*?/run', '<run>', line.split('error: ')[1])}); "
+           "status failed; "
+           + (f"{len(kept)} checkpoints intact, newest loadable, resume hint" if kept
+              else "no checkpoint to resume: the line says so"))
+
+
+@pytest.mark.parametrize("code,path,expected", [
+    (errno.ENOSPC, "x", "free disk space"),
+    (errno.EDQUOT, "x", "quota"),
+    (errno.EROFS, "x", "writable"),
+    (errno.EACCES, "x", "writable"),
+    (errno.EIO, "x", "I/O error"),
+    (errno.ENOENT, "run/tables", "was removed"),
+    (errno.ENOENT, "/elsewhere/input.txt", None),  # not the run dir's: not the environment's
+    (errno.EINVAL, "x", None),
+])
+def test_describe_names_the_error_the_path_and_the_fix(code, path, expected, tmp_path):
+    run_dir = tmp_path / "run"
+    (run_dir / "checkpoints" / "step_00000006").mkdir(parents=True)
+    (run_dir / "checkpoints" / "step_00000006" / "state.json").write_text("{}")
+    path = str(run_dir / path) if not path.startswith("/") else path
+    line = describe(OSError(code, os.strerror(code), path), run_dir)
+    if expected is None:
+        assert line is None
+        return
+    assert line.startswith(f"{os.strerror(code)}: {path}; ") and expected in line
+    assert line.endswith("to resume from checkpoints/step_00000006") and "\n" not in line
+
+
+def test_library_errors_map_to_their_errno(tmp_path):
+    from safetensors import SafetensorError
+
+    rust = SafetensorError("Error while serializing: I/O error: No space left on device "
+                           "(os error 28)")
+    assert errno_of(rust, tmp_path) == errno.ENOSPC
+    torch_zip = RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 "
+                             "vs 662")
+    assert errno_of(torch_zip, tmp_path) == errno.EIO  # this disk has room: not a full one
+    assert errno_of(ValueError("a bug"), tmp_path) is None
+
+
+# ---------------------------------------------------------------- a real full file system
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """A 24 MiB tmpfs (root can mount one; elsewhere the test skips): room for two of the
+    tiny run's 10 MB checkpoints, not for a third."""
+    mount = tmp_path / "tmpfs"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mount)],
+                          capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_pretrain_into_a_full_file_system(small_tmpfs):
+    """`bertology pretrain` (the real console script, its own process) into a file system that
+    fills up mid-run: one line, exit 1, the last checkpoint loadable, and a rerun elsewhere
+    could resume it."""
+    run_dir = small_tmpfs / "run"
+    args = [*PRETRAIN, "trainer.max_steps=60", "trainer.save_every=2", "trainer.log_every=1",
+            "trainer.keep_checkpoints=100"]
+    bertology = Path(sys.executable).parent / "bertology"
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([str(bertology), *args, f"hydra.run.dir={run_dir}"], env=env,
+                          capture_output=True, text=True, timeout=600)
+    lines = [line for line in done.stderr.splitlines() if "error:" in line]
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert os.strerror(errno.ENOSPC) in lines[0] and str(run_dir) in lines[0], lines
+    kept = list_checkpoints(run_dir / "checkpoints")
+    assert kept and all(find_damage(c) is None for c in kept)
+    for weights in kept[-1].glob("*.safetensors"):
+        assert load_file(weights)
+    status = read_status(run_dir)
+    assert status["status"] == "failed" and os.strerror(errno.ENOSPC) in status["reason"]
+    assert f"to resume from checkpoints/{kept[-1].name}" in lines[0]
+    record("a pretrain into a 24 MiB tmpfs that fills up", "pretrain",
+           f"exit 1 in {len(done.stderr.splitlines())} stderr line(s), one error line "
+           f"({re.sub(r'/tmp/.*?/tmpfs', '<tmpfs>', lines[0].split('error: ')[1])}); "
+           f"{len(kept)} checkpoints intact, the newest "
+           f"({kept[-1].name}) loadable; status failed")

@@ -26,6 +26,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from cycler import cycler  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from bertology.run.write_errors import writing  # noqa: E402
+
 # Okabe & Ito (2008), "Color Universal Design": distinguishable under every common colour-
 # vision deficiency; black last. C0, C1, ... in the modules below name these in order.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442",
@@ -54,7 +56,8 @@ def save_figure(figure, out_dir: Path, name: str) -> Path:
     plots.mkdir(parents=True, exist_ok=True)
     for fmt in FORMATS:
         tmp = plots / f".{name}.tmp.{fmt}"
-        figure.savefig(tmp, format=fmt, bbox_inches="tight")
+        with writing(plots / f"{name}.{fmt}"):
+            figure.savefig(tmp, format=fmt, bbox_inches="tight")
         os.replace(tmp, plots / f"{name}.{fmt}")
     plt.close(figure)
     return plots / f"{name}.png"

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bertology.run.write_errors import writing
+
 
 def _read_umask() -> int:
     mask = os.umask(0)  # the only way to read it is to set it; put it straight back
@@ -35,7 +37,8 @@ def share_with_group(path: Path) -> None:
 def write_text_atomic(path: Path, text: str) -> None:
     """Write to a temporary file and rename, so readers never see half a file."""
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
+    with writing(path):
+        tmp.write_text(text)
     os.replace(tmp, path)
 
 
@@ -52,7 +55,12 @@ def write_dir_atomic(path: Path, write: Callable[[Path], None]) -> None:
     run) sees the old dir or the whole new one, never half of it."""
     tmp = path.with_name(f".tmp-{path.name}")
     shutil.rmtree(tmp, ignore_errors=True)
-    write(tmp)
+    try:
+        with writing(path):
+            write(tmp)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)  # a full disk gets its partial dir back
+        raise
     share_with_group(tmp)
     if path.exists():
         shutil.rmtree(path)

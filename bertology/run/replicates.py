@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bertology.run.write_errors import writing
+
 REPLICATES = 400  # enough for a standard error to within ~4% (1 / sqrt(2R))
 FOLDER = "replicates"
 
@@ -65,7 +67,7 @@ def write_replicates(out_dir: Path, name: str, columns: dict[str, np.ndarray]) -
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     keys = sorted(columns)
-    with tmp.open("w", newline="") as handle:
+    with writing(path), tmp.open("w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(keys)
         for row in zip(*(np.asarray(columns[k], dtype=np.float64) for k in keys)):

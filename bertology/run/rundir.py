@@ -13,6 +13,7 @@ the process dies, even by SIGKILL, so a killed run never leaves a stale lock beh
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -86,7 +87,14 @@ def check_not_in_use(run_dir: Path) -> None:
 
 def _write(run_dir: Path, record: dict, status: str, **extra) -> None:
     record.update(status=status, updated=time.time(), **extra)
-    write_json_atomic(run_dir / STATUS, record)
+    try:
+        write_json_atomic(run_dir / STATUS, record)
+    except OSError:
+        # A full disk has no room for the temporary copy; overwritten in place, the file's own
+        # blocks are freed first and hold the new record (a stale "running" would be worse).
+        with suppress(OSError):
+            (run_dir / f".{STATUS}.tmp").unlink()
+        (run_dir / STATUS).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
 @contextmanager

@@ -7,6 +7,8 @@ import csv
 import os
 from pathlib import Path
 
+from bertology.run.write_errors import writing
+
 
 def write_table(out_dir: Path, name: str, rows: list[dict]) -> Path:
     """tables/<name>.csv with the union of the rows' keys as columns, in first-seen order."""
@@ -14,7 +16,7 @@ def write_table(out_dir: Path, name: str, rows: list[dict]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     columns = list(dict.fromkeys(key for row in rows for key in row))
     tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", newline="") as handle:
+    with writing(path), tmp.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=columns)
         writer.writeheader()
         writer.writerows(rows)

@@ -17,6 +17,7 @@ from typing import Any
 
 from bertology.config.groups import LoggerConfig
 from bertology.run.files import write_json_atomic
+from bertology.run.write_errors import writing
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +141,14 @@ def start_wandb(cfg: LoggerConfig, out_dir: Path, config: dict, name: str) -> Nu
     return NullRun()
 
 
+def _logged_step(line: str) -> float:
+    """A metrics.jsonl line's step; a line cut short by a full disk counts as after any."""
+    try:
+        return json.loads(line)["step"]
+    except (ValueError, KeyError, TypeError):
+        return float("inf")
+
+
 class Tracker:
     """metrics.jsonl + metrics.json, and the W&B run if any. Only the main process writes."""
 
@@ -151,7 +160,7 @@ class Tracker:
         if not self.enabled:
             return
         record = {"step": step, **finite_floats(metrics)}
-        with self._jsonl.open("a") as handle:
+        with writing(self._jsonl), self._jsonl.open("a") as handle:
             handle.write(json.dumps(record) + "\n")
         self.run.log(metrics, step)
 
@@ -160,7 +169,7 @@ class Tracker:
         if not (self.enabled and self._jsonl.exists()):
             return
         kept = [line for line in self._jsonl.read_text().splitlines()
-                if line.strip() and json.loads(line)["step"] <= step]
+                if line.strip() and _logged_step(line) <= step]
         tmp = self._jsonl.with_name(".metrics.jsonl.tmp")
         tmp.write_text("".join(line + "\n" for line in kept))
         os.replace(tmp, self._jsonl)

@@ -29,6 +29,7 @@ from safetensors.torch import load_model, save_model
 
 from bertology.errors import require
 from bertology.run.files import share_with_group
+from bertology.run.write_errors import as_os_error
 
 log = logging.getLogger(__name__)
 
@@ -86,9 +87,12 @@ def save_checkpoint(root: Path, step: int, model: torch.nn.Module, optimizer, st
     try:
         tmp.mkdir(parents=True)
         _write_files(tmp, model, optimizer, state, export)
-    except OSError:
+    except Exception as err:  # noqa: BLE001 - safetensors and torch have their own types
         shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        mapped = as_os_error(err, tmp)  # an OSError naming the checkpoint, if a write failed
+        if mapped is err:
+            raise
+        raise mapped from err
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)
