@@ -200,13 +200,27 @@ def read_paths(args: list[str]) -> list[str]:
     return paths
 
 
+def tiny_tokenizer():
+    """A WordPiece tokenizer over a handful of words (no training: the checks read its files)."""
+    import transformers
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    specials = {"unk_token": "[UNK]", "pad_token": "[PAD]", "cls_token": "[CLS]",
+                "sep_token": "[SEP]", "mask_token": "[MASK]"}
+    words = [*specials.values(), "the", "dog", "cat", "runs", "sleeps", "."]
+    backend = Tokenizer(models.WordPiece({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=backend, **specials)
+
+
 @pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory, synthetic_tokenizer) -> dict[str, Path]:
+def checkpoints(tmp_path_factory) -> dict[str, Path]:
     """Two tiny checkpoints as transformers saves them: a pretraining BERT (MLM and NSP
     heads) and a sentence classifier, with one tokenizer."""
     import transformers
 
-    config = transformers.BertConfig(vocab_size=len(synthetic_tokenizer), hidden_size=32,
+    tokenizer = tiny_tokenizer()
+    config = transformers.BertConfig(vocab_size=len(tokenizer), hidden_size=32,
                                      num_hidden_layers=2, num_attention_heads=2,
                                      intermediate_size=64, max_position_embeddings=128)
     made = {}
@@ -214,7 +228,7 @@ def checkpoints(tmp_path_factory, synthetic_tokenizer) -> dict[str, Path]:
                       ("classification", transformers.BertForSequenceClassification)):
         path = tmp_path_factory.mktemp(kind)
         cls(config).save_pretrained(path)
-        synthetic_tokenizer.save_pretrained(path)
+        tokenizer.save_pretrained(path)
         made[kind] = path
     return made
 
