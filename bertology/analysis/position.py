@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 
 from bertology.analysis.probes import Units, fit_logistic, sample, unit_features
 from bertology.config.probe import PositionSettings
+from bertology.errors import require
 from bertology.run.figures import plot_layer_curves
 from bertology.run.replicates import bootstrap_indices, compute_ratio_replicates, write_replicates
 from bertology.run.tables import write_table
@@ -64,6 +65,11 @@ def run(ctx, settings: PositionSettings) -> dict[str, float]:
     """Probe every layer of the model and of its random-init twin for position; return
     per-layer accuracies (means over seeds)."""
     classes = settings.max_position + 1
+    positions = {min(j, settings.max_position) for s in ctx.sentences("train")
+                 for j in range(len(s.words))}
+    require(len(positions) >= 2, f"position probe: every train sentence of "
+            f"task={ctx.config.task.name} has one word, so every word is at position 0; it "
+            "needs sentences of two words or more (check the data files)")  # before extraction
     train, _ = position_units(ctx, "train", settings.max_position)
     evaluation, sentence_of = position_units(ctx, "eval", settings.max_position)
     # One set of resamples for both encoders: replicate r of the model and of the twin score

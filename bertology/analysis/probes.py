@@ -26,7 +26,7 @@ import logging
 import statistics
 import warnings
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -37,6 +37,7 @@ from threadpoolctl import threadpool_limits
 from torch import nn
 from tqdm.auto import tqdm
 
+from bertology.analysis.degenerate import require_classes, require_units, skipped, word_offsets
 from bertology.analysis.features import Features
 from bertology.analysis.mdl import compute_mdl_metrics, fit_softmax
 from bertology.config.probe import LinearSettings, MLPSettings
@@ -313,6 +314,7 @@ def run_probes(ctx, settings, kind: str, prefix: str) -> dict[str, float]:
     names = label_set(ctx.sentences("train"))
     require(len(names) >= 2, f"task={ctx.config.task.name} has {len(names)} label(s) in its "
             "train sentences; a probe needs at least two")
+    settings, notes = check_units(ctx, settings, names, prefix)  # before any extraction
     # The units index words of ctx.sentences, which every encoder's features share
     data = build_probe_data(ctx, "model", names)
     encoders = ["model", "random"] if settings.random_init else ["model"]
@@ -333,7 +335,35 @@ def run_probes(ctx, settings, kind: str, prefix: str) -> dict[str, float]:
                  kind, len(data.train.labels), settings.max_train_words, ctx.config.seeds)
         title += "\n(the task probe is deterministic: the seeds vary only the control labels)"
     plot_layer_curves(curve_rows(rows), ["accuracy", "selectivity"], title, ctx.out_dir, name)
-    return summarise(rows, prefix, majority=majority_accuracy(data))
+    return {**summarise(rows, prefix, majority=majority_accuracy(data)), **notes}
+
+
+def check_units(ctx, settings, names: list[str], prefix: str) -> tuple[object, dict[str, float]]:
+    """What the probes need, from the sentences alone (issue 31): labelled units in both
+    splits and two classes among the train units (else one line); and two classes among every
+    seed's control labels, else the control task is skipped with a note (one word type, or a
+    draw that gave every type one label, leaves it nothing to learn)."""
+    task, unit = ctx.config.task.name, ctx.config.task.probe_unit
+    fix = "check the data files (and max_train_sentences, task.max_seq_length)"
+    units = {split: build_units(ctx.sentences(split), word_offsets(ctx.sentences(split)), unit,
+                                names) for split in ("train", "eval")}
+    for split, found in units.items():
+        require_units(len(found.labels), f"task={task}: the {split} split's labelled {unit}s", fix)
+    train = units["train"]
+    require_classes(train.labels, names, f"task={task}: the train split's {unit}s", fix)
+    if not settings.control:
+        return settings, {}
+    counts = np.bincount(train.labels, minlength=len(names))
+    for seed in ctx.config.seeds:
+        mapping = compute_control_labels([*train.types, *units["eval"].types],
+                                         counts / counts.sum(), seed)
+        if len({mapping[t] for t in sample(train, settings.max_train_words, seed).types}) < 2:
+            return replace(settings, control=False), skipped(
+                f"{prefix}/skipped/control_task",
+                f"the control task (Hewitt & Liang, 2019: one random label per word type) has "
+                f"one class among seed {seed}'s train {unit}s ({len(set(train.types))} word "
+                "type(s)); no control accuracy or selectivity")
+    return settings, {}
 
 
 def seeds_vary_only_the_control(kind: str, settings, data: ProbeData, seeds: list) -> bool:

@@ -348,6 +348,15 @@ def require_trees(sentences: list[ProbeSentence], task: str) -> None:
             f"structural probes need one of: {', '.join(TREE_TASKS)}")
 
 
+def require_pairs(splits: dict[str, list[ProbeSentence]], task: str) -> None:
+    """The probes fit distances between word pairs and depths below the root: a split of
+    one-word sentences has neither (issue 31), checked before any extraction."""
+    for split, sentences in splits.items():
+        require(any(len(s.words) >= 2 for s in sentences), f"task={task}: every {split} "
+                "sentence has one word; structural probes need word pairs (sentences of two "
+                "words or more): check the data files")
+
+
 def build_targets(sentences: list[ProbeSentence]) -> dict[str, list[torch.Tensor]]:
     """Gold tree distances (n, n) and depths (n,) per sentence, as float tensors."""
     return {"distance": [torch.from_numpy(compute_tree_distances(s.heads)).float()
@@ -445,6 +454,7 @@ def run(ctx, settings: StructuralSettings) -> dict[str, float]:
     task = ctx.config.task.name
     train, evaluation = ctx.sentences("train"), ctx.sentences("eval")
     require_trees(train + evaluation, task)
+    require_pairs({"train": train, "eval": evaluation}, task)
     targets = {"train": build_targets(train), "eval": build_targets(evaluation)}
     encoders = ["model", "random"] if settings.random_init else ["model"]
     weights = resample_counts(bootstrap_indices(len(evaluation)))  # (resamples, sentences)

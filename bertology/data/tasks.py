@@ -25,6 +25,7 @@ from bertology.config.groups import TaskConfig
 from bertology.data import synthetic
 from bertology.data.corpora import read_text, resolve_path
 from bertology.errors import UserError, require
+from bertology.run.replicates import MIN_BOOTSTRAP_ITEMS
 
 log = logging.getLogger(__name__)
 
@@ -385,5 +386,25 @@ def load_task(task: TaskConfig, data_dir: Path, max_train_examples: int | None =
             "the data files")
     train = subsample(train, max_train_examples, seed=0)
     evaluation = subsample(evaluation, task.max_eval_examples, seed=1)
+    check_train_classes(task, train, labels)
+    require(len(evaluation) >= MIN_BOOTSTRAP_ITEMS, f"task={task.name}: {len(evaluation)} eval "
+            f"example; the score's bootstrap interval resamples examples and needs "
+            f"{MIN_BOOTSTRAP_ITEMS} or more (check the eval file and task.max_eval_examples)")
     log.info("task %s: %d train / %d eval examples", task.name, len(train), len(evaluation))
     return TaskData(train, evaluation, labels)
+
+
+def check_train_classes(task: TaskConfig, train: list[dict], labels: list[str]) -> None:
+    """A classifier needs two classes to learn from: on one it learns a constant, and its eval
+    accuracy (that class's share of the eval split) would read as a result (issue 31)."""
+    if task.kind == "classification":
+        seen = {example["label"] for example in train}
+    elif task.kind == "tagging":
+        seen = {tag for example in train for tag in example["tags"]}
+    else:  # extractive QA predicts spans, not classes
+        return
+    if len(seen) < 2:
+        names = [labels[i] if isinstance(i, int) and i < len(labels) else str(i) for i in seen]
+        raise UserError(f"task={task.name}: every training example has the label "
+                        f"{', '.join(map(repr, names)) or 'none'}; a classifier needs at least "
+                        "two classes: check the training file (and task.max_train_examples)")

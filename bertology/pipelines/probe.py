@@ -31,9 +31,11 @@ from bertology.config.probe import ProbeConfig, load_probe_config
 from bertology.data.corpora import text_corpus
 from bertology.data.probe_sentences import ProbeSplits, load_probe_sentences
 from bertology.data.tokenizers import load_or_train_tokenizer
+from bertology.errors import require
 from bertology.models.build import build_config
 from bertology.pipelines.nested import run_nested
 from bertology.run.index import write_run_index
+from bertology.run.replicates import MIN_BOOTSTRAP_ITEMS
 from bertology.run.tracking import build_tracker
 
 log = logging.getLogger(__name__)
@@ -85,6 +87,11 @@ def build_context(config: ProbeConfig, out_dir: Path) -> ProbeContext:
     if config.compare_to is not None:
         tokenizers.append(ctx.encoder("compare").tokenizer)
     ctx.splits = keep_whole(splits, tokenizers, config.task.max_seq_length)
+    # Every analysis's intervals resample eval sentences: one sentence has no spread to draw
+    require(len(ctx.splits.eval) >= MIN_BOOTSTRAP_ITEMS, f"task={config.task.name}: "
+            f"{len(ctx.splits.eval)} eval sentence left to probe; the bootstrap intervals "
+            f"resample sentences and need {MIN_BOOTSTRAP_ITEMS} or more (check the eval file "
+            "and max_eval_sentences, task.max_seq_length)")
     if any(name in NEEDS_MLM_HEAD for name in config.analyses):
         ctx.mlm_model()
     return ctx

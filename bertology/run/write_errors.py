@@ -22,8 +22,8 @@ FIXES = {
     errno.ENOSPC: "free disk space",
     errno.EDQUOT: "free disk space (the quota is full)",
     errno.EROFS: "make the run dir writable",
-    errno.EACCES: "make the run dir writable",
-    errno.EPERM: "make the run dir writable",
+    errno.EACCES: "check its permissions (the run dir must be writable)",
+    errno.EPERM: "check its permissions (the run dir must be writable)",
     errno.EIO: "check the disk (an I/O error: a failing disk or a lost network mount)",
 }
 # a path that vanished under the run: only a fault of the environment inside the run dir
@@ -89,7 +89,9 @@ def _inside(path: str | None, run_dir: Path) -> bool:
 
 
 def _resume_hint(run_dir: Path) -> str:
-    saved = sorted(run_dir.rglob("checkpoints/step_*/state.json")) if run_dir.exists() else []
+    if not run_dir.exists():
+        return "then rerun the same command (the run dir is gone: it starts again)"
+    saved = sorted(run_dir.rglob("checkpoints/step_*/state.json"))
     if saved:
         newest = max(saved, key=lambda p: p.parent.name).parent
         return (f"then rerun the same command (hydra.run.dir={run_dir}) to resume from "
