@@ -22,31 +22,43 @@ from bertology.training.objective import Objective
 
 
 def generator_step(generator, batch: dict) -> tuple[torch.Tensor, torch.Tensor, dict]:
-    """Generator MLM at masked positions; returns (loss, sampled tokens at those positions,
-    logs)."""
+    """Generator MLM at masked positions (mlm.masked_slots: a static count when the collate
+    lists them); returns (loss, sampled tokens at those slots, logs)."""
     hidden = generator.electra(input_ids=batch["input_ids"],
                                attention_mask=batch["attention_mask"],
                                token_type_ids=batch["token_type_ids"]).last_hidden_state
-    masked = batch["labels"] != mlm.IGNORE  # (batch, seq)
-    # (n_masked, vocab): the head runs only where a token is predicted
-    logits = generator.generator_lm_head(generator.generator_predictions(hidden[masked]))
-    targets = batch["labels"][masked]
-    loss = F.cross_entropy(logits.float(), targets)
+    labels = batch["labels"]  # (batch, seq)
+    positions, targets = mlm.masked_slots(batch)  # (count,) each
+    # (count, vocab): the head runs only where a token is predicted
+    logits = generator.generator_lm_head(
+        generator.generator_predictions(hidden.flatten(0, 1)[positions]))
+    loss = F.cross_entropy(logits.float(), targets, ignore_index=mlm.IGNORE)
     with torch.no_grad():  # sampling is not differentiable, and ELECTRA does not try
         sampled = torch.multinomial(F.softmax(logits.float(), dim=-1), 1).squeeze(-1)
-    correct = (logits.argmax(-1) == targets).detach()
-    logs = {"gen_loss": loss.detach(), "gen_correct": correct.sum(), "gen_count": masked.sum(),
-            "seq_gen_correct": mlm.per_sequence(masked, correct), "seq_gen_count": masked.sum(1)}
+    if generator.training:  # the counts are the eval's (mlm.py)
+        return loss, sampled, {"gen_loss": loss.detach()}
+    valid = targets != mlm.IGNORE
+    correct = ((logits.argmax(-1) == targets) & valid).detach()
+    rows = positions // labels.shape[1]  # (count,) each slot's sequence
+    logs = {"gen_loss": loss.detach(), "gen_correct": correct.sum(), "gen_count": valid.sum(),
+            "seq_gen_correct": mlm.per_row(rows, correct, labels.shape[0]),
+            "seq_gen_count": (labels != mlm.IGNORE).sum(1)}
     return loss, sampled, logs
 
 
 def corrupt(batch: dict, sampled: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The discriminator's input (the original text with the samples put in) and its labels:
-    1 exactly where the token now differs from the original."""
-    masked = batch["labels"] != mlm.IGNORE
-    original = torch.where(masked, batch["labels"], batch["input_ids"])  # (batch, seq)
-    corrupted = original.clone()
-    corrupted[masked] = sampled
+    1 exactly where the token now differs from the original. sampled is aligned with
+    mlm.masked_slots(batch), as generator_step's; a spare slot's sample is dropped."""
+    labels = batch["labels"]
+    positions, targets = mlm.masked_slots(batch)
+    masked = labels != mlm.IGNORE
+    original = torch.where(masked, labels, batch["input_ids"])  # (batch, seq)
+    # spare slots write into one extra cell past the end, which is then cut off
+    cells = original.numel()
+    into = torch.where(targets != mlm.IGNORE, positions, cells)  # (count,)
+    placed = original.new_zeros(cells + 1).scatter(0, into, sampled)[:cells]
+    corrupted = torch.where(masked, placed.view_as(original), original)
     return corrupted, (corrupted != original).long()
 
 
@@ -55,7 +67,13 @@ def discriminator_step(discriminator, batch: dict, corrupted: torch.Tensor,
     logits = discriminator(input_ids=corrupted, attention_mask=batch["attention_mask"],
                            token_type_ids=batch["token_type_ids"]).logits  # (batch, seq)
     real = batch["attention_mask"].bool()
-    loss = F.binary_cross_entropy_with_logits(logits[real].float(), replaced[real].float())
+    # the mean over real tokens as a weighted sum: every position, a static shape
+    weight = real.float()
+    per_token = F.binary_cross_entropy_with_logits(logits.float(), replaced.float(),
+                                                   reduction="none")  # (batch, seq)
+    loss = (per_token * weight).sum() / weight.sum()
+    if discriminator.training:  # the counts are the eval's (mlm.py)
+        return loss, {"disc_loss": loss.detach()}
     predicted = (logits[real] > 0).long()
     correct = (predicted == replaced[real]).detach()
     logs = {"disc_loss": loss.detach(), "disc_correct": correct.sum(),

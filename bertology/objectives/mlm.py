@@ -8,7 +8,14 @@ instead of tokens. Every mask is drawn from a generator seeded by (seed, example
 static masks repeat across epochs and a resumed run draws the masks it would have drawn.
 
 Loss: the MLM head runs only at masked positions, ~15% of the tokens: with a small model and
-a large vocabulary the head dominates the cost otherwise.
+a large vocabulary the head dominates the cost otherwise. It sees a fixed number of them per
+batch shape, as Cramming's sparse prediction does (Geiping & Goldstein, 2023), so the step has
+static shapes and no host synchronisation (a boolean mask's result has a size only the device
+knows): the collate lists each row's masked positions in `mlm_positions` (batch, row_bound),
+found on the host where it is free. Unlike Cramming, which keeps a fixed share and drops the
+excess, row_bound is an upper bound and the spare slots are ignored targets, so the loss is that
+of every masked token. In training mode the loss returns its losses only; the counts (argmax,
+per-sequence sums) are the held-out evaluation's, which runs the model in eval mode.
 """
 
 from __future__ import annotations
@@ -104,33 +111,82 @@ def pad_batch(examples: list[dict], spec: MaskingSpec, pad_id: int) -> dict[str,
         input_ids[row, :n], labels[row, :n], attention[row, :n] = ids, lab, 1
         token_types[row, :n] = example["token_type_ids"]
     batch = {"input_ids": input_ids, "labels": labels, "attention_mask": attention,
-             "token_type_ids": token_types}
+             "token_type_ids": token_types,
+             "mlm_positions": list_positions(labels, row_bound(length, spec.mask_prob))}
     return {key: torch.from_numpy(value) for key, value in batch.items()}
 
 
+def row_bound(length: int, mask_prob: float) -> int:
+    """The most tokens compute_mask chooses in a row of `length` tokens: the count is
+    round(candidates x mask_prob), at least 1, and candidates <= length (whole words never
+    overshoot it)."""
+    return max(1, round(length * mask_prob))
+
+
+def list_positions(labels: np.ndarray, width: int) -> np.ndarray:
+    """(batch, width) each row's masked positions in order, -1 in the spare slots. The width
+    must bound every row, or the loss would silently drop targets."""
+    positions = np.full((labels.shape[0], width), -1, dtype=np.int64)
+    for row, masked in enumerate(labels != IGNORE):
+        found = np.flatnonzero(masked)
+        if len(found) > width:
+            raise RuntimeError(f"{len(found)} masked tokens in a row, more than the {width} "
+                               "slots of the MLM head")
+        positions[row, : len(found)] = found
+    return positions
+
+
+def masked_slots(batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """(flat indices into the (batch * seq) positions, their targets), both (count,), in
+    row-major order (that of labels[labels != IGNORE]). From the collate's mlm_positions: a
+    static count, spare slots index position 0 of their row with an IGNORE target; without
+    them (a batch made elsewhere): exactly the masked positions, a size the host must read."""
+    labels = batch["labels"]  # (batch, seq)
+    if "mlm_positions" not in batch:
+        flat = labels.flatten().ne(IGNORE).nonzero().squeeze(1)  # (n_masked,)
+        return flat, labels.flatten()[flat]
+    listed = batch["mlm_positions"]  # (batch, width), -1 spare
+    within = listed.clamp(min=0)
+    rows = torch.arange(labels.shape[0], device=labels.device).unsqueeze(1)  # (batch, 1)
+    flat = (rows * labels.shape[1] + within).flatten()  # (batch * width,)
+    targets = torch.where(listed >= 0, labels.gather(1, within), IGNORE).flatten()
+    return flat, targets
+
+
 def encode_and_mlm(model: torch.nn.Module, family: str, batch: dict):
-    """Run the encoder, then the MLM head at masked positions only. Returns the encoder
-    output, the MLM loss and its logs (summed counts, so eval can pool batches)."""
+    """Run the encoder, then the MLM head at masked positions only (masked_slots). Returns the
+    encoder output, the MLM loss and its logs (summed counts, so eval can pool batches; in
+    training mode the loss only)."""
     encoded = encoder_of(model)(input_ids=batch["input_ids"],
                                 attention_mask=batch["attention_mask"],
                                 token_type_ids=batch["token_type_ids"])
-    masked = batch["labels"] != IGNORE  # (batch, seq)
-    logits = mlm_head_of(model, family)(encoded.last_hidden_state[masked])  # (n_masked, vocab)
-    targets = batch["labels"][masked]
-    loss = F.cross_entropy(logits.float(), targets)
-    correct = (logits.argmax(-1) == targets).detach()  # (n_masked,)
-    logs = {"mlm_loss": loss.detach(), "mlm_correct": correct.sum(),
-            "mlm_count": masked.sum().detach(),
-            "seq_mlm_correct": per_sequence(masked, correct), "seq_mlm_count": masked.sum(1)}
+    labels = batch["labels"]  # (batch, seq)
+    positions, targets = masked_slots(batch)  # (count,) each
+    hidden = encoded.last_hidden_state.flatten(0, 1)[positions]  # (count, hidden)
+    logits = mlm_head_of(model, family)(hidden)  # (count, vocab)
+    loss = F.cross_entropy(logits.float(), targets, ignore_index=IGNORE)
+    if model.training:
+        return encoded, loss, {"mlm_loss": loss.detach()}
+    valid = targets != IGNORE
+    correct = (logits.argmax(-1) == targets) & valid  # (count,)
+    rows = positions // labels.shape[1]  # (count,) each slot's sequence
+    logs = {"mlm_loss": loss.detach(), "mlm_correct": correct.sum(), "mlm_count": valid.sum(),
+            "seq_mlm_correct": per_row(rows, correct, labels.shape[0]),
+            "seq_mlm_count": (labels != IGNORE).sum(1)}
     return encoded, loss, logs
+
+
+def per_row(rows: torch.Tensor, values: torch.Tensor, n_rows: int) -> torch.Tensor:
+    """(n_rows,) sums of values by the row each belongs to."""
+    out = torch.zeros(n_rows, device=values.device)
+    return out.index_add_(0, rows, values.float())
 
 
 def per_sequence(positions: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
     """(batch,) sums of per-target values, given in the order of positions.nonzero(): the
     counts a per-sequence bootstrap of the eval resamples."""
     rows = positions.nonzero(as_tuple=True)[0]  # (n,) each target's sequence
-    out = torch.zeros(positions.shape[0], device=values.device)
-    return out.index_add_(0, rows, values.float())
+    return per_row(rows, values, positions.shape[0])
 
 
 # eval metric -> the per-sequence counts it is the pooled ratio of

@@ -33,6 +33,8 @@ def _build(cfg: ObjectiveConfig, tokenizer: PreTrainedTokenizerBase, family: str
         logits = pair_head_of(model, family)(encoded.pooler_output)  # (batch, 2)
         pair_loss = F.cross_entropy(logits.float(), batch["sentence_label"])
         logs[f"{task}_loss"] = pair_loss.detach()
+        if model.training:  # the counts are the eval's (mlm.py)
+            return mlm_loss + pair_loss, logs
         correct = (logits.argmax(-1) == batch["sentence_label"]).float()  # (batch,)
         logs[f"{task}_correct"] = correct.sum()
         logs[f"{task}_count"] = torch.tensor(len(logits))
