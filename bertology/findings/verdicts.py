@@ -11,8 +11,10 @@ meaning a − b > m (greater) or a − b < m (less). The verdict is computed, ne
 - does not hold: the opposite claim passes the same test (for several: any one of them,
   Bonferroni over them);
 - underpowered: neither, and the budget that would resolve the observed effect with 80% power
-  is within 10× the seeds run: the verdict says how many seeds that is; also a claim whose runs
-  measured no uncertainty at all (one run, or identical seeds, and no item replicates);
+  is within 10× the seeds run: the verdict says how many seeds that is (at least one more than
+  were run), or "more items, not seeds" where noise every seed shares keeps it open; also a
+  claim with a one-seed side (with or without item replicates: one seed measures no seed
+  variance), or whose seeds agree exactly without replicates;
 - inconclusive: neither, and the effect sits so close to the margin that no feasible budget
   resolves it (or it is undefined on these runs).
 - uninformative: the finding's guard failed: the runs cannot tell the claim's answer apart
