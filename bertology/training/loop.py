@@ -9,8 +9,13 @@ torch generator (dropout) is reseeded at every step.
 Faults: resume skips a checkpoint that fails its checksum (with a warning) for the one before
 it; SIGTERM (SLURM's preemption), Ctrl-C, and under submitit its own preemption signal, finish
 the step, write a checkpoint and raise Interrupted, which the CLI hands to submitit to requeue;
-a non-finite loss or gradient norm raises RunFailed before the optimizer applies it, so the
-checkpoints on disk are all from finite steps.
+a non-finite loss or gradient norm raises RunFailed at the next log step, evaluation or
+checkpoint, whichever comes first, so the checkpoints on disk are all from finite steps.
+
+No host synchronisation inside a step (a GPU runs ahead of the Python that feeds it): the
+window's losses and gradient norms are summed on the device and read at log steps, the finite
+check is a flag kept on the device and read at those same points, and the objectives compute
+their counts only in eval mode (objectives/mlm.py).
 
 Logs: every `log_every` steps one plain line (step, loss, lr, tokens/s, ETA) goes to the log
 and so to the console and `<pipeline>.log`; the tqdm bar only when stderr is a terminal, so a
@@ -25,7 +30,7 @@ import sys
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -62,6 +67,37 @@ from bertology.training.preemption import stop_signals
 log = logging.getLogger(__name__)
 
 
+class Health:
+    """The first step whose loss (or, without fp16's loss scaler, gradient norm) is not finite,
+    with both values, kept as device tensors so recording it never waits for the device."""
+
+    def __init__(self):
+        self.step = self.loss = self.grad_norm = None
+
+    def record(self, step: int, loss: torch.Tensor, grad_norm: torch.Tensor,
+               scaled: bool) -> None:
+        loss, grad_norm = loss.detach().float(), grad_norm.detach().float().to(loss.device)
+        bad = ~torch.isfinite(loss)
+        if not scaled:  # under fp16 an inf gradient is routine: the scaler skips that step
+            bad = bad | ~torch.isfinite(grad_norm)
+        if self.step is None:
+            self.step = torch.full_like(loss, -1.0)
+            self.loss, self.grad_norm = torch.zeros_like(loss), torch.zeros_like(loss)
+        first = bad & (self.step < 0)
+        self.step = torch.where(first, torch.full_like(loss, float(step)), self.step)
+        self.loss = torch.where(first, loss, self.loss)
+        self.grad_norm = torch.where(first, grad_norm, self.grad_norm)
+
+    def check(self) -> None:
+        """Raise RunFailed if a step since the run started was not finite (reads the device)."""
+        if self.step is None or float(self.step) < 0:
+            return
+        raise RunFailed(f"non-finite training loss ({float(self.loss):g}, gradient norm "
+                        f"{float(self.grad_norm):g}) at step {int(self.step)}; lower trainer.lr "
+                        "or raise trainer.warmup_steps, the checkpoints written before it are "
+                        "kept")
+
+
 @dataclass
 class LoopState:
     """Everything besides weights and optimizer a resumed run needs to continue exactly."""
@@ -79,6 +115,14 @@ class LoopState:
     window_steps: int = 0
     last_train: dict[str, float] = field(default_factory=dict)
     last_eval: dict[str, float] = field(default_factory=dict)
+    # not checkpointed: the first non-finite step since the last check, kept on the device
+    health: Health = field(default_factory=Health, compare=False, repr=False)
+
+    def saved(self) -> dict:
+        """What a checkpoint holds: every field but the device-side health flag, the window
+        read back to floats."""
+        fields = {k: v for k, v in vars(self).items() if k != "health"}
+        return {**fields, "window": _read_window(self.window)}
 
 
 def build_optimizer(model: torch.nn.Module, cfg: TrainerConfig,
@@ -180,8 +224,14 @@ def train(model: torch.nn.Module, objective: Objective, data: ExampleSource, cfg
             for group in optimizer.param_groups:
                 group["lr"] = lr * group.get("lr_scale", 1.0)  # absent in older checkpoints
             step_start = time.perf_counter()
-            window.tokens += _optimizer_step(trainable, optimizer, batches, cfg,
-                                             accelerator, state, count_flops)
+            try:
+                window.tokens += _optimizer_step(trainable, optimizer, batches, cfg,
+                                                 accelerator, state, count_flops)
+            except RuntimeError:
+                # weights gone NaN since the last check can fail an op that checks its input
+                # (torch.multinomial in ELECTRA's generator): report the cause, not the symptom
+                state.health.check()
+                raise
             state.step += 1
             state.train_seconds += time.perf_counter() - step_start
             if accelerator.num_processes > 1 and cfg.max_time_s is not None:
@@ -208,10 +258,11 @@ def _save(out_dir: Path, state: LoopState, model, optimizer, cfg: TrainerConfig,
     # A checkpoint taken mid-log-window holds the window's loss sums, and every process
     # resumes from rank 0's copy: make them the mean over processes first. The logged mean
     # is linear, so continuing from the mean logs what the processes' own sums would have.
-    state.window = mean_over_processes(state.window, accelerator)
+    state.health.check()  # never a checkpoint of weights a non-finite step has touched
+    state.window = mean_over_processes(_read_window(state.window), accelerator)
     if accelerator.is_main_process:
         save_checkpoint(out_dir / "checkpoints", state.step, model,
-                        optimizer, asdict(state), cfg.keep_checkpoints, export)
+                        optimizer, state.saved(), cfg.keep_checkpoints, export)
 
 
 class BudgetBar:
@@ -256,8 +307,11 @@ class Window:
 def _after_step(state, cfg, lr, window, progress, tracker, accelerator, run_eval) -> None:
     """Log the window and evaluate on schedule, and always at the last step."""
     last = budget_progress(state, cfg) >= 1.0
-    if state.step % cfg.log_every == 0 or last:
-        state.window = mean_over_processes(state.window, accelerator)
+    logging_now = state.step % cfg.log_every == 0 or last
+    if logging_now or state.step % cfg.eval_every == 0:
+        state.health.check()  # the step's one read of the device, with the window's
+    if logging_now:
+        state.window = mean_over_processes(_read_window(state.window), accelerator)
         rate = window.tokens / max(1e-9, time.perf_counter() - window.start)
         state.last_train = _window_metrics(state, lr, rate)
         tracker.log(state.last_train, state.step)
@@ -339,30 +393,29 @@ def _optimizer_step(trainable, optimizer, batches, cfg, accelerator, state,
         state.tokens += batch_tokens
         tokens += batch_tokens
     grad_norm = accelerator.clip_grad_norm_(trainable.parameters(), cfg.max_grad_norm)
-    _accumulate(state, {"grad_norm": float(grad_norm)}, 1)
-    _check_finite(float(loss.detach()), float(grad_norm), state, accelerator)
+    grad_norm = torch.as_tensor(grad_norm)  # a float under some of accelerate's wrappers
+    _accumulate(state, {"grad_norm": grad_norm}, 1)
+    # read at the next log step or checkpoint (Health.check), not here: no host sync
+    state.health.record(state.step + 1, loss, grad_norm, accelerator.scaler is not None)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     state.window_steps += 1
     return tokens
 
 
-def _check_finite(loss: float, grad_norm: float, state: LoopState,
-                  accelerator: Accelerator) -> None:
-    """Stop before a NaN or inf reaches the weights. Under fp16 an inf gradient is routine: the
-    loss scaler skips that step and lowers its scale, so only the loss is checked there."""
-    scaled = accelerator.scaler is not None
-    if math.isfinite(loss) and (scaled or math.isfinite(grad_norm)):
-        return
-    raise RunFailed(f"non-finite training loss ({loss:g}, gradient norm {grad_norm:g}) at step "
-                    f"{state.step + 1}; lower trainer.lr or raise trainer.warmup_steps, the "
-                    "checkpoints written before it are kept")
-
-
 def _accumulate(state: LoopState, logs: dict, divisor: int) -> None:
+    """Sum the window's losses on the device (float64, as the Python floats they are read
+    back into; MPS has no float64), so a step never waits for them."""
     for key, value in logs.items():
         if key.endswith("_loss") or key in ("loss", "grad_norm"):
-            state.window[key] = state.window.get(key, 0.0) + float(value) / divisor
+            value = value.detach()
+            wide = value.to(torch.float32 if value.device.type == "mps" else torch.float64)
+            state.window[key] = state.window.get(key, 0.0) + wide / divisor
+
+
+def _read_window(window: dict) -> dict[str, float]:
+    """The window's sums as floats: the one read of the device per log step."""
+    return {key: float(value) for key, value in window.items()}
 
 
 def _fmt(metrics: dict[str, float]) -> str:
