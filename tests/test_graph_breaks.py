@@ -2,7 +2,8 @@
 break (each break is a host synchronisation or a shape only the device knows), for BERT,
 RoBERTa, SpanBERT and ELECTRA at a tiny size on the CPU; and the MLM head's static count of
 masked positions (objectives/mlm.py, as Cramming's sparse prediction) leaves the loss as it was
-with the exact, dynamic set of masked positions."""
+with the exact, dynamic set of masked positions. The loop's side: the finite check and the
+window's sums stay on the device until a log step or checkpoint reads them (training/loop.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ import torch
 
 from bertology.config.groups import ModelConfig, ObjectiveConfig, SizeConfig
 from bertology.data.formats import Specials
+from bertology.errors import RunFailed
 from bertology.models.build import build_model
 from bertology.objectives import OBJECTIVES, mlm
+from bertology.training import loop
+from bertology.training.loop import Health, LoopState
 from bertology.training.objective import Objective
 
 SEED = 0
@@ -115,3 +119,43 @@ def test_positions_list_every_masked_token_in_order_with_spare_slots():
                                                                      [0, -1]])})
     assert flat.tolist() == [1, 3, 4, 4, 8, 8] and targets.tolist() == [7, 9, -100, -100, 5,
                                                                         -100]
+
+
+# ------------------------------------------------------------ no host sync in the step
+
+
+def test_health_keeps_the_first_non_finite_step_until_it_is_read():
+    health = Health()
+    health.check()  # nothing recorded: fine
+    health.record(1, torch.tensor(2.5), torch.tensor(1.0), scaled=False)
+    health.check()
+    health.record(2, torch.tensor(3.0), torch.tensor(float("inf")), scaled=False)
+    health.record(3, torch.tensor(float("nan")), torch.tensor(float("nan")), scaled=False)
+    with pytest.raises(RunFailed, match=r"\(3, gradient norm inf\) at step 2;"):
+        health.check()
+    scaled = Health()  # fp16: an inf gradient is the scaler's business, the loss is not
+    scaled.record(1, torch.tensor(3.0), torch.tensor(float("inf")), scaled=True)
+    scaled.check()
+    scaled.record(2, torch.tensor(float("inf")), torch.tensor(1.0), scaled=True)
+    with pytest.raises(RunFailed, match="at step 2"):
+        scaled.check()
+
+
+def test_a_checkpoint_after_a_non_finite_step_is_not_written(tmp_path):
+    state = LoopState(step=4)
+    state.health.record(4, torch.tensor(float("nan")), torch.tensor(1.0), scaled=False)
+    with pytest.raises(RunFailed, match="at step 4"):
+        loop._save(tmp_path, state, None, None, None, None)
+    assert not (tmp_path / "checkpoints").exists()
+
+
+def test_the_window_sums_on_the_device_as_the_floats_it_replaced():
+    state = LoopState(window={"loss": 0.5})  # a window restored from a checkpoint: floats
+    values = [torch.tensor(v, dtype=torch.float32) for v in (1.1, 2.3, 0.7)]
+    for value in values:
+        loop._accumulate(state, {"loss": value, "mlm_correct": torch.tensor(3)}, 2)
+    expected = 0.5
+    for value in values:
+        expected += float(value) / 2
+    assert set(state.window) == {"loss"} and isinstance(state.window["loss"], torch.Tensor)
+    assert state.saved()["window"] == {"loss": expected}
