@@ -59,7 +59,8 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
                             name=f"pretrain-{config.model.family}-{out_dir.name}",
                             main_process=is_main_process())
     metrics = train(model, objective, data, config.trainer, out_dir, tracker, config.seed,
-                    export=lambda path: write_model(model, tokenizer, path))
+                    export=lambda path: write_model(model, tokenizer, path),
+                    cache_dir=config.cache_dir)
     if is_main_process():  # every process holds the same weights; one writes them
         save_models(model, tokenizer, out_dir)
     metrics["model/parameters"] = float(count_parameters(model))

@@ -41,7 +41,7 @@ from tqdm.auto import tqdm
 from bertology.config.groups import TrainerConfig
 from bertology.data.stream import Cursor, ExampleSource
 from bertology.errors import Interrupted, RunFailed
-from bertology.run.processes import accelerator_options
+from bertology.run.processes import accelerator_options, is_main_process, world_size
 from bertology.run.tracking import Tracker
 from bertology.training.batches import iter_batches, prefetch
 from bertology.training.checkpoint import (
@@ -61,7 +61,7 @@ from bertology.training.collectives import (
 from bertology.training.evaluate import HeldOut
 from bertology.training.flops import masked_lm_flops
 from bertology.training.objective import Objective
-from bertology.training.precision import resolve_precision
+from bertology.training.precision import Probe, resolve_precision
 from bertology.training.preemption import stop_signals
 
 log = logging.getLogger(__name__)
@@ -191,15 +191,18 @@ def _window_metrics(state: LoopState, lr: float, tokens_per_s: float) -> dict[st
 def train(model: torch.nn.Module, objective: Objective, data: ExampleSource, cfg: TrainerConfig,
           out_dir: Path, tracker: Tracker, seed: int, desc: str = "pretrain",
           lr_scale: Callable[[str], float] | None = None,
-          export: Export | None = None) -> dict[str, float]:
+          export: Export | None = None, cache_dir: Path | None = None) -> dict[str, float]:
     """Train until the first budget runs out; returns the final train/* and eval/* metrics.
-    export(dir) writes the loadable model into each checkpoint (training/checkpoint.py)."""
+    export(dir) writes the loadable model into each checkpoint (training/checkpoint.py);
+    cache_dir keeps mixed_precision=auto's timings (training/precision.py)."""
     # The accelerator state is a process-wide singleton: a sweep runs its jobs in one process,
     # each with its own precision, so the previous job's state is cleared (the distributed
     # state it sits on is kept).
     AcceleratorState._reset_state()
-    accelerator = Accelerator(mixed_precision=resolve_precision(cfg),
-                              **accelerator_options())
+    probe = Probe(model, objective, data, lambda copy: build_optimizer(copy, cfg, lr_scale), cfg)
+    precision = resolve_precision(cfg, probe, out_dir, cache_dir, processes=world_size(),
+                                  write=is_main_process())
+    accelerator = Accelerator(mixed_precision=precision, **accelerator_options())
     check_shardable(cfg, accelerator.num_processes)
     optimizer = build_optimizer(model, cfg, lr_scale)
     state = _restore(out_dir, model, optimizer, accelerator.is_main_process)

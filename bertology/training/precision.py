@@ -1,22 +1,57 @@
-"""trainer.mixed_precision=auto: bf16 on a GPU that has it, fp32 on a CPU.
+"""trainer.mixed_precision=auto: the faster of fp32 and bf16 autocast, chosen by timing whole
+training steps of the run's own model, batches and objective.
 
-On a CPU, bf16 autocast made every training step we timed slower, even on this project's Xeon,
-whose AMX unit multiplies bf16 matrices 6-12x faster than fp32 (`matmul_flops_per_s`): the
-casts around each matmul and the non-matmul work (LayerNorm, softmax, GELU, the optimizer)
-outweigh the faster products. Measured end to end with `bertology pretrain`, 2 cores,
-2026-11-25: size=tiny ELECTRA 1.9x slower in bf16 (15.2k vs 29.1k tokens/s), and a size=mini
-step 1.83x (bench/RESULTS.md, speed levers). An earlier `auto` timed one bf16 and one fp32
-matmul and chose bf16 from that; the matmul won and the step lost. bf16 also cost ELECTRA's
-discriminator about 0.03 of held-out balanced accuracy at the sanity budget (README, ELECTRA).
-So on a CPU `auto` keeps fp32; `trainer.mixed_precision=bf16` still forces it, to try on other
-chips.
+Why whole steps: which precision is faster depends on the shape. On the project's Xeon (AMX,
+`amx_bf16` in /proc/cpuinfo) bf16 autocast made a size=tiny BERT step 1.7x slower and size=mini
+and size=small steps 1.2x and 1.4-1.7x faster (issue 29, 2 threads, 30,522 vocab, batch 32): at
+tiny the casts around each matmul and the non-matmul work (LayerNorm, softmax, GELU, dropout,
+the optimizer) outweigh the faster products. An earlier `auto` timed one bf16 and one fp32
+matmul, which AMX runs 6-12x faster in bf16 (`matmul_flops_per_s`), and chose bf16 at every
+size; the matmul won and the tiny step lost.
+
+So, where the device has native bf16 (a CUDA GPU that supports it, or a CPU whose flags show
+amx_bf16 or avx512_bf16), `auto` runs WARMUP then REPEATS interleaved steps in each precision on
+a copy of the model with a fresh optimizer (the run's own weights, optimizer and data position
+are untouched; dropout draws from the generator the loop reseeds at every step) and keeps bf16
+only when its median step is more than NOISE faster: within the noise fp32 is kept, as it
+loses nothing in accuracy. The answer is cached per machine (CPU model and flags or GPU name,
+torch version) and shape (model class and encoder sizes, sequence length, batch, objective) in
+<cache dir>/precision/, so later runs of that shape do not pay for it; every run logs both
+timings and its choice and writes them to precision.json in its run dir. A resumed run keeps
+the precision it began in. The copy runs eager: under trainer.compile the timing is of the
+uncompiled step.
+
+Where the CPU has no native bf16 (AVX2 only, e.g. AMD EPYC before Zen 4), oneDNN emulates bf16
+matmuls through fp32, so bf16 cannot be faster: `auto` is fp32 without timing and says why.
+A run of several processes does not time (the processes would have to agree on one answer):
+it uses a cached answer for its shape if there is one, else fp32 on a CPU and bf16 on a GPU.
+bf16 also cost ELECTRA's discriminator about 0.03 of held-out balanced accuracy at the sanity
+budget (docs/pipelines.md, ELECTRA notes): `trainer.mixed_precision=no` or `bf16` forces one.
 """
 
 from __future__ import annotations
 
+import copy
+import hashlib
+import json
+import logging
+import os
+import statistics
 import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import torch
+
+log = logging.getLogger(__name__)
+
+WARMUP = 1  # untimed steps per precision first: oneDNN and the allocator build their kernels
+REPEATS = 3  # timed steps per precision, interleaved so a change in machine load hits both
+PROBE_BATCHES = 2  # distinct batches the timed steps take in turn
+NOISE = 0.05  # bf16 must be this much faster (median step) to be chosen
+NATIVE_BF16_FLAGS = ("amx_bf16", "avx512_bf16")  # x86 flags of bf16 matrix instructions
+CPUINFO = Path("/proc/cpuinfo")
 
 
 def matmul_flops_per_s(rows: int, inner: int, cols: int, dtype: torch.dtype,
@@ -34,10 +69,260 @@ def matmul_flops_per_s(rows: int, inner: int, cols: int, dtype: torch.dtype,
     return 2 * rows * inner * cols / best
 
 
-def resolve_precision(cfg) -> str:
-    """The precision a run trains in: cfg.mixed_precision, with `auto` resolved."""
-    if cfg.mixed_precision != "auto":
-        return cfg.mixed_precision
-    if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
-        return "bf16"
-    return "no"
+def _cpuinfo_field(name: str) -> str:
+    """The first `name : value` line's value in /proc/cpuinfo ('' where there is none, as
+    off Linux)."""
+    try:
+        for line in CPUINFO.read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == name:
+                return value.strip()
+    except OSError:
+        pass
+    return ""
+
+
+def cpu_flags() -> frozenset[str]:
+    return frozenset(_cpuinfo_field("flags").split())
+
+
+def cpu_model() -> str:
+    return _cpuinfo_field("model name") or "unknown CPU"
+
+
+def native_bf16(device: torch.device) -> tuple[bool, str]:
+    """(whether the device multiplies bf16 natively, the reason in words)."""
+    if device.type == "cuda":
+        if torch.cuda.is_bf16_supported():
+            return True, f"{torch.cuda.get_device_name(device)} supports bf16"
+        return False, f"{torch.cuda.get_device_name(device)} does not support bf16"
+    found = sorted(set(NATIVE_BF16_FLAGS) & cpu_flags())
+    if found:
+        return True, f"this CPU has native bf16 ({', '.join(found)})"
+    return False, ("this CPU has no native bf16 (neither amx_bf16 nor avx512_bf16 in "
+                   "/proc/cpuinfo): bf16 would be emulated through fp32, so it is not timed")
+
+
+def machine_key(device: torch.device) -> dict[str, str]:
+    """What a cached answer holds for: the chip and the torch build that runs it."""
+    if device.type == "cuda":
+        return {"device": "cuda", "name": torch.cuda.get_device_name(device),
+                "torch": torch.__version__}
+    flags = hashlib.sha256(" ".join(sorted(cpu_flags())).encode()).hexdigest()[:12]
+    return {"device": "cpu", "name": cpu_model(), "flags": flags,
+            "threads": str(torch.get_num_threads()), "torch": torch.__version__}
+
+
+class Probe:
+    """What `auto` needs of a run to time it: the shape its answer is cached under, and the
+    step timer (built only when timing: it copies the model). The batches are the run's
+    first PROBE_BATCHES, drawn from a fresh iterator: the run's own data position is untouched."""
+
+    def __init__(self, model: torch.nn.Module, objective, data,
+                 make_optimizer: Callable[[torch.nn.Module], torch.optim.Optimizer], cfg):
+        self.model, self.objective, self.data = model, objective, data
+        self.make_optimizer, self.cfg = make_optimizer, cfg
+        self._batches: list[dict] | None = None
+
+    @property
+    def batches(self) -> list[dict]:
+        if self._batches is None:
+            from bertology.data.stream import Cursor
+            from bertology.training.batches import iter_batches
+
+            batches = iter_batches(self.data, self.objective, Cursor(0, 0), 0,
+                                   self.cfg.batch_size)
+            self._batches = [next(batches)[0] for _ in range(PROBE_BATCHES)]
+        return self._batches
+
+    @property
+    def shape(self) -> dict:
+        return {"model": type(self.model).__name__, "encoders": encoder_shapes(self.model),
+                "objective": self.objective.name, "batch_size": self.cfg.batch_size,
+                "seq_length": max(int(b["input_ids"].shape[1]) for b in self.batches)}
+
+    def make_timer(self, device: torch.device) -> Callable[[str], float]:
+        return StepTimer(self.model, self.objective.loss, self.batches, self.make_optimizer,
+                         self.cfg.max_grad_norm, device)
+
+
+@dataclass
+class Choice:
+    precision: str  # "no" | "bf16" (| "fp16" when asked for by name)
+    requested: str
+    reason: str
+    fp32_step_s: list[float] = field(default_factory=list)  # the timed steps, in order
+    bf16_step_s: list[float] = field(default_factory=list)
+    cached: bool = False
+    machine: dict = field(default_factory=dict)
+    shape: dict = field(default_factory=dict)
+
+
+def measure(time_step: Callable[[str], float], warmup: int = WARMUP,
+            repeats: int = REPEATS) -> dict[str, list[float]]:
+    """Seconds per step in each precision ("no", "bf16"): warm-up steps untimed, then the
+    timed ones interleaved, the order alternating (no, bf16), (bf16, no), ... so neither
+    precision always runs right after the other."""
+    for precision in ("no", "bf16"):
+        for _ in range(warmup):
+            time_step(precision)
+    times: dict[str, list[float]] = {"no": [], "bf16": []}
+    for repeat in range(repeats):
+        order = ("no", "bf16") if repeat % 2 == 0 else ("bf16", "no")
+        for precision in order:
+            times[precision].append(time_step(precision))
+    return times
+
+
+def decide(fp32_s: list[float], bf16_s: list[float], noise: float = NOISE) -> str:
+    """bf16 when its median step is more than `noise` faster than fp32's; fp32 otherwise."""
+    return "bf16" if statistics.median(bf16_s) < (1 - noise) * statistics.median(fp32_s) \
+        else "no"
+
+
+def _cache_file(cache_dir: Path, machine: dict, shape: dict) -> Path:
+    key = json.dumps({"machine": machine, "shape": shape}, sort_keys=True)
+    return cache_dir / "precision" / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+
+
+def _write_json(path: Path, payload: dict) -> None:
+    """Whole or not at all: a crash mid-write leaves no half file to read back."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    partial.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+    partial.replace(path)
+
+
+def _read_cached(path: Path) -> dict | None:
+    try:
+        cached = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None  # none yet, or unreadable: time again
+    return cached if cached.get("precision") in ("no", "bf16") else None
+
+
+def choose(requested: str, device: torch.device, probe: Probe | None, cache_dir: Path | None,
+           processes: int = 1) -> Choice:
+    """The precision a run trains in, with the evidence for it."""
+    if requested != "auto":
+        return Choice(requested, requested, "set by trainer.mixed_precision")
+    native, why = native_bf16(device)
+    if not native:
+        return Choice("no", requested, why)
+    if probe is None:  # no run to time (a caller outside the training loop)
+        precision = "bf16" if device.type == "cuda" else "no"
+        return Choice(precision, requested, f"{why}; nothing to time, the device's default")
+    machine, shape = machine_key(device), probe.shape
+    base = Choice("no", requested, why, machine=machine, shape=shape)
+    path = _cache_file(cache_dir, machine, shape) if cache_dir is not None else None
+    cached = _read_cached(path) if path is not None else None
+    if cached is not None:
+        return Choice(cached["precision"], requested, f"{why}; timed before ({path})",
+                      cached["fp32_step_s"], cached["bf16_step_s"], True, machine, shape)
+    if processes > 1:
+        base.precision = "bf16" if device.type == "cuda" else "no"
+        base.reason = (f"{why}; not timed in a run of {processes} processes (run one process "
+                       "once to time this shape), the device's default")
+        return base
+    times = measure(probe.make_timer(device))
+    base.fp32_step_s, base.bf16_step_s = times["no"], times["bf16"]
+    base.precision = decide(times["no"], times["bf16"])
+    base.reason = (f"{why}; median of {REPEATS} interleaved steps each after {WARMUP} warm-up, "
+                   f"bf16 chosen only when more than {NOISE:.0%} faster")
+    if path is not None:
+        _write_json(path, {"precision": base.precision, "fp32_step_s": base.fp32_step_s,
+                           "bf16_step_s": base.bf16_step_s, "machine": machine,
+                           "shape": shape, "timed_at": time.strftime("%Y-%m-%dT%H:%M:%S")})
+    return base
+
+
+def describe(choice: Choice) -> str:
+    """One log line: the choice, both timings, and why."""
+    name = {"no": "fp32", "bf16": "bf16", "fp16": "fp16"}[choice.precision]
+    line = f"mixed precision {choice.requested}: {name}"
+    if choice.fp32_step_s:
+        line += (f" (fp32 {statistics.median(choice.fp32_step_s):.4f} s/step, bf16 "
+                 f"{statistics.median(choice.bf16_step_s):.4f} s/step"
+                 f"{', cached' if choice.cached else ''})")
+    return f"{line}: {choice.reason}"
+
+
+def resolve_precision(cfg, probe: Probe | None = None, out_dir: Path | None = None,
+                      cache_dir: Path | None = None, device: torch.device | None = None,
+                      processes: int = 1, write: bool = True) -> str:
+    """The precision a run trains in: cfg.mixed_precision, with `auto` resolved (above). With
+    out_dir, the choice is logged and written to out_dir/precision.json; a resumed `auto` run
+    (checkpoints in out_dir) keeps the precision precision.json says it began in."""
+    if device is None:
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    record = out_dir / "precision.json" if out_dir is not None else None
+    began = _began_in(record) if cfg.mixed_precision == "auto" else None
+    if began is not None:
+        log.info("mixed precision auto: %s, as this run began (%s)",
+                 "fp32" if began == "no" else began, record)
+        return began
+    if cache_dir is None:
+        cache_dir = Path(os.environ.get("BERTOLOGY_CACHE_DIR")
+                         or Path.home() / ".cache" / "bertology").expanduser()
+    choice = choose(cfg.mixed_precision, device, probe, cache_dir, processes)
+    if record is not None and write:
+        log.info("%s", describe(choice))
+        _write_json(record, asdict(choice))
+    return choice.precision
+
+
+def _began_in(record: Path | None) -> str | None:
+    """The precision a resumed run began in: only where it has checkpoints to resume."""
+    if record is None or not any((record.parent / "checkpoints").glob("step_*")):
+        return None
+    try:
+        return json.loads(record.read_text())["precision"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def encoder_shapes(model: torch.nn.Module) -> list[dict]:
+    """Layers, widths and vocabulary of every bare encoder in the model (ELECTRA has two)."""
+    from transformers import PreTrainedModel
+
+    shapes = []
+    for module in model.modules():
+        if isinstance(module, PreTrainedModel) and module.base_model is module:
+            config = module.config
+            shapes.append({key: getattr(config, key, None) for key in (
+                "num_hidden_layers", "hidden_size", "intermediate_size",
+                "num_attention_heads", "vocab_size", "embedding_size",
+                "hidden_dropout_prob", "attention_probs_dropout_prob")})
+    return shapes
+
+
+class StepTimer:
+    """Times one whole training step (forward with the objective's loss, backward, clipping,
+    the optimizer) in a precision, on a copy of the model with its own optimizer: the run's
+    weights and optimizer state stay as they were. Batches are used in turn."""
+
+    def __init__(self, model: torch.nn.Module, loss: Callable, batches: list[dict],
+                 make_optimizer: Callable[[torch.nn.Module], torch.optim.Optimizer],
+                 max_grad_norm: float, device: torch.device):
+        self.model = copy.deepcopy(model).to(device).train()
+        self.optimizer = make_optimizer(self.model)
+        self.loss, self.batches, self.max_grad_norm, self.device = (
+            loss, batches, max_grad_norm, device)
+        self.steps = 0
+
+    def __call__(self, precision: str) -> float:
+        batch = self.batches[self.steps % len(self.batches)]
+        batch = {key: value.to(self.device) for key, value in batch.items()}
+        self.steps += 1
+        start = time.perf_counter()
+        with torch.autocast(self.device.type, dtype=torch.bfloat16,
+                            enabled=precision == "bf16"):
+            loss, _ = self.loss(self.model, batch)
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
+        float(loss.detach()), float(norm)  # the loop reads both every step (finite check)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter() - start
