@@ -1,7 +1,12 @@
-"""Training FLOPs of a batch, counted the way Kaplan et al. (2020) and ELECTRA (Clark et al.,
-2020, App. D) count them: 6 x (weights a position runs through) x (positions), forward (2) plus
-backward (4), and attention's two (seq x seq x hidden) matmuls per layer. Element-wise work
-(LayerNorm, GeLU, softmax) and embedding look-ups are not counted. Heads count only where they
+"""Training FLOPs of a batch, counted as Kaplan et al. (2020, §2.1) count them: 6 x (weights a
+position runs through) x (positions), forward (2) plus backward (4), and attention's two
+(seq x seq x hidden) matmuls per layer. Element-wise work (LayerNorm, GeLU, softmax) and
+embedding look-ups are not counted. This is NOT ELECTRA's accounting (Clark et al., 2020,
+App. D; google-research/electra flops_computation.py): that one counts backward = forward
+(4 x MACs in all), embedding look-ups as dense one-hot matmuls (2 x E x V per position) and the
+element-wise work, which makes an ELECTRA step cost 1.65-1.79x an MLM step at tiny/mini with
+a 30,522 vocabulary, against 1.06-1.10x here (issue 29): equal-compute comparisons in this
+project (trainer.max_flops) are equal by this convention. Heads count only where they
 run: the MLM head at masked positions, the pair head once per sequence. This is what lets
 objectives be compared at equal compute (trainer.max_flops).
 """
