@@ -73,6 +73,8 @@ ACCEPTED = {
     ("task.label_column", "unknown word"): "a column of the data file, read from its header",
     ("task.hub", "unknown word"): "a hub data set name, known once the hub is asked",
     ("task.hub_config", "unknown word"): "a configuration of the hub data set",
+    ("task.hub_revision", "unknown word"): "a branch, tag or commit of the hub data set",
+    ("task.hub_data_dir", "unknown word"): "a folder of the hub data set",
     ("task.hub_label_column", "unknown word"): "a column of the hub data set",
     ("data.split", "unknown word"): "a split of the hub data set",
     ("data.text_column", "unknown word"): "a column of the hub data set",
