@@ -272,11 +272,6 @@ def test_layer_trends_do_not_hold_on_the_random_init_twin(tmp_path, random_minil
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, raises=AssertionError, reason=(
-    "measured 2026-11-25 before the fix: on a random-init MiniLM finetuning_top_layers held raw "
-    "and Holm and ner_later_than_pos raw; since then finetuning_top_layers is a claim about the "
-    "method (it holds without pretraining) and ner_later_than_pos must beat the twin's NER rise "
-    "too; not yet rerun at full size: make it strict once it passes (issue 28)"))
 def test_probing_findings_do_not_hold_on_the_random_init_twin(tmp_path, random_minilm,
                                                               random_minilm_finetuned):
     sizes = [*TWIN_SIZES, f"model.name_or_path={random_minilm}"]
@@ -294,10 +289,6 @@ def test_finetuning_findings_do_not_hold_on_the_random_init_twin(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, raises=AssertionError, reason=(
-    "measured 2026-11-25 before the fix: special_token_gradients held raw on a BERT fine-tuned "
-    "from random weights; it is now a claim about the method (the sink gap appears without "
-    "pretraining); not yet rerun: make it strict once it passes (issue 28)"))
 def test_compression_findings_do_not_hold_on_the_random_init_twin(tmp_path):
     assert_no_finding_holds(tmp_path, run_compression_studies(tmp_path), about=MODEL_ONLY)
 
