@@ -192,10 +192,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    from bertology.cli import fail
+if __name__ == "__main__":  # python -m bertology.runs, as `bertology runs` (cli.runs_command)
+    import sys
+
+    from bertology.errors import EXIT_USER_ERROR
 
     try:
         raise SystemExit(main())
     except UserError as err:
-        raise SystemExit(fail("runs", str(err))) from None
+        print(f"bertology runs: error: {err}", file=sys.stderr)
+        raise SystemExit(EXIT_USER_ERROR) from None

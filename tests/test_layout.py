@@ -31,8 +31,8 @@ LAYERS = [
     {"training"},
     {"objectives", "evaluation"},
     {"analysis", "pruning", "findings"},
-    {"pipelines"},
-    {"cli", "reproduce", "runs"},
+    {"pipelines", "runs"},  # runs: `bertology runs`, reads run dirs (below the cli that calls it)
+    {"cli", "reproduce"},
     {"__main__"},
 ]
 LAYER_OF = {unit: i for i, units in enumerate(LAYERS) for unit in units}
