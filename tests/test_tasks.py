@@ -150,9 +150,8 @@ def test_hub_converters_map_glue_conll_and_squad_schemas(monkeypatch):
     squad = datasets.Dataset.from_dict({
         "id": ["q1"], "question": ["who?"], "context": ["Ann ran."],
         "answers": [{"text": ["Ann"], "answer_start": [0]}]})
-    tables = {"conll2003": conll, "glue": mrpc, "squad": squad}
-    monkeypatch.setattr(datasets, "load_dataset", lambda name, config=None, split=None:
-                        tables[name])
+    tables = {"lhoestq/conll2003": conll, "glue": mrpc, "squad": squad}  # conf/task's hub ids
+    monkeypatch.setattr(datasets, "load_dataset", lambda path, *args, **kwargs: tables[path])
     train, _, labels = load_hub(task_config("conll03"))
     assert train == [{"words": ["EU", "rejects"], "tags": [labels.index("B-ORG"), 0]}]
     train, _, _ = load_hub(task_config("mrpc"))
