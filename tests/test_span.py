@@ -258,7 +258,7 @@ def test_model_dir_loads_in_plain_transformers_and_keeps_the_head(synthetic_toke
                                                                    tmp_path):
     model = spanbert(synthetic_tokenizer).eval()
     torch.nn.init.normal_(model.sbo_head.bias)  # not the initial zeros: a real round trip
-    pretrain.save_pretrained_atomic(model, synthetic_tokenizer, tmp_path / "model")
+    pretrain.save_models(model, synthetic_tokenizer, tmp_path)  # model/, as a run writes it
     files = {p.name for p in (tmp_path / "model").iterdir()}
     assert {"model.safetensors", "sbo_head.safetensors", "sbo_head.json"} <= files
     assert not [k for k in load_file(tmp_path / "model" / "model.safetensors") if "sbo" in k]
