@@ -4,6 +4,7 @@ rate schedule against HF's, and runs that stop at whichever budget ends first.""
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 import torch
@@ -72,9 +73,11 @@ def test_progress_is_the_largest_share_of_any_budget():
     assert budget_progress(LoopState(step=100, flops=0, train_seconds=0), cfg) == 1.0
 
 
-def test_the_progress_bar_counts_the_budget_that_ends_the_run(capsys):
+def test_the_progress_bar_counts_the_budget_that_ends_the_run(capsys, monkeypatch):
     """A FLOPs budget ends the run long before max_steps: the bar shows the percent spent (a
-    resumed run starts where it stopped), and steps where steps are the only budget."""
+    resumed run starts where it stopped), and steps where steps are the only budget. (The bar
+    is drawn only at a terminal: stderr says it is one here.)"""
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     cfg = TrainerConfig(max_steps=100_000, max_flops=1e9)
     bar = BudgetBar(LoopState(step=3, flops=2.5e8), cfg, "pretrain", enabled=True)
     assert (bar.bar.total, bar.bar.n) == (100.0, 25.0)
