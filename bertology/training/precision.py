@@ -99,8 +99,7 @@ def native_bf16(device: torch.device) -> tuple[bool, str]:
     found = sorted(set(NATIVE_BF16_FLAGS) & cpu_flags())
     if found:
         return True, f"this CPU has native bf16 ({', '.join(found)})"
-    return False, ("this CPU has no native bf16 (neither amx_bf16 nor avx512_bf16 in "
-                   "/proc/cpuinfo): bf16 would be emulated through fp32, so it is not timed")
+    return False, "no native bf16 on this CPU (no amx_bf16 or avx512_bf16): emulated, not timed"
 
 
 def machine_key(device: torch.device) -> dict[str, str]:
