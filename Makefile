@@ -17,8 +17,10 @@ setup:  ## create .venv and install bertology (editable, dev extras) with the CP
 	$(BIN)/pip install --quiet $(TORCH)
 	$(BIN)/pip install --quiet -e '.[dev]'
 
-test:  ## fast test suite (everything not marked slow)
-	$(BIN)/pytest -q -m "not slow"
+TESTS   ?= tests
+
+test:  ## fast test suite (everything not marked slow; TESTS= picks files)
+	$(BIN)/pytest -q -m "not slow" $(TESTS)
 
 test-slow:  ## the slow end-to-end tests
 	$(BIN)/pytest -q -m slow
