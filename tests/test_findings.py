@@ -18,7 +18,7 @@ from bertology.config.files import MADE_BY_THE_RUN
 from bertology.findings.catalog import load_catalog, runs_of
 from bertology.findings.evidence import Evidence, evaluate
 from bertology.findings.runs import Run, find_runs
-from bertology.findings.verdicts import selects
+from bertology.findings.verdicts import evidence_of, selects
 from bertology.pipelines import load_pipeline
 
 EXPERIMENTS = REPO / "conf" / "experiment"
@@ -33,8 +33,7 @@ def pipeline_of(bundle: str) -> str:
 
 
 def evidences(spec) -> list[Evidence]:
-    return [side for c in spec.comparisons + spec.guards for side in (c.a, c.b)
-            if isinstance(side, Evidence)]
+    return evidence_of(spec)  # the report's own list: comparisons and guards
 
 
 def test_every_finding_says_what_it_is_about():

@@ -231,11 +231,9 @@ def judge(spec: FindingSpec, runs: list[Run]) -> FindingResult:
     if failed:  # the comparison cannot discriminate: no verdict on the claim, either way
         result.raw = "uninformative"
         result.note = f"guard not met: {'; '.join(failed)}"
-    if repeats:
-        result.note = "; ".join(filter(None, [result.note, (
-            f"{len(repeats)} run(s) repeat another exactly (same config less the seed, same "
-            "evidence) and count once")]))
-    result.note = "; ".join(filter(None, [result.note, spec.caveat]))
+    repeated = (f"{len(repeats)} run(s) repeat another exactly (same config less the seed, "
+                "same evidence) and count once") if repeats else ""
+    result.note = "; ".join(filter(None, [result.note, repeated, spec.caveat]))
     return result
 
 
