@@ -4,6 +4,7 @@ batch, and only rank 0 writes."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -19,6 +20,7 @@ import torch
 
 from bertology.errors import UserError
 from bertology.run.replicates import read_replicates
+from bertology.run import rundir
 from bertology.run.rundir import is_finished
 from bertology.run.tracking import without_wall_clock
 from bertology.training import collectives
@@ -122,6 +124,44 @@ def logged(run_dir: Path) -> list[dict]:
             for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
+def descendants(pid: int) -> list[int]:
+    """Every live process below pid, read from /proc (children before grandchildren)."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:  # the command name may hold spaces and parentheses: the ppid follows the last ')'
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    found, frontier = [], [pid]
+    while frontier:
+        children = [child for child, parent in parents.items() if parent in frontier]
+        found += children
+        frontier = children
+    return found
+
+
+def kill_tree(process: subprocess.Popen) -> None:
+    """SIGKILL the launcher and its ranks. torch.distributed.elastic starts each rank in a
+    session of its own (start_new_session=True), so killing the launcher's process group
+    left the ranks running: they finished the run that the test meant to kill."""
+    ranks = descendants(process.pid)
+    os.killpg(process.pid, signal.SIGKILL)
+    for pid in ranks:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    process.wait()
+
+
+def wait_for_lock_release(run_dir: Path, timeout: float = 60) -> None:
+    """The ranks are not our children, so nothing waits for them to die; a rank's run-dir
+    lock goes only when it has exited. Wait for the kernel to drop the lock."""
+    deadline = time.time() + timeout
+    while (fd := rundir._try_lock(run_dir)) is None and time.time() < deadline:
+        time.sleep(0.05)
+    assert fd is not None, f"{run_dir}: lock still held {timeout} s after the kill"
+    os.close(fd)
+
+
 @pytest.mark.slow
 def test_two_processes_killed_mid_log_window_resume_to_the_same_curve(tmp_path):
     """Checkpoints every 5 steps, log lines every 4: a checkpoint taken mid-window holds the
@@ -134,8 +174,8 @@ def test_two_processes_killed_mid_log_window_resume_to_the_same_curve(tmp_path):
     deadline = time.time() + 300
     while newest_step(killed) < 5 and process.poll() is None and time.time() < deadline:
         time.sleep(0.02)
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
+    kill_tree(process)
+    wait_for_lock_release(killed)
     stopped_at = newest_step(killed)
     assert stopped_at % 4 and not is_finished(killed), f"no mid-window kill ({stopped_at})"
     process = launch_two(args, killed)
