@@ -19,8 +19,8 @@ import pytest
 import torch
 
 from bertology.errors import UserError
-from bertology.run.replicates import read_replicates
 from bertology.run import rundir
+from bertology.run.replicates import read_replicates
 from bertology.run.rundir import is_finished
 from bertology.run.tracking import without_wall_clock
 from bertology.training import collectives
