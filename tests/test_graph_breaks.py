@@ -52,16 +52,8 @@ def setup(tokenizer, family: str) -> tuple[torch.nn.Module, Objective, dict]:
     return model.train(), objective, batch
 
 
-# SpanBERT breaks in objectives/span.py, owned elsewhere: its collate lists no mlm_positions
-# (so encode_and_mlm takes the exact, dynamic path: nonzero in mlm.masked_slots) and sbo_step
-# indexes with the boolean mask (span.py sbo_step: masked.nonzero, sbo_left[masked]).
-SPAN_BREAKS = pytest.mark.xfail(strict=True, reason="span.py: boolean-mask indexing in sbo_step "
-                                "and no mlm_positions from its collate")
-
-
 @pytest.mark.slow  # ~30-40 s each on 2 loaded cores: dynamo and AOTAutograd tracing
-@pytest.mark.parametrize("family", [pytest.param(f, marks=SPAN_BREAKS) if f == "spanbert"
-                                    else f for f in sorted(VARIANTS)])
+@pytest.mark.parametrize("family", sorted(VARIANTS))
 def test_model_and_loss_compile_without_a_graph_break(synthetic_tokenizer, family):
     model, objective, batch = setup(synthetic_tokenizer, family)
     torch._dynamo.reset()

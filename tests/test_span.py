@@ -29,7 +29,7 @@ from bertology.data.formats import Specials, build_examples
 from bertology.errors import UserError
 from bertology.models.build import build_model, checkpoint_family
 from bertology.models.spanbert import SpanBoundaryHead, load_sbo_head
-from bertology.objectives import OBJECTIVES
+from bertology.objectives import OBJECTIVES, span
 from bertology.objectives.mlm import IGNORE, MaskingSpec
 from bertology.objectives.span import compute_length_pmf, compute_runs, compute_span_mask
 from bertology.pipelines import pretrain
@@ -236,6 +236,54 @@ def test_head_clips_positions_past_its_last_embedding():
     assert not torch.allclose(head(left, right, torch.tensor([1, 1, 1]), embeddings), same)
 
 
+def test_sbo_loss_through_static_slots_is_the_boolean_mask_loss(synthetic_tokenizer):
+    """sbo_step gathers through the collate's fixed slots (mlm.masked_slots, no graph break);
+    its loss and counts are those of the boolean-mask indexing it replaced, computed here by
+    hand on a hand-built batch: row 0 masks the span 2-3 and the span 5, row 1 the span 1."""
+    model = spanbert(synthetic_tokenizer)
+    labels = torch.full((2, 8), IGNORE)
+    labels[0, [2, 3, 5]] = torch.tensor([11, 12, 13])
+    labels[1, 1] = 14
+    batch = {"labels": labels, "sbo_left": torch.zeros(2, 8, dtype=torch.long),
+             "sbo_right": torch.zeros(2, 8, dtype=torch.long),
+             "sbo_position": torch.zeros(2, 8, dtype=torch.long)}
+    for row, position, left, right, index in [(0, 2, 1, 4, 1), (0, 3, 1, 4, 2), (0, 5, 4, 6, 1),
+                                              (1, 1, 0, 2, 1)]:
+        batch["sbo_left"][row, position] = left
+        batch["sbo_right"][row, position] = right
+        batch["sbo_position"][row, position] = index
+    batch["mlm_positions"] = torch.from_numpy(span.mlm.list_positions(labels.numpy(), 5))
+    hidden = torch.randn(2, 8, model.config.hidden_size)
+    head, embeddings = model.sbo_head, model.get_input_embeddings().weight
+    lefts = torch.stack([hidden[0, 1], hidden[0, 1], hidden[0, 4], hidden[1, 0]])  # (4, hidden)
+    rights = torch.stack([hidden[0, 4], hidden[0, 4], hidden[0, 6], hidden[1, 2]])
+    logits = head(lefts, rights, torch.tensor([1, 2, 1, 1]), embeddings)  # (4, vocab)
+    targets = torch.tensor([11, 12, 13, 14])
+    expected = torch.nn.functional.cross_entropy(logits, targets)
+    model.train()
+    loss, logs = span.sbo_step(model, hidden, batch)
+    assert float(loss.detach()) == pytest.approx(float(expected), abs=1e-6)
+    assert set(logs) == {"sbo_loss"}
+    model.eval()
+    loss, logs = span.sbo_step(model, hidden, batch)
+    correct = logits.argmax(-1) == targets
+    assert float(loss) == pytest.approx(float(expected), abs=1e-6)
+    assert int(logs["sbo_count"]) == 4 and int(logs["sbo_correct"]) == int(correct.sum())
+    assert logs["seq_sbo_count"].tolist() == [3, 1]
+    assert logs["seq_sbo_correct"].tolist() == [float(correct[:3].sum()), float(correct[3])]
+
+
+def test_collate_lists_every_masked_token_in_static_slots(synthetic_tokenizer, examples):
+    objective = OBJECTIVES["span_sbo"](SPAN, synthetic_tokenizer, "spanbert", SEED)
+    batch = objective.collate([{**e, "mask_key": (e["id"], 0)} for e in examples[:64]])
+    seq = batch["labels"].shape[1]
+    assert batch["mlm_positions"].shape == (64, min(seq, max(1, round(seq * 0.15)) + 8))
+    for row in range(64):
+        masked = torch.nonzero(batch["labels"][row] != IGNORE).flatten().tolist()
+        listed = batch["mlm_positions"][row].tolist()
+        assert listed == masked + [-1] * (len(listed) - len(masked))
+
+
 def spanbert(tokenizer, name_or_path=None):
     model = ModelConfig(family="spanbert", name_or_path=name_or_path, masking="dynamic",
                         input_format="doc_sentences", attn_implementation="eager")
@@ -248,6 +296,7 @@ def test_flop_estimate_matches_counted_matmuls(synthetic_tokenizer, examples):
     objective = OBJECTIVES["span_sbo"](SPAN, synthetic_tokenizer, "spanbert", SEED)
     batch = objective.collate([{**e, "mask_key": (e["id"], 0)} for e in examples[:4]])
     batch["attention_mask"][:] = 1  # padded positions are computed too: count them
+    del batch["mlm_positions"]  # and the heads' spare slots (ignored targets): run none
     with FlopCounterMode(display=False) as counter:
         loss, _ = objective.loss(model, batch)
         loss.backward()

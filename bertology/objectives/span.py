@@ -143,7 +143,8 @@ def _replace_span(ids: np.ndarray, start: int, end: int, spec: MaskingSpec,
 def pad_batch(examples: list[dict], spec: MaskingSpec, pmf: np.ndarray,
               pad_id: int) -> dict[str, torch.Tensor]:
     """Mask each example with its own seeded generator (as mlm.pad_batch) and pad to the
-    longest. Every value is (batch, seq) int64."""
+    longest. Every value is (batch, seq) int64, but mlm_positions (batch, slots_of(...)): the
+    masked positions in a static number of slots, read by both heads (mlm.masked_slots)."""
     length = max(len(e["input_ids"]) for e in examples)
     fill = {"input_ids": pad_id, **MASK_VALUES, "attention_mask": 0, "token_type_ids": 0}
     batch = {key: np.full((len(examples), length), value, np.int64) for key, value in fill.items()}
@@ -155,24 +156,50 @@ def pad_batch(examples: list[dict], spec: MaskingSpec, pmf: np.ndarray,
         arrays["token_type_ids"] = example["token_type_ids"]
         for key, values in arrays.items():
             batch[key][row, : len(values)] = values
+    batch["mlm_positions"] = mlm.list_positions(batch["labels"], slots_of(batch["labels"],
+                                                                        spec.mask_prob))
     return {key: torch.from_numpy(value) for key, value in batch.items()}
+
+
+# Slots past mlm.row_bound: whole words round a row's masked count to the nearest
+# (sample_spans), so a row passes its budget by at most half its last word's tokens, i.e. by
+# 8 or fewer for any word of up to 16 word pieces.
+OVERSHOOT_SLOTS = 8
+
+
+def slots_of(labels: np.ndarray, mask_prob: float) -> int:
+    """Masked-token slots for a (batch, seq) batch: mlm.row_bound(seq) + OVERSHOOT_SLOTS,
+    capped at seq, a function of the shape only. A row can go past it only through a longer
+    word, or a first word longer than its whole budget (always taken); the batch then widens to
+    its largest row (a new shape, one recompile) rather than drop a target."""
+    masked = int((labels != IGNORE).sum(1).max(initial=0))
+    bound = mlm.row_bound(labels.shape[1], mask_prob) + OVERSHOOT_SLOTS
+    return max(min(labels.shape[1], bound), masked)
 
 
 def sbo_step(model: torch.nn.Module, hidden: torch.Tensor, batch: dict):
     """The span-boundary loss at the masked positions, from the encoder's last states
-    (batch, seq, hidden). Returns (loss, logs with summed counts)."""
-    masked = batch["labels"] != IGNORE  # (batch, seq)
-    rows = masked.nonzero(as_tuple=True)[0]  # (n,) the sequence of each target, in mask order
-    left = hidden[rows, batch["sbo_left"][masked]]  # (n, hidden)
-    right = hidden[rows, batch["sbo_right"][masked]]  # (n, hidden)
+    (batch, seq, hidden). Gathers through mlm.masked_slots (the collate's static slots; spare
+    slots read position 0 of their row, whose sbo_* are 0, with an IGNORE target), so the step
+    has static shapes and no host synchronisation. Returns (loss, logs): in training mode the
+    loss only, in eval mode also the summed counts."""
+    labels = batch["labels"]  # (batch, seq)
+    flat, targets = mlm.masked_slots(batch)  # (count,) each, row-major
+    states = hidden.flatten(0, 1)  # (batch * seq, hidden)
+    row_start = flat - flat % labels.shape[1]  # (count,) flat index of each slot's token 0
+    left = states[row_start + batch["sbo_left"].flatten()[flat]]  # (count, hidden)
+    right = states[row_start + batch["sbo_right"].flatten()[flat]]  # (count, hidden)
     embeddings = encoder_of(model).get_input_embeddings().weight  # (vocab, hidden): tied
-    logits = sbo_head_of(model)(left, right, batch["sbo_position"][masked], embeddings)
-    targets = batch["labels"][masked]
-    loss = F.cross_entropy(logits.float(), targets)
-    correct = (logits.argmax(-1) == targets).detach()
-    logs = {"sbo_loss": loss.detach(), "sbo_correct": correct.sum(), "sbo_count": masked.sum(),
-            "seq_sbo_correct": mlm.per_sequence(masked, correct),
-            "seq_sbo_count": masked.sum(1)}
+    logits = sbo_head_of(model)(left, right, batch["sbo_position"].flatten()[flat], embeddings)
+    loss = F.cross_entropy(logits.float(), targets, ignore_index=IGNORE)
+    if model.training:
+        return loss, {"sbo_loss": loss.detach()}
+    valid = targets != IGNORE
+    correct = ((logits.argmax(-1) == targets) & valid).detach()  # (count,)
+    rows = flat // labels.shape[1]  # (count,) each slot's sequence
+    logs = {"sbo_loss": loss.detach(), "sbo_correct": correct.sum(), "sbo_count": valid.sum(),
+            "seq_sbo_correct": mlm.per_row(rows, correct, labels.shape[0]),
+            "seq_sbo_count": (labels != IGNORE).sum(1)}
     return loss, logs
 
 
