@@ -235,8 +235,8 @@ def report_overrides(args: list[str]) -> list[str]:
 
 
 def runs_command(args: list[str]) -> int:
-    """`bertology runs [DIR ...]` (bertology/runs.py): reads run dirs, writes none."""
-    from bertology.runs import main as runs_main
+    """`bertology runs [DIR ...]` (pipelines/runs_table.py): reads run dirs, writes none."""
+    from bertology.pipelines.runs_table import main as runs_main
 
     try:
         return runs_main(args)

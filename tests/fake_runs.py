@@ -45,7 +45,7 @@ import yaml
 
 from bertology.findings.catalog import runs_of
 from bertology.findings.evidence import REDUCTIONS, Evidence
-from bertology.findings.runs import Run, find_runs
+from bertology.findings.results import Run, find_runs
 from bertology.findings.verdicts import Comparison, FindingSpec
 from bertology.run.replicates import compute_mean_replicates, write_replicates
 

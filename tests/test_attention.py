@@ -14,7 +14,7 @@ from bertology.analysis import attention, dependency_heads
 from bertology.analysis.attention import PATTERNS, STATS
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.findings.catalog import load_catalog
-from bertology.findings.runs import Run
+from bertology.findings.results import Run
 from bertology.findings.verdicts import judge
 from bertology.run.replicates import REPLICATES, read_replicates
 

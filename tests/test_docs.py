@@ -262,7 +262,7 @@ def check_command(args: list[str]) -> None:
         chosen(getattr(parsed, "names", []) or [])
         return
     if pipeline == "runs":  # reads run dirs, writes none: its arguments and the dirs
-        from bertology.runs import build_parser
+        from bertology.pipelines.runs_table import build_parser
 
         parsed = build_parser().parse_args(rest)
         missing = [str(d) for d in parsed.dirs if not d.is_dir()]

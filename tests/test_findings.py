@@ -12,14 +12,14 @@ from conftest import REPO, compose_config
 from omegaconf import OmegaConf
 from test_experiments import sweep_jobs
 
-from bertology import reproduce
 from bertology.cli import CONFIG_CHECKS, PIPELINES
 from bertology.config.files import MADE_BY_THE_RUN
 from bertology.findings.catalog import load_catalog, runs_of
 from bertology.findings.evidence import Evidence, evaluate
-from bertology.findings.runs import Run, find_runs
+from bertology.findings.results import Run, find_runs
 from bertology.findings.verdicts import evidence_of, selects
 from bertology.pipelines import load_pipeline
+from bertology.reproduce import studies as reproduce
 
 EXPERIMENTS = REPO / "conf" / "experiment"
 STUDIES = sorted(p.stem.removeprefix("study_") for p in EXPERIMENTS.glob("study_*.yaml"))

@@ -23,16 +23,16 @@ PACKAGE = REPO / "bertology"
 # never sideways into another package of the same layer.
 LAYERS = [
     {"errors"},
-    {"families", "metrics"},
+    {"families"},
     {"config"},  # the checked schema
     {"run"},  # a run's life: process, status, files, tracking
     {"data"},
     {"models"},
     {"training"},
-    {"objectives", "evaluation"},
+    {"objectives", "evaluation"},  # evaluation: task metrics and scoring a task model
     {"analysis", "pruning", "findings"},
-    {"pipelines", "runs"},  # runs: `bertology runs`, reads run dirs (below the cli that calls it)
-    {"cli", "reproduce"},
+    {"pipelines"},  # and pipelines/runs_table.py, `bertology runs` (below the cli that calls it)
+    {"cli", "reproduce"},  # reproduce/: `make reproduce`, runs bertology in subprocesses
     {"__main__"},
 ]
 LAYER_OF = {unit: i for i, units in enumerate(LAYERS) for unit in units}

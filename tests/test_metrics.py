@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bertology.metrics import (
+from bertology.evaluation.metrics import (
     bio_spans,
     compute_classification_metrics,
     compute_entity_f1,
@@ -91,7 +91,7 @@ def test_replicates_are_the_metric_on_each_resample(kind):
     score_predictions computed from the resampled rows."""
     import numpy as np
 
-    from bertology.evaluation import compute_score_replicates, score_predictions
+    from bertology.evaluation.predictions import compute_score_replicates, score_predictions
 
     rng = np.random.default_rng(0)
     rows, labels = random_rows(kind, rng)
@@ -106,7 +106,7 @@ def test_replicates_are_the_metric_on_each_resample(kind):
 def test_binary_f1_replicates_are_the_positive_class():
     import numpy as np
 
-    from bertology.evaluation import compute_score_replicates, score_predictions
+    from bertology.evaluation.predictions import compute_score_replicates, score_predictions
 
     rng = np.random.default_rng(1)
     labels = ["0", "1"]

@@ -41,10 +41,10 @@ from omegaconf import OmegaConf
 
 from bertology.analysis.features import Features
 from bertology.findings.catalog import load_catalog, runs_of
-from bertology.findings.runs import find_runs
+from bertology.findings.results import find_runs
 from bertology.findings.verdicts import ABOUT, correct_suite, judge
 from bertology.pipelines import load_pipeline
-from bertology.reproduce import pipeline_of
+from bertology.reproduce.studies import pipeline_of
 
 CATALOG = load_catalog()
 EXPERIMENTS = Path(__file__).resolve().parent.parent / "conf" / "experiment"

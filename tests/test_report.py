@@ -17,7 +17,7 @@ from omegaconf import OmegaConf
 from bertology.errors import UserError
 from bertology.findings import catalog
 from bertology.findings.evidence import REDUCTIONS
-from bertology.findings.runs import find_runs
+from bertology.findings.results import find_runs
 from bertology.findings.verdicts import judge, parse_finding
 from bertology.pipelines import report
 from bertology.run.replicates import write_replicates

@@ -12,7 +12,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from bertology import cli
-from bertology.runs import matches
+from bertology.pipelines.runs_table import matches
 
 pytestmark = pytest.mark.usefixtures("fresh_logging")
 

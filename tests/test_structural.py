@@ -39,7 +39,7 @@ from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import UserError
 from bertology.findings.catalog import load_catalog
 from bertology.findings.evidence import reduce_slope
-from bertology.findings.runs import Run
+from bertology.findings.results import Run
 from bertology.findings.verdicts import judge
 from bertology.run.replicates import (
     REPLICATES,

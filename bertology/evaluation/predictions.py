@@ -16,7 +16,7 @@ from tqdm.auto import tqdm
 
 from bertology.config.groups import TaskConfig
 from bertology.data.encode import build_collate
-from bertology.metrics import (
+from bertology.evaluation.metrics import (
     bio_spans,
     compute_classification_metrics,
     compute_squad_metrics,

@@ -16,7 +16,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from bertology.config.compose import CONF_DIR
-from bertology.findings.runs import Run
+from bertology.findings.results import Run
 from bertology.findings.verdicts import FindingSpec, parse_finding
 
 EXPERIMENTS = CONF_DIR / "experiment"

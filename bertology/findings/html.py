@@ -18,7 +18,7 @@ from bertology.findings.reporting import (
     split_by_about,
     summarise,
 )
-from bertology.findings.runs import Run
+from bertology.findings.results import Run
 from bertology.findings.verdicts import FindingResult
 from bertology.run.files import write_text_atomic
 

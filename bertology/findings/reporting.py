@@ -7,7 +7,7 @@ import statistics
 from pathlib import Path
 
 from bertology.findings.evidence import Evidence, layer_keys
-from bertology.findings.runs import Run, replication_key
+from bertology.findings.results import Run, replication_key
 from bertology.findings.statistics import Estimate
 from bertology.findings.verdicts import VERDICTS, FindingResult, selects
 from bertology.run.figures import GREY, integer_ticks, save_figure

@@ -39,7 +39,7 @@ import numpy as np
 
 from bertology.errors import require
 from bertology.findings.evidence import Evidence, evaluate, layer_keys, parse_evidence
-from bertology.findings.runs import Run, replication_key
+from bertology.findings.results import Run, replication_key
 from bertology.findings.statistics import (
     ALPHA,
     FEASIBLE,

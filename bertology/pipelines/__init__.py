@@ -2,6 +2,9 @@
 
 PIPELINES is the one dispatch table (the CLI's and nested runs'); each module is imported on
 dispatch, so `bertology --help` and a config error answer without loading torch.
+
+runs_table.py is `bertology runs`: it reads finished run dirs and writes none, so it has no
+run(cfg, out_dir) and no PIPELINES entry; the CLI dispatches to it by name.
 """
 
 # pipeline -> the module whose run(cfg, out_dir) it is; in sync with conf/<pipeline>.yaml

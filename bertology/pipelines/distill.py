@@ -24,7 +24,7 @@ from bertology.data.stream import InMemoryExamples
 from bertology.data.tasks import TaskData, load_task
 from bertology.data.tokenizers import load_pretrained_tokenizer, tokenizer_options
 from bertology.errors import require
-from bertology.evaluation import compute_score_replicates, evaluate_task
+from bertology.evaluation.predictions import compute_score_replicates, evaluate_task
 from bertology.models.build import count_parameters, load_checkpoint_config
 from bertology.models.latency import compare_latency, eval_latency_batch
 from bertology.models.student import build_student, default_layer_map

@@ -34,7 +34,7 @@ from bertology.data.tokenizers import (
     tokenizer_options,
 )
 from bertology.errors import require
-from bertology.evaluation import compute_score_replicates, evaluate_task
+from bertology.evaluation.predictions import compute_score_replicates, evaluate_task
 from bertology.families import family_of_checkpoint
 from bertology.models.build import (
     build_config,

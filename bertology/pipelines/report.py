@@ -25,7 +25,7 @@ from bertology.findings.reporting import (
     verdict_counts,
     write_report,
 )
-from bertology.findings.runs import find_runs
+from bertology.findings.results import find_runs
 from bertology.findings.verdicts import FindingResult, correct_suite, judge
 from bertology.run.files import write_json_atomic
 from bertology.run.tables import write_table

@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":  # python -m bertology.runs, as `bertology runs` (cli.runs_command)
+if __name__ == "__main__":  # python -m bertology.pipelines.runs_table, as `bertology runs`
     import sys
 
     from bertology.errors import EXIT_USER_ERROR

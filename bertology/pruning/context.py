@@ -22,7 +22,7 @@ from bertology.config.groups import HeadConfig, TaskConfig
 from bertology.config.prune import PruneConfig
 from bertology.data.encode import build_collate, encode
 from bertology.data.tasks import TaskData
-from bertology.evaluation import compute_score_replicates, evaluate_task
+from bertology.evaluation.predictions import compute_score_replicates, evaluate_task
 from bertology.models.build import count_parameters
 from bertology.models.latency import compare_latency
 from bertology.models.task_model import TaskModel

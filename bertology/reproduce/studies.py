@@ -30,7 +30,7 @@ from omegaconf import OmegaConf
 from bertology.errors import require
 from bertology.findings.catalog import EXPERIMENTS, load_catalog
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]  # bertology/reproduce/studies.py -> the checkout
 
 # The fine-tuned models: MiniLM on 4,000 SST-2 phrases, 2 epochs (~2 min each on 2 cores),
 # one per seed of the studies' sweeps (their `seed: 0,1,2`).
@@ -100,7 +100,8 @@ def fine_tune_sst2_models(out: Path) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(message)s")
-    parser = argparse.ArgumentParser(description="every finding, then the report")
+    parser = argparse.ArgumentParser(prog="python -m bertology.reproduce",
+                                     description="every finding, then the report")
     parser.add_argument("--out", type=Path,
                         default=REPO / "outputs" / "reproduce" / datetime.now().strftime(
                             "%Y-%m-%d_%H-%M-%S"))
@@ -130,6 +131,3 @@ def main(argv: list[str] | None = None) -> int:
              "REPORT.md", status, (time.perf_counter() - total) / 60, failed or "none")
     return 1 if failed or status else 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -52,7 +52,7 @@ def is_finished(run_dir: Path) -> bool:
 
 def finished_runs(roots: list[Path]) -> list[Path]:
     """Finished run dirs with their Hydra config under the roots (a root may be a run itself),
-    in path order: what `bertology report` and `bertology.runs` read."""
+    in path order: what `bertology report` and `bertology runs` read."""
     runs = {m.parent for root in roots for m in root.rglob("metrics.json")
             if (m.parent / ".hydra" / "config.yaml").exists() and is_finished(m.parent)}
     return sorted(runs)
