@@ -24,6 +24,9 @@ from bertology.families import FAMILIES, objective_names
 
 INPUT_FORMATS = ("segment_pair", "sentence_pair", "full_sentences", "doc_sentences")
 PAIR_FORMATS = ("segment_pair", "sentence_pair")
+# training/flops.py: Kaplan et al.'s 6 x MACs, or ELECTRA's App. D (dense look-ups, backward =
+# forward, element-wise work)
+FLOPS_CONVENTIONS = ("kaplan", "electra")
 PAIR_OBJECTIVES = ("mlm_nsp", "mlm_sop")
 
 
@@ -191,6 +194,7 @@ class TrainerConfig:
     epochs: float | None = None  # finetune: passes over the training set (sets max_steps)
     max_train_examples: int | None = None  # finetune: a seeded sample of the training set
     max_flops: float | None = None  # stop at this many training FLOPs (equal-compute runs)
+    flops_convention: str = "kaplan"  # how max_flops and train/flops count (FLOPS_CONVENTIONS)
     max_time_s: float | None = None  # stop after this many seconds of training (Cramming)
     batch_size: int = 16
     grad_accum_steps: int = 1
@@ -225,6 +229,7 @@ class TrainerConfig:
             require(value is None or value > 0, f"trainer.{key}={value} must be positive "
                     "(or null for no such budget)")
         one_of(self.mixed_precision, ("auto", "no", "bf16", "fp16"), "trainer.mixed_precision")
+        one_of(self.flops_convention, FLOPS_CONVENTIONS, "trainer.flops_convention")
         for key in ("adam_beta1", "adam_beta2"):  # Adam's decay rates (Kingma & Ba, 2015)
             value = getattr(self, key)
             require(0.0 <= value < 1.0, f"trainer.{key}={value} must lie in [0, 1)")

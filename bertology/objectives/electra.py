@@ -17,7 +17,7 @@ from transformers import PreTrainedTokenizerBase
 
 from bertology.config.groups import ObjectiveConfig
 from bertology.objectives import mlm
-from bertology.training.flops import encoder_flops
+from bertology.training.flops import classifier_app_d, encoder_app_d, encoder_flops, output_app_d
 from bertology.training.objective import Objective
 
 
@@ -148,6 +148,22 @@ def electra_flops(model, batch: dict) -> float:
     return total + 6.0 * (disc_h * disc_h + disc_h) * tokens
 
 
+def electra_flops_app_d(model, batch: dict) -> float:
+    """The same by ELECTRA's App. D (training/flops.py; get_electra_train_flops): twice the
+    forward of the discriminator (dense embedding look-ups, a classifier at every token) and
+    of the generator, which looks the shared embeddings up again and projects them to its
+    width, with its MLM head at the masked positions."""
+    generator_config, discriminator_config = model.generator.config, model.discriminator.config
+    lengths = batch["attention_mask"].sum(dim=1)
+    masked = float((batch["labels"] != mlm.IGNORE).sum())
+    discriminator = encoder_app_d(discriminator_config, lengths) + classifier_app_d(
+        discriminator_config.hidden_size, float(lengths.sum()))
+    generator = encoder_app_d(generator_config, lengths) + output_app_d(
+        generator_config.hidden_size, generator_config.embedding_size,
+        generator_config.vocab_size, masked)
+    return 2.0 * (discriminator + generator)
+
+
 def build(cfg: ObjectiveConfig, tokenizer: PreTrainedTokenizerBase, family: str,
           seed: int) -> Objective:
     spec = mlm.MaskingSpec.build(cfg, tokenizer, seed)
@@ -170,4 +186,4 @@ def build(cfg: ObjectiveConfig, tokenizer: PreTrainedTokenizerBase, family: str,
     # balanced accuracy is the mean of the two class rates, resample by resample
     means = {"disc_balanced_accuracy": ("disc_replaced_recall", "disc_original_pass_rate")}
     return Objective("electra", None, collate, loss, electra_metrics, electra_flops, items,
-                     item_means=means)
+                     item_means=means, flops_app_d=electra_flops_app_d)

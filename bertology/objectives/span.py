@@ -31,7 +31,13 @@ from bertology.config.groups import ObjectiveConfig
 from bertology.models.structure import encoder_of, sbo_head_of
 from bertology.objectives import mlm
 from bertology.objectives.mlm import IGNORE, MaskingSpec
-from bertology.training.flops import masked_lm_flops
+from bertology.training.flops import (
+    ACTIVATION_FLOPS,
+    LAYER_NORM_FLOPS,
+    SOFTMAX_FLOPS,
+    masked_lm_flops,
+    masked_lm_flops_app_d,
+)
 from bertology.training.objective import Objective
 
 # The per-token arrays masking makes besides input_ids, with their value where no token is
@@ -219,6 +225,17 @@ def span_flops(model: torch.nn.Module, batch: dict) -> float:
     return masked_lm_flops(model, batch) + 6.0 * head * predicted
 
 
+def span_flops_app_d(model: torch.nn.Module, batch: dict) -> float:
+    """The same by ELECTRA's App. D (training/flops.py): twice the forward of the encoder, the
+    MLM head and, at every masked token, the SBO head's two dense + GeLU + LayerNorm layers
+    and its tied output softmax."""
+    h, vocab = model.config.hidden_size, model.config.vocab_size
+    predicted = float((batch["labels"] != IGNORE).sum())
+    layers = 2 * 3 * h * h + 2 * h * h + 2 * h + 2 * (ACTIVATION_FLOPS + LAYER_NORM_FLOPS) * h
+    output = 2 * h * vocab + vocab + SOFTMAX_FLOPS * vocab + 2 * vocab
+    return masked_lm_flops_app_d(model, batch) + 2.0 * (layers + output) * predicted
+
+
 def build(cfg: ObjectiveConfig, tokenizer: PreTrainedTokenizerBase, family: str,
           seed: int) -> Objective:
     spec = MaskingSpec.build(cfg, tokenizer, seed)
@@ -234,4 +251,5 @@ def build(cfg: ObjectiveConfig, tokenizer: PreTrainedTokenizerBase, family: str,
         return mlm_loss + cfg.sbo_weight * sbo_loss, {**logs, **sbo_logs}
 
     items = {**mlm.MLM_ITEMS, "sbo_accuracy": ("seq_sbo_correct", "seq_sbo_count")}
-    return Objective("span_sbo", None, collate, loss, span_metrics, span_flops, items)
+    return Objective("span_sbo", None, collate, loss, span_metrics, span_flops, items,
+                     flops_app_d=span_flops_app_d)

@@ -59,7 +59,7 @@ from bertology.training.collectives import (
     shard,
 )
 from bertology.training.evaluate import HeldOut
-from bertology.training.flops import masked_lm_flops
+from bertology.training.flops import flops_counter
 from bertology.training.objective import Objective
 from bertology.training.precision import Probe, resolve_precision
 from bertology.training.preemption import stop_signals
@@ -216,7 +216,7 @@ def train(model: torch.nn.Module, objective: Objective, data: ExampleSource, cfg
                            state.group_batches, cfg.batch_size)
     if cfg.prefetch_batches:
         batches = prefetch(batches, cfg.prefetch_batches)
-    count_flops = objective.flops or masked_lm_flops
+    count_flops = flops_counter(objective, cfg.flops_convention)
     progress = BudgetBar(state, cfg, desc, enabled=accelerator.is_main_process)
     window = Window()
     held_out = HeldOut(objective, data, cfg, accelerator)

@@ -27,6 +27,9 @@ class Objective:
     # eval metric -> the item_ratios whose mean it is (balanced accuracy: the mean of the two
     # class rates); its replicates are that mean taken resample by resample
     item_means: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # flops by ELECTRA's App. D (trainer.flops_convention=electra); None: masked-LM
+    # objectives, training/flops.masked_lm_flops_app_d
+    flops_app_d: Callable[[torch.nn.Module, dict], float] | None = None
 
     def __post_init__(self):
         # a misspelt part would silently drop the mean's replicates (and so its interval)
