@@ -21,7 +21,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from bertology.config.completion import completion_command
+from bertology.config.completion import COMMANDS, completion_command
 from bertology.config.compose import CONF_DIR
 from bertology.config.distill import load_distill_config
 from bertology.config.finetune import load_finetune_config
@@ -294,9 +294,10 @@ def main(argv: list[str] | None = None) -> int:
     if pipeline == "report":
         overrides = report_overrides(overrides)
     if pipeline not in PIPELINES:
-        near = did_you_mean(pipeline, [*PIPELINES, "data"])
+        near = did_you_mean(pipeline, [*PIPELINES, *COMMANDS])
         return fail(pipeline, f"unknown pipeline {pipeline!r}{near} (pipelines: "
-                    f"{', '.join(PIPELINES)}, data; bertology --help)")
+                    f"{', '.join(PIPELINES)}; commands: {', '.join(COMMANDS)}; "
+                    "bertology --help)")
     if "--help" in overrides or "-h" in overrides:  # Hydra's own help is --hydra-help
         print(format_help(pipeline))
         return 0

@@ -96,6 +96,8 @@ def test_a_misspelt_option_or_key_is_one_line_with_the_suggestion_exit_2(args, l
 
 @pytest.mark.parametrize("args,words", [
     (["pretrian"], "did you mean pretrain?"),
+    (["rnus"], "did you mean runs?"),  # the commands beside the pipelines too
+    (["dtaa"], "did you mean data?"),
     (["pretrain", "modle=bert"], "did you mean model?"),
     (["pretrain", "trainr.max_steps=5"], "did you mean trainer.max_steps?"),
     (["pretrain", "+trainer.max_step=5"], "did you mean trainer.max_steps?"),
@@ -126,6 +128,10 @@ def test_misspellings_name_the_closest_valid_names(args, words, tmp_path, monkey
     ("bertology pretrain model=electra model.generator_f", ["model.generator_fraction="]),
     ("bertology probe analysis=str", ["analysis=structural"]),
     ("bertology pretrain --he", ["--help"]),
+    ("bertology ru", ["runs"]),
+    ("bertology runs --f", ["--format"]),
+    ("bertology runs --format=c", ["--format=csv"]),
+    ("bertology runs outputs/pro", []),  # a path: bash completes it (-o default)
 ])
 def test_completion_candidates(line, expected):
     assert query(line, list(PIPELINES)) == expected
@@ -153,6 +159,7 @@ def bash_complete(tmp_path: Path, words: list[str], cword: int) -> list[str]:
 @pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
 def test_bash_completes_pipelines_options_and_keys(tmp_path):
     assert bash_complete(tmp_path, ["bertology", "pre"], 1) == ["pretrain"]
+    assert bash_complete(tmp_path, ["bertology", "ru"], 1) == ["runs"]
     # bash splits `model=ro` into model, =, ro: the reply replaces only the last word
     assert bash_complete(tmp_path, ["bertology", "pretrain", "model", "=", "ro"], 4) == \
         ["roberta"]

@@ -12,7 +12,10 @@ from bertology.config.compose import CONF_DIR
 from bertology.config.options import EXPERIMENT, group_options, pipeline_groups
 
 FLAGS = ("-m", "--multirun", "--help", "--cfg", "--hydra-help", "--info")
-COMMANDS = ("data", "completion")
+# the commands beside the pipelines (cli.main dispatches them by name): completed and suggested
+COMMANDS = ("runs", "data", "completion")
+RUNS_FLAGS = ("--format", "--metrics", "--out", "--help")  # pipelines/runs_table.py's parser
+RUNS_FORMATS = ("--format=markdown", "--format=csv")
 DATA_VERBS = ("list", "fetch", "verify", "--all")
 
 BASH_SCRIPT = r"""# bertology bash completion; load it with: eval "$(bertology completion bash)"
@@ -51,6 +54,9 @@ def query(line: str, pipelines: list[str]) -> list[str]:
         return _starting(current, DATA_VERBS)
     if command == "completion":
         return _starting(current, ["bash"]) if len(words) == 3 else []
+    if command == "runs":  # run dirs: none here, so bash's `-o default` completes paths
+        return _starting(current, RUNS_FORMATS if "=" in current else RUNS_FLAGS) \
+            if current.startswith("-") else []
     if command not in pipelines:
         return []
     return pipeline_candidates(command, current, words[2:-1])
