@@ -149,8 +149,10 @@ def findings_table(results: list[FindingResult], figures: dict[str, str]) -> lis
 
 
 def write_report(results: list[FindingResult], skipped: list[tuple[str, str]],
-                 runs: list[Run], out_dir: Path, figures: dict[str, str]) -> Path:
-    """REPORT.md; figures maps a finding's id to its figure (plot_finding's path)."""
+                 runs: list[Run], out_dir: Path, figures: dict[str, str],
+                 curves: dict[str, str] | None = None) -> Path:
+    """REPORT.md; figures maps a finding's id to its figure (plot_finding's path), curves a
+    caption to a figure of layer curves across runs (curves.plot_layer_curves)."""
     lines = ["# bertology report", "",
              f"{len(runs)} finished runs; {len(results)} findings judged. Each claim is tested "
              "one-sided at α = 0.05 two-sided (its 95% interval beyond the margin); the "
@@ -166,6 +168,10 @@ def write_report(results: list[FindingResult], skipped: list[tuple[str, str]],
                       *findings_table(group, figures)]
     for finding, reason in skipped:
         lines.append(f"\nNot judged: {finding} ({reason}).")
+    if curves:
+        lines += ["", "## Layer curves across runs", "", "One curve per group of runs (a "
+                  "checkpoint sweep: one per checkpoint), the mean over its seeds:", ""]
+        lines += [f"![{caption}]({path})" for caption, path in curves.items()]
     lines += ["", "## Runs", "", "Runs that differ only in their seed form a group; its "
               "evaluation metrics (all metrics: `tables/metrics.csv`):", "",
               "| group | runs | seeds | metric | mean ± std |", "|---:|---|---:|---|---|"]

@@ -2,7 +2,8 @@
 per survey finding.
 
 runs → the findings they can judge (findings/catalog.py) → a raw verdict per finding
-(findings/verdicts.py) → Holm's correction over all of them → a figure per finding →
+(findings/verdicts.py) → Holm's correction over all of them → a figure per finding, and one
+per task of the probe's layer curves across runs (a checkpoint sweep; findings/curves.py) →
 REPORT.md, REPORT.html (self-contained: figures inlined), tables/findings.csv and
 tables/metrics.csv.
 """
@@ -17,6 +18,7 @@ from omegaconf import DictConfig
 from bertology.config.report import load_report_config
 from bertology.errors import UserError
 from bertology.findings.catalog import findings_for
+from bertology.findings.curves import plot_layer_curves
 from bertology.findings.html import write_html
 from bertology.findings.reporting import (
     finding_rows,
@@ -41,7 +43,8 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     write_table(out_dir, "metrics", metric_rows(runs))
     write_table(out_dir, "findings", finding_rows(results))
     figures = {r.id: plot_finding(r, out_dir) for r in results}
-    report = write_report(results, skipped, runs, out_dir, figures)
+    curves = plot_layer_curves(runs, out_dir)  # a checkpoint sweep's probe curves
+    report = write_report(results, skipped, runs, out_dir, figures, curves)
     write_html(results, skipped, runs, out_dir, figures)
     log.info("%s: %d runs, %s", report, len(runs),
              ", ".join(f"{r.id}={r.raw}/{r.corrected}" for r in results) or "no findings")
