@@ -109,3 +109,7 @@ def test_the_report_draws_a_checkpoint_sweep(tmp_path):
     assert "![probe accuracy per layer on synthetic_pos]" \
            "(plots/layers_accuracy_synthetic_pos.png)" in text
     assert (out / "plots" / "layers_accuracy_synthetic_pos.png").stat().st_size > 0
+    page = (out / "REPORT.html").read_text()  # inlined, as the findings' figures are
+    assert "<h2>Layer curves across runs</h2>" in page
+    assert 'alt="probe accuracy per layer on synthetic_pos"' in page
+    assert page.count("data:image/png;base64,") == 1

@@ -37,7 +37,7 @@ code { font-size: 12px; }
 .does-not-hold { color: #D55E00; font-weight: bold; }
 .underpowered, .inconclusive, .uninformative { color: #555; font-weight: bold; }
 section.finding { border-top: 1px solid #ccc; margin-top: 2em; }
-section.finding img { max-width: 100%; height: auto; }
+section.finding img, figure img { max-width: 100%; height: auto; }
 """
 
 
@@ -96,8 +96,10 @@ def runs_table(runs: list[Run]) -> list[str]:
 
 
 def write_html(results: list[FindingResult], skipped: list[tuple[str, str]], runs: list[Run],
-               out_dir: Path, figures: dict[str, str]) -> Path:
-    """REPORT.html beside REPORT.md; figures maps a finding's id to its PNG (relative)."""
+               out_dir: Path, figures: dict[str, str],
+               curves: dict[str, str] | None = None) -> Path:
+    """REPORT.html beside REPORT.md; figures maps a finding's id to its PNG (relative), curves
+    a caption to a figure of layer curves across runs (findings/curves.py)."""
     body = ["<h1>bertology report</h1>",
             f"<p>{len(runs)} finished runs; {len(results)} findings judged. Each claim is "
             "tested one-sided at α = 0.05 two-sided (its 95% interval beyond the margin); the "
@@ -114,6 +116,12 @@ def write_html(results: list[FindingResult], skipped: list[tuple[str, str]], run
     body.append("<h2>Evidence</h2>")
     for r in results:
         body += finding_section(r, out_dir / figures[r.id])
+    if curves:
+        body += ["<h2>Layer curves across runs</h2>", "<p>One curve per group of runs (a "
+                 "checkpoint sweep: one per checkpoint), the mean over its seeds.</p>"]
+        body += [f'<figure><img src="{image_uri(out_dir / path)}" alt="{escape(caption)}">'
+                 f"<figcaption>{escape(caption)}</figcaption></figure>"
+                 for caption, path in curves.items()]
     body += ["<h2>Runs</h2>", "<p>Runs that differ only in their seed form a group; all "
              "metrics are in <code>tables/metrics.csv</code>.</p>", *runs_table(runs)]
     page = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',

@@ -45,7 +45,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     figures = {r.id: plot_finding(r, out_dir) for r in results}
     curves = plot_layer_curves(runs, out_dir)  # a checkpoint sweep's probe curves
     report = write_report(results, skipped, runs, out_dir, figures, curves)
-    write_html(results, skipped, runs, out_dir, figures)
+    write_html(results, skipped, runs, out_dir, figures, curves)
     log.info("%s: %d runs, %s", report, len(runs),
              ", ".join(f"{r.id}={r.raw}/{r.corrected}" for r in results) or "no findings")
     metrics = {"report/runs": float(len(runs)), "report/findings": float(len(results))}
