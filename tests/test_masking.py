@@ -246,9 +246,10 @@ def test_whole_word_masking_selects_entire_words(request, tokenizer_fixture, fam
 # ----------------------------------------------------------------------------- epochs
 
 
-def pretrain_data(tokenizer, masking: str, dupe_factor: int, streaming: bool = False):
+def pretrain_data(tokenizer, masking: str, dupe_factor: int, streaming: bool = False,
+                  input_format: str = "segment_pair"):
     cfg = DataConfig(num_sentences=600, eval_docs=5, streaming=streaming, shuffle_buffer=40)
-    return PretrainData(build_corpus(cfg, data_dir()), tokenizer, cfg, "segment_pair", None,
+    return PretrainData(build_corpus(cfg, data_dir()), tokenizer, cfg, input_format, None,
                         masking, dupe_factor, SEED)
 
 
@@ -286,13 +287,40 @@ def test_dynamic_masks_change_every_epoch(synthetic_tokenizer, collate):
 
 
 def test_static_dupe_factor_gives_distinct_copies_that_repeat(synthetic_tokenizer, collate):
-    data = pretrain_data(synthetic_tokenizer, "static", 3)
+    # packed sequences: the copies are one example (pair formats rebuild theirs, below)
+    data = pretrain_data(synthetic_tokenizer, "static", 3, input_format="doc_sentences")
     first, second = epoch_masks(data, collate, 0), epoch_masks(data, collate, 1)
-    assert len(first) >= 100
+    assert len(first) >= 50  # 77 documents
     assert all(len(masks) == 3 for masks in first.values())
     distinct = sum(len(set(masks)) == 3 for masks in first.values())
     assert distinct >= 0.95 * len(first)  # a copy may coincide only on a very short example
     assert first == second
+
+
+def copies_of(data: PretrainData) -> dict[int, list[dict]]:
+    """One epoch's examples by copy, in id order."""
+    stream = takewhile(lambda item: item[1].epoch == 0, data.iter_train(Cursor()))
+    copies = defaultdict(list)
+    for example, _ in stream:
+        copies[example["mask_key"][1]].append(example)
+    return {copy: sorted(examples, key=lambda e: e["id"]) for copy, examples in copies.items()}
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_static_copies_rebuild_the_sentence_pairs(synthetic_tokenizer, streaming):
+    """BERT's create_pretraining_data.py builds its instances dupe_factor times: each copy has
+    its own segment pairs and random next segments, not only its own masks. Copy 0 is the
+    single build (dupe_factor 1), so a run with one copy is unchanged."""
+    copies = copies_of(pretrain_data(synthetic_tokenizer, "static", 2, streaming))
+    single = copies_of(pretrain_data(synthetic_tokenizer, "static", 1, streaming))[0]
+    assert [e["input_ids"].tobytes() for e in copies[0]] == \
+        [e["input_ids"].tobytes() for e in single]
+    pairs = [{e["input_ids"].tobytes() for e in copies[copy]} for copy in (0, 1)]
+    shared = len(pairs[0] & pairs[1]) / len(pairs[1])
+    assert len(copies[1]) >= 100 and shared < 0.5, shared
+    for copy in (0, 1):  # each copy's NSP labels are a fair coin
+        labels = np.array([e["sentence_label"] for e in copies[copy]])
+        assert abs(labels.mean() - 0.5) <= binomial_tolerance(0.5, len(labels))
 
 
 @pytest.mark.parametrize("streaming", [False, True])

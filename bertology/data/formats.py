@@ -15,12 +15,12 @@ import random
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from itertools import islice
+from itertools import islice, tee, zip_longest
 
 import numpy as np
 from transformers import PreTrainedTokenizerBase
 
-from bertology.config.groups import INPUT_FORMATS
+from bertology.config.groups import INPUT_FORMATS, PAIR_FORMATS
 from bertology.errors import UserError
 
 SHORT_SEQ_PROB = 0.1  # BERT create_pretraining_data.py: 10% of pairs get a shorter target length
@@ -250,7 +250,64 @@ def build_examples(
     else:
         examples = make_pairs(tokenized, specials, max_len, pair_task or "nsp",
                               whole_segments=input_format == "segment_pair",
-                              rng=random.Random(seed))
+                              rng=copy_rng(seed, 0))
+    yield from _numbered(examples)
+
+
+def copy_rng(seed: int, copy: int) -> random.Random:
+    """The pairing generator of static copy `copy`: copy 0 draws as a single build does."""
+    return random.Random(seed if copy == 0 else f"{seed}:{copy}")
+
+
+def build_copies(
+    documents: Iterable[list[str]], tokenizer: PreTrainedTokenizerBase, input_format: str,
+    max_len: int, pair_task: str | None, seed: int, copies: int,
+) -> Iterator[tuple[int, dict]]:
+    """(copy, example) for `copies` static copies of the examples (model.dupe_factor). As in
+    BERT's create_pretraining_data.py, which builds its instances dupe_factor times, each
+    copy of a pair format draws its own pairs (segment lengths, random next segments, NSP/SOP
+    labels) from a generator seeded by (seed, copy); the packed formats draw nothing, so their
+    copies are one example repeated. The documents are read and tokenised once; the copies are
+    built side by side, a few documents apart, so memory does not grow with the corpus."""
+    if input_format not in PAIR_FORMATS or copies == 1:
+        for example in build_examples(documents, tokenizer, input_format, max_len, pair_task,
+                                      seed):
+            for copy in range(copies):
+                yield copy, example
+        return
+    specials = Specials.of(tokenizer)
+    streams = tee(tokenize_documents(documents, tokenizer), copies)
+    built = [_numbered(make_pairs(stream, specials, max_len, pair_task or "nsp",
+                                  whole_segments=input_format == "segment_pair",
+                                  rng=copy_rng(seed, copy)))
+             for copy, stream in enumerate(streams)]
+    for row in zip_longest(*built):
+        for copy, example in enumerate(row):
+            if example is not None:
+                yield copy, example
+
+
+def _numbered(examples: Iterable[dict]) -> Iterator[dict]:
     for number, example in enumerate(examples):
         example["id"] = number
         yield example
+
+
+UNIGRAM_MAX_TOKENS = 50_000_000  # enough for every share above 1e-6 to within a few percent
+
+
+def count_tokens(documents: Iterable[list[str]], tokenizer: PreTrainedTokenizerBase,
+                 max_tokens: int = UNIGRAM_MAX_TOKENS) -> np.ndarray:
+    """(len(tokenizer),) how often each id occurs in the tokenised documents, special tokens
+    0: the unigram distribution SpanBERT draws its random replacement tokens from. Counting
+    stops after the document that passes max_tokens (a large corpus is estimated by its head)."""
+    counts = np.zeros(len(tokenizer), dtype=np.int64)
+    total = 0
+    for document in tokenize_documents(documents, tokenizer):
+        for sentence in document:
+            counts += np.bincount(sentence.ids, minlength=len(counts))
+            total += len(sentence.ids)
+        if total >= max_tokens:
+            break
+    counts[sorted(tokenizer.all_special_ids)] = 0
+    return counts

@@ -5,6 +5,8 @@ each epoch (streamed through a seeded shuffle buffer, so memory does not grow wi
 or, for small corpora, built once and permuted in memory. Each example carries a `mask_key`
 that seeds its mask: (id, copy) for static masking, so the mask is the same every epoch and
 each of the `dupe_factor` copies differs; (id, copy, epoch) for dynamic masking (RoBERTa §4.1).
+In the pair formats each copy also draws its own pairs (formats.build_copies), as BERT's
+create_pretraining_data.py does: an example's id numbers it within its copy.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from transformers import PreTrainedTokenizerBase
 
 from bertology.config.groups import DataConfig
 from bertology.data.corpora import Corpus
-from bertology.data.formats import build_examples
+from bertology.data.formats import build_copies
 from bertology.errors import require
 
 
@@ -69,17 +71,19 @@ class PretrainData:
         self._in_memory = None if cfg.streaming else list(self._build(train=True))
         require(self._in_memory is None or len(self._in_memory) > 0, self._no_examples())
 
-    def _build(self, train: bool) -> Iterator[dict]:
+    def _build(self, train: bool) -> Iterator[tuple[int, dict]]:
+        """(copy, example): dupe_factor copies of the training examples, one of the held-out."""
         documents = self.corpus.iter_documents()
         if train:
             documents = islice(documents, self.cfg.eval_docs, None)
         else:
             documents = islice(documents, self.cfg.eval_docs)
-        return build_examples(documents, self.tokenizer, self.input_format,
-                              self.cfg.max_seq_length, self.pair_task, self.seed)
+        return build_copies(documents, self.tokenizer, self.input_format,
+                            self.cfg.max_seq_length, self.pair_task, self.seed,
+                            self.dupe_factor if train else 1)
 
     def _eval_examples(self) -> list[dict]:
-        examples = list(self._build(train=False))
+        examples = [example for _, example in self._build(train=False)]
         require(examples, f"data={self.corpus.name}: the {self.cfg.eval_docs} held-out documents "
                 "gave no examples; the corpus is empty or too small")
         for example in examples:
@@ -97,23 +101,22 @@ class PretrainData:
         return (example["id"], copy)
 
     def _epoch_in_memory(self, epoch: int) -> Iterator[dict]:
-        order = [(i, c) for i in range(len(self._in_memory)) for c in range(self.dupe_factor)]
+        order = list(range(len(self._in_memory)))
         random.Random(f"{self.seed}:{epoch}").shuffle(order)
-        for index, copy in order:
-            example = self._in_memory[index]
+        for index in order:
+            copy, example = self._in_memory[index]
             yield {**example, "mask_key": self._key(example, copy, epoch)}
 
     def _epoch_streaming(self, epoch: int) -> Iterator[dict]:
         """A shuffle buffer: memory is bounded by shuffle_buffer, not by the corpus."""
         rng = random.Random(f"{self.seed}:{epoch}")
         buffer: list[dict] = []
-        for example in self._build(train=True):
-            for copy in range(self.dupe_factor):
-                buffer.append({**example, "mask_key": self._key(example, copy, epoch)})
-                if len(buffer) >= self.cfg.shuffle_buffer:
-                    index = rng.randrange(len(buffer))
-                    buffer[index], buffer[-1] = buffer[-1], buffer[index]
-                    yield buffer.pop()
+        for copy, example in self._build(train=True):
+            buffer.append({**example, "mask_key": self._key(example, copy, epoch)})
+            if len(buffer) >= self.cfg.shuffle_buffer:
+                index = rng.randrange(len(buffer))
+                buffer[index], buffer[-1] = buffer[-1], buffer[index]
+                yield buffer.pop()
         rng.shuffle(buffer)
         yield from buffer
 
