@@ -7,12 +7,14 @@ Rates are compared with a tolerance of Z binomial standard errors, as in test_ma
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
 import os
 import random
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -20,12 +22,14 @@ import pytest
 import torch
 from conftest import compose_config
 from safetensors.torch import load_file, load_model
+from scipy.stats import chisquare
 from torch.utils.flop_counter import FlopCounterMode
 from transformers import AutoModelForMaskedLM
 
 from bertology.config.groups import DataConfig, ModelConfig, ObjectiveConfig, SizeConfig
+from bertology.config.pretrain import load_pretrain_config
 from bertology.data.corpora import build_corpus
-from bertology.data.formats import Specials, build_examples
+from bertology.data.formats import Specials, build_examples, count_tokens
 from bertology.errors import UserError
 from bertology.models.build import build_model, checkpoint_family
 from bertology.models.spanbert import SpanBoundaryHead, load_sbo_head
@@ -345,6 +349,57 @@ def test_bad_span_config_raises_user_error(overrides):
     key = next(iter(overrides))
     with pytest.raises(UserError, match=f"objective.{key}"):
         ObjectiveConfig(name="span_sbo", **overrides)
+
+
+# ----------------------------------------------------------------------------- random tokens
+
+
+def test_token_counts_are_the_corpus_unigram_counts_without_specials(synthetic_tokenizer):
+    documents = long_word_documents(300)
+    counts = count_tokens(documents, synthetic_tokenizer)
+    expected = Counter(token for document in documents for sentence in document
+                       for token in synthetic_tokenizer(sentence, add_special_tokens=False)
+                       ["input_ids"])
+    for special in synthetic_tokenizer.all_special_ids:
+        expected.pop(special, None)
+    assert {i: int(c) for i, c in enumerate(counts) if c} == dict(expected)
+    assert counts.sum() > 1000
+
+
+def test_random_replacements_follow_the_corpus_unigram(synthetic_tokenizer, examples):
+    """SpanBERT's code draws its random tokens from the corpus, not uniformly over the
+    vocabulary. With every span replaced by random tokens (ratios 0/1/0), the masked positions
+    of many collated batches are all draws: a chi-square test against the corpus's counts
+    accepts them, and rejects uniform draws."""
+    counts = count_tokens(long_word_documents(1500), synthetic_tokenizer)
+    shares = counts / counts.sum()
+    cfg = ObjectiveConfig(name="span_sbo", random_tokens="unigram", mask_token_ratio=0.0,
+                          random_token_ratio=1.0, keep_ratio=0.0)
+    draws = []
+    for random_tokens, weights in (("unigram", counts), ("uniform", None)):
+        config = dataclasses.replace(cfg, random_tokens=random_tokens)
+        objective = span.build(config, synthetic_tokenizer, "spanbert", SEED, weights)
+        batch = objective.collate([{**e, "mask_key": (e["id"], d)} for d in range(8)
+                                   for e in examples])
+        draws.append(batch["input_ids"][batch["labels"] != IGNORE].numpy())
+    assert len(draws[0]) > 10_000
+    frequent = np.flatnonzero(shares * len(draws[0]) >= 5)  # cells of >= 5 expected draws
+    for drawn, accepted in zip(draws, (True, False)):
+        observed = np.bincount(drawn, minlength=len(counts))
+        cells = np.append(observed[frequent], len(drawn) - observed[frequent].sum())
+        expected = np.append(shares[frequent], 1 - shares[frequent].sum()) * len(drawn)
+        p_value = chisquare(cells, expected).pvalue
+        assert (p_value > 1e-4) if accepted else (p_value < 1e-12), p_value
+    assert not np.isin(draws[0], synthetic_tokenizer.all_special_ids).any()
+
+
+def test_unigram_random_tokens_are_spanberts_only():
+    cfg = load_pretrain_config(compose_config("pretrain", ["model=spanbert"]))
+    assert cfg.objective.random_tokens == "unigram"
+    with pytest.raises(UserError, match="objective.random_tokens=unigram is SpanBERT's"):
+        ObjectiveConfig(name="mlm", random_tokens="unigram")
+    with pytest.raises(UserError, match="objective.random_tokens='zipf' is not an option"):
+        ObjectiveConfig(name="span_sbo", random_tokens="zipf")
 
 
 # ----------------------------------------------------------------------------- end to end

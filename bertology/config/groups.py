@@ -128,6 +128,7 @@ class ObjectiveConfig:
     span_geometric_p: float = 0.2  # SpanBERT: span lengths in words ~ Geo(p)
     max_span_words: int = 10  # SpanBERT: ... clipped at this many words
     sbo_weight: float = 1.0  # SpanBERT: loss = MLM + sbo_weight * SBO
+    random_tokens: str = "uniform"  # random replacements: uniform over the vocab, or unigram
 
     def __post_init__(self) -> None:
         one_of(self.name, objective_names(), "objective.name")
@@ -137,6 +138,10 @@ class ObjectiveConfig:
         require(self.sbo_weight >= 0, f"objective.sbo_weight={self.sbo_weight} must be >= 0")
         require(self.disc_weight >= 0, f"objective.disc_weight={self.disc_weight} must be >= 0")
         one_of(self.mask_with, ("mask", "unk"), "objective.mask_with")
+        one_of(self.random_tokens, ("uniform", "unigram"), "objective.random_tokens")
+        require(self.random_tokens == "uniform" or self.name == "span_sbo",
+                f"objective.random_tokens=unigram is SpanBERT's (objective=span_sbo); "
+                f"objective={self.name} draws its random tokens uniformly: drop the override")
         in_open_unit(self.mask_prob, "objective.mask_prob")
         ratios = (self.mask_token_ratio, self.random_token_ratio, self.keep_ratio)
         require(

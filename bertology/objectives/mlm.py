@@ -29,6 +29,7 @@ from transformers import PreTrainedTokenizerBase
 
 from bertology.config.groups import ObjectiveConfig
 from bertology.data.formats import Specials
+from bertology.errors import UserError
 from bertology.models.structure import encoder_of, mlm_head_of
 from bertology.training.objective import Objective
 
@@ -45,15 +46,34 @@ class MaskingSpec:
     special_ids: np.ndarray  # never chosen
     random_pool: np.ndarray  # ids a chosen token may be replaced with: the non-special vocab
     seed: int
+    # (pool,) probability of each pool id (objective.random_tokens=unigram); None: uniform
+    random_weights: np.ndarray | None = None
 
     @classmethod
-    def build(cls, cfg: ObjectiveConfig, tokenizer: PreTrainedTokenizerBase, seed: int):
+    def build(cls, cfg: ObjectiveConfig, tokenizer: PreTrainedTokenizerBase, seed: int,
+              token_counts: np.ndarray | None = None):
+        """token_counts (vocab,): the training corpus's token counts, for random_tokens=unigram."""
         specials = Specials.of(tokenizer)
         special_ids = np.array(sorted(specials.all), dtype=np.int64)
         pool = np.setdiff1d(np.arange(len(tokenizer)), special_ids)
         replacement = specials.unk if cfg.mask_with == "unk" else specials.mask
         return cls(cfg.mask_prob, cfg.mask_token_ratio, cfg.random_token_ratio, cfg.whole_word,
-                   replacement, special_ids, pool, seed)
+                   replacement, special_ids, pool, seed,
+                   unigram_weights(cfg, pool, token_counts))
+
+
+def unigram_weights(cfg: ObjectiveConfig, pool: np.ndarray,
+                    token_counts: np.ndarray | None) -> np.ndarray | None:
+    """(pool,) each pool id's share of the corpus's non-special tokens, or None (uniform)."""
+    if cfg.random_tokens == "uniform":
+        return None
+    if token_counts is None:
+        raise ValueError("objective.random_tokens=unigram needs the corpus's token counts")
+    counts = token_counts[pool].astype(np.float64)
+    if counts.sum() == 0:
+        raise UserError("objective.random_tokens=unigram: the training corpus has no "
+                        "non-special tokens to count; use objective.random_tokens=uniform")
+    return counts / counts.sum()
 
 
 def _choose_words(word_ids: np.ndarray, candidates: np.ndarray, count: int,
@@ -92,7 +112,8 @@ def compute_mask(input_ids: np.ndarray, word_starts: np.ndarray, spec: MaskingSp
     to_random = positions[(draw >= spec.mask_token_ratio)
                           & (draw < spec.mask_token_ratio + spec.random_token_ratio)]
     corrupted[to_mask] = spec.replacement_id
-    corrupted[to_random] = rng.choice(spec.random_pool, size=len(to_random))
+    corrupted[to_random] = rng.choice(spec.random_pool, size=len(to_random),
+                                      p=spec.random_weights)
     return corrupted, labels
 
 

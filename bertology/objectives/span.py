@@ -138,12 +138,14 @@ def compute_span_mask(input_ids: np.ndarray, word_starts: np.ndarray, spec: Mask
 
 def _replace_span(ids: np.ndarray, start: int, end: int, spec: MaskingSpec,
                   rng: np.random.Generator) -> None:
-    """80/10/10 for the whole span at once; random tokens are drawn per token (official code)."""
+    """80/10/10 for the whole span at once; random tokens are drawn per token, from the corpus's
+    unigram distribution with objective.random_tokens=unigram (official code)."""
     draw = rng.random()
     if draw < spec.mask_token_ratio:
         ids[start: end + 1] = spec.replacement_id
     elif draw < spec.mask_token_ratio + spec.random_token_ratio:
-        ids[start: end + 1] = rng.choice(spec.random_pool, size=end - start + 1)
+        ids[start: end + 1] = rng.choice(spec.random_pool, size=end - start + 1,
+                                         p=spec.random_weights)
 
 
 def pad_batch(examples: list[dict], spec: MaskingSpec, pmf: np.ndarray,
@@ -237,8 +239,9 @@ def span_flops_app_d(model: torch.nn.Module, batch: dict) -> float:
 
 
 def build(cfg: ObjectiveConfig, tokenizer: PreTrainedTokenizerBase, family: str,
-          seed: int) -> Objective:
-    spec = MaskingSpec.build(cfg, tokenizer, seed)
+          seed: int, token_counts: np.ndarray | None = None) -> Objective:
+    """token_counts (vocab,): the training corpus's, for objective.random_tokens=unigram."""
+    spec = MaskingSpec.build(cfg, tokenizer, seed, token_counts)
     pmf = compute_length_pmf(cfg.span_geometric_p, cfg.max_span_words)
     pad_id = tokenizer.pad_token_id
 

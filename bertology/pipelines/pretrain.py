@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from itertools import islice
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -14,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from bertology.config.files import resolve_checkpoint
 from bertology.config.pretrain import PretrainConfig, load_pretrain_config
 from bertology.data.corpora import Corpus, build_corpus
+from bertology.data.formats import count_tokens
 from bertology.data.stream import PretrainData
 from bertology.data.tokenizers import load_or_train_tokenizer, load_pretrained_tokenizer
 from bertology.errors import require
@@ -45,8 +47,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     check_resume(config, out_dir)
     corpus = build_corpus(config.data, config.data_dir)
     config, tokenizer = load_tokenizer(config, corpus)
-    objective = OBJECTIVES[config.objective.name](config.objective, tokenizer,
-                                                  config.model.family, config.seed)
+    objective = build_objective(config, tokenizer, corpus)
     data = PretrainData(corpus, tokenizer, config.data, config.model.input_format,
                         objective.pair_task, config.model.masking, config.model.dupe_factor,
                         config.seed)
@@ -66,6 +67,21 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     metrics["model/parameters"] = float(count_parameters(model))
     metrics.update(run_downstream(config, out_dir))
     return tracker.finish(metrics)
+
+
+def build_objective(config: PretrainConfig, tokenizer, corpus: Corpus):
+    """The objective. With objective.random_tokens=unigram (SpanBERT's code) its random
+    replacement tokens follow the token counts of the training documents (those after the
+    data.eval_docs held out), counted here once."""
+    build = OBJECTIVES[config.objective.name]
+    args = (config.objective, tokenizer, config.model.family, config.seed)
+    if config.objective.random_tokens == "uniform":
+        return build(*args)
+    counts = count_tokens(islice(corpus.iter_documents(), config.data.eval_docs, None),
+                          tokenizer)
+    log.info("random replacement tokens: the unigram distribution of %d training tokens",
+             int(counts.sum()))
+    return build(*args, token_counts=counts)
 
 
 DOWNSTREAM = (("model", "downstream", "downstream"),  # (model dir, run dir, metric prefix)
