@@ -3,8 +3,10 @@ BERT's 30,522-token uncased WordPiece, against HF Trainer + BertForMaskedLM +
 DataCollatorForLanguageModeling in two recipes, same sizes, documents, tokenizer, sequence
 length (128) and batch (32), in one run.
 
-Three arms per size, each in its own fresh process (so peak memory is its own), one after the
-other:
+Three arms per size, each in fp32 and in bf16, each run in its own fresh process (so peak memory
+is its own), repeated (--repeats, 3) and interleaved: repeat r runs every (arm, precision) cell
+once, in an order rotated by r, so a change in machine load is spread over the cells rather than
+landing on one. The 1-minute load average is read before each run and printed beside it.
 
   bertology   `pretrain.run`: objective=mlm, model=bert, full_sentences packing, dynamic
               masking, trainer.mixed_precision=auto, the tokenizer by model.tokenizer_name_or_path
@@ -15,20 +17,28 @@ other:
               padding at all.
   hf_padded   one example per document, truncated to 128 and padded per batch by the collator.
 
-The HF arms run fp32 (use_cpu=True) with bertology's lr, warmup and weight decay, the MLM head
-at every position, on the documents bertology trains on (its corpus reader, after the held-out
-ones), only as many as their steps need: tokenizing all of Wikipedia would dominate the run.
+bertology's precision is `trainer.mixed_precision=no` or `bf16` (autocast), the HF arms' is
+TrainingArguments' `bf16=False` or `True` (autocast on CPU too); what `auto` picks on the machine
+is reported beside them. The HF arms run with use_cpu=True, bertology's lr, warmup and weight
+decay, the MLM head at every position, on the documents bertology trains on (its corpus reader,
+after the held-out ones), only as many as their steps need: tokenizing all of Wikipedia would
+dominate the run.
 
 Timing is the same rule for every arm: from the end of the first optimizer step to the end of
 the last, so steps 2..n (the first builds kernels and, in bertology, fills the shuffle buffer).
 Reported per arm over those steps: real (non-padding) tokens per second; MFU, the model FLOPs
-executed per second (training/flops.py) over the fp32 matmul peak measured at the start of the
-run; the share of the time spent waiting for batches (bertology: its loop's batch wait; HF: the
-time in the collator); peak resident memory.
+executed per second (training/flops.py) over the fp32 and over the bf16 matmul peak measured at
+the start of the run; the share of the time spent waiting for batches (bertology: its loop's
+batch wait; HF: the time in the collator); peak resident memory.
 
 --profile runs the bertology arm alone under torch.profiler and writes its top ops instead.
 
-    python bench/bench_pretrain.py [--sizes mini small base] [--steps 30 15 4]
+Each arm's best is its faster precision (median over repeats); the best-against-best ratio sits
+beside the fp32-against-fp32 one. On a CPU without native bf16 (no amx_bf16 / avx512_bf16) bf16
+matmuls are emulated (measured here: ~1% of the fp32 peak), so the bf16 cells are skipped unless
+`--precisions fp32 bf16` asks for them, and the table says so with both peaks.
+
+    python bench/bench_pretrain.py [--sizes mini small base] [--steps 30 15 4] [--repeats 3]
     python bench/bench_pretrain.py --profile [small] [--steps 5]
 """
 
@@ -65,7 +75,11 @@ from bertology.models.build import build_config  # noqa: E402
 from bertology.pipelines import pretrain  # noqa: E402
 from bertology.training import loop  # noqa: E402
 from bertology.training.flops import encoder_flops, mlm_head_flops  # noqa: E402
-from bertology.training.precision import matmul_flops_per_s, resolve_precision  # noqa: E402
+from bertology.training.precision import (  # noqa: E402
+    cpu_flags,
+    matmul_flops_per_s,
+    native_bf16,
+)
 
 SEQ_LEN, BATCH = 128, 32
 # BERT's uncased WordPiece (BERT §A.2), as MiniLM ships it; bertology resolves the hub id to the
@@ -78,13 +92,17 @@ THROUGHPUT = "## Pretraining throughput vs HF Trainer"
 PROFILE = "## Where bertology's pretraining step spends its time"
 
 
-def overrides(size: str, steps: int) -> list[str]:
+MIXED_PRECISION = {"fp32": "no", "bf16": "bf16"}  # trainer.mixed_precision per bench precision
+
+
+def overrides(size: str, steps: int, precision: str = "auto") -> list[str]:
     """bertology's arm; the HF arms read their lr, warmup, weight decay, dropout and corpus
     from the same config. Dropout as BERT §A.2 (pretrain.yaml's sanity run turns it off)."""
     return [f"size={size}", "model=bert", "objective=mlm", "data=wikipedia",
             f"model.tokenizer_name_or_path={TOKENIZER}", "model.input_format=full_sentences",
             "model.masking=dynamic", "model.hidden_dropout_prob=0.1",
-            "model.attention_probs_dropout_prob=0.1", "trainer.mixed_precision=auto",
+            "model.attention_probs_dropout_prob=0.1",
+            f"trainer.mixed_precision={MIXED_PRECISION.get(precision, precision)}",
             "logger=none", f"trainer.max_steps={steps}", f"trainer.batch_size={BATCH}",
             f"data.max_seq_length={SEQ_LEN}", f"trainer.log_every={steps}",
             f"trainer.eval_every={10 * steps}", f"trainer.save_every={10 * steps}",
@@ -142,19 +160,14 @@ def record_steps(steps: Steps, step_fn: Callable, after: Callable | None = None)
     return recorded
 
 
-def run_bertology(size: str, steps: int) -> dict:
+def run_bertology(size: str, steps: int, precision: str) -> dict:
     recorded = Steps()
     timed = record_steps(recorded, loop._optimizer_step)
     with tempfile.TemporaryDirectory() as out, mock.patch.object(loop, "_optimizer_step", timed):
-        pretrain.run(compose_pretrain(overrides(size, steps)), Path(out))
-    return {**recorded.rates(), "precision": auto_precision(size),
+        pretrain.run(compose_pretrain(overrides(size, steps, precision)), Path(out))
+        chosen = json.loads((Path(out) / "precision.json").read_text())["precision"]
+    return {**recorded.rates(), "precision": {"no": "fp32"}.get(chosen, chosen),
             "peak_rss_mib": peak_rss_mib()}
-
-
-def auto_precision(size: str) -> str:
-    """What trainer.mixed_precision=auto resolves to for this size on this machine."""
-    config = load_pretrain_config(compose_pretrain(overrides(size, 1)))
-    return resolve_precision(config.trainer)
 
 
 class CountingCollator:
@@ -219,7 +232,7 @@ def padded_dataset(texts: list[str], tokenizer):
         remove_columns=["text"])
 
 
-def run_hf_trainer(size: str, steps: int, build_dataset: Callable) -> dict:
+def run_hf_trainer(size: str, steps: int, precision: str, build_dataset: Callable) -> dict:
     import datasets
     import transformers
     from transformers import (
@@ -253,35 +266,62 @@ def run_hf_trainer(size: str, steps: int, build_dataset: Callable) -> dict:
             output_dir=out, per_device_train_batch_size=BATCH, max_steps=steps,
             learning_rate=config.trainer.lr, warmup_steps=config.trainer.warmup_steps,
             weight_decay=config.trainer.weight_decay, save_strategy="no", report_to=[],
-            logging_steps=steps, disable_tqdm=True, use_cpu=True, dataloader_num_workers=0)
+            logging_steps=steps, disable_tqdm=True, use_cpu=True, dataloader_num_workers=0,
+            bf16=precision == "bf16")
         Trainer(model=model, args=arguments, train_dataset=dataset, data_collator=collator,
                 callbacks=[StepClock()]).train()
-    return {**recorded.rates(), "precision": "no", "peak_rss_mib": peak_rss_mib()}
+    return {**recorded.rates(), "precision": precision, "peak_rss_mib": peak_rss_mib()}
 
 
-def run_hf_grouped(size: str, steps: int) -> dict:
-    return run_hf_trainer(size, steps, grouped_dataset)
+def run_hf_grouped(size: str, steps: int, precision: str) -> dict:
+    return run_hf_trainer(size, steps, precision, grouped_dataset)
 
 
-def run_hf_padded(size: str, steps: int) -> dict:
-    return run_hf_trainer(size, steps, padded_dataset)
+def run_hf_padded(size: str, steps: int, precision: str) -> dict:
+    return run_hf_trainer(size, steps, precision, padded_dataset)
 
 
 ARMS = {"bertology": run_bertology, "hf_grouped": run_hf_grouped, "hf_padded": run_hf_padded}
 
 
-def run_arm(arm: str, size: str, steps: int) -> dict:
-    """One arm in a fresh process; its result as JSON on the last line of stdout."""
+def run_arm(arm: str, size: str, steps: int, precision: str) -> dict:
+    """One arm in a fresh process, after reading the load average; its result as JSON on the
+    last line of stdout."""
+    load = os.getloadavg()[0]
     out = subprocess.run([sys.executable, __file__, "--arm", arm, "--sizes", size,
-                          "--steps", str(steps)], capture_output=True, text=True)
+                          "--steps", str(steps), "--precisions", precision],
+                         capture_output=True, text=True)
     if out.returncode != 0:
-        sys.exit(f"{arm} at size={size} failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+        sys.exit(f"{arm} in {precision} at size={size} failed:\n{out.stderr[-3000:]}")
+    return {**json.loads(out.stdout.strip().splitlines()[-1]), "load_before": load}
 
 
-def measure_peak() -> float:
-    """fp32 matmul peak of this machine: the best of a few large square products."""
-    return max(matmul_flops_per_s(n, n, n, torch.float32, repeats=5) for n in (1024, 2048))
+def measure_peaks() -> dict[str, float]:
+    """The matmul peak of this machine per precision: the best of a few large square
+    products. bf16 is measured even where it is emulated, to show what emulation costs."""
+    sizes = {"fp32": (1024, 2048), "bf16": (1024,)}  # emulated bf16 2048^3 takes ~10 s a go
+    dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16}
+    return {name: max(matmul_flops_per_s(n, n, n, dtypes[name], repeats=3) for n in sizes[name])
+            for name in PRECISIONS}
+
+
+def interleaved(cells: list[tuple[str, str]], repeats: int) -> list[tuple[int, str, str]]:
+    """(repeat, arm, precision) in run order: repeat r takes every cell once, the list rotated
+    by r, so no cell always runs first (after a cool machine) or last."""
+    return [(r, *cells[(r + i) % len(cells)]) for r in range(repeats) for i in range(len(cells))]
+
+
+def summarise(runs: list[dict]) -> dict:
+    """Median and range of tokens/s over a cell's repeats; the median run's other figures."""
+    ordered = sorted(runs, key=lambda run: run["tokens_per_s"])
+    median = ordered[len(ordered) // 2]
+    return {**median, "low": ordered[0]["tokens_per_s"], "high": ordered[-1]["tokens_per_s"],
+            "loads": [run["load_before"] for run in runs], "repeats": len(runs)}
+
+
+def best_of(cells: dict[str, dict]) -> tuple[str, dict]:
+    """(precision, summary) of an arm's faster precision, by median tokens/s."""
+    return max(cells.items(), key=lambda item: item[1]["tokens_per_s"])
 
 
 def profile_bertology(size: str, steps: int) -> tuple[str, dict]:
@@ -306,24 +346,35 @@ def main() -> None:
     args = parse_args()
     logging.basicConfig(level=logging.WARNING)
     if args.arm:  # a child process: one arm, its result on the last line
-        print(json.dumps(ARMS[args.arm](args.sizes[0], args.steps[0])))
+        print(json.dumps(ARMS[args.arm](args.sizes[0], args.steps[0], args.precisions[0])))
         return
     if args.profile:
         table, rates = profile_bertology(args.profile, args.steps[0])
         print(table, flush=True)
         write_profile(args, table, rates)
         return
-    load = os.getloadavg()[0]
-    peak = measure_peak()
-    print(f"fp32 matmul peak: {peak / 1e9:,.0f} GFLOP/s", flush=True)
+    peaks = measure_peaks()
+    native, why = native_bf16(torch.device("cpu"))
+    precisions = args.precisions or (list(PRECISIONS) if native else ["fp32"])
+    print(f"matmul peak: fp32 {peaks['fp32'] / 1e9:,.0f}, bf16 {peaks['bf16'] / 1e9:,.1f} "
+          f"GFLOP/s; {why}; precisions {', '.join(precisions)}", flush=True)
+    # bertology's `auto` is a cell of its own: the done-when asks that it come within 10% of
+    # the faster explicit precision, and on a bf16 CPU it times steps before choosing
+    cells = [("bertology", "auto")] + [(arm, p) for arm in ARMS for p in precisions]
     rows = []
     for size, steps in zip(args.sizes, args.steps):
-        results = {arm: run_arm(arm, size, steps) for arm in ARMS}
-        rows.append((size, steps, results))
-        print(f"{size}: " + ", ".join(
-            f"{arm} {r['tokens_per_s']:,.0f} tok/s (MFU {r['flops_per_s'] / peak:.0%}, "
-            f"data wait {r['data_wait_share']:.1%})" for arm, r in results.items()), flush=True)
-    write_results(args, peak, load, rows)
+        runs: dict[tuple[str, str], list[dict]] = {cell: [] for cell in cells}
+        for repeat, arm, precision in interleaved(cells, args.repeats):
+            result = run_arm(arm, size, steps, precision)
+            runs[arm, precision].append(result)
+            print(f"{size} repeat {repeat + 1}: {arm} {precision} ({result['precision']}) "
+                  f"{result['tokens_per_s']:,.0f} tok/s, load before {result['load_before']:.2f}",
+                  flush=True)
+        rows.append((size, steps, {cell: summarise(found) for cell, found in runs.items()}))
+    write_results(args, peaks, precisions, why, rows)
+
+
+PRECISIONS = ("fp32", "bf16")
 
 
 def parse_args() -> argparse.Namespace:
@@ -332,6 +383,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--steps", nargs="+", type=int,
                         help="steps per size (one value: the same for all; default: "
                              f"{DEFAULT_STEPS}); with --profile, the steps profiled (5)")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="runs per (arm, precision) cell, interleaved (default 3)")
+    parser.add_argument("--precisions", nargs="+", choices=[*PRECISIONS, "auto"],
+                        help="default: fp32 and bf16 where the CPU has native bf16, else fp32")
     parser.add_argument("--profile", nargs="?", const="small", metavar="SIZE",
                         help="profile the bertology arm at this size (default small) instead")
     parser.add_argument("--arm", choices=ARMS, help=argparse.SUPPRESS)  # child process
@@ -350,67 +405,107 @@ def parse_args() -> argparse.Namespace:
         parser.error("--steps takes one value, or one per size")
     if min(args.steps) < (1 if args.profile else 2):
         parser.error("--steps: the timing spans steps 2..n, so at least 2 (--profile: 1)")
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
+    if args.arm and args.arm != "bertology" and args.precisions == ["auto"]:
+        parser.error("auto is bertology's trainer.mixed_precision; the HF arms take fp32 or bf16")
     return args
 
 
 def machine() -> str:
-    """The CPU's model name (from /proc/cpuinfo where there is one), cores, torch, date."""
+    """The CPU's model name (from /proc/cpuinfo where there is one), its bf16 and AVX-512 flags,
+    cores, torch, date."""
     try:
         names = [line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text()
                  .splitlines() if line.startswith("model name")]
     except OSError:
         names = []
+    flags = sorted(flag for flag in cpu_flags()
+                   if flag.startswith(("amx", "avx512_bf16", "avx512f", "avx2")))
     return (f"{names[0] if names else platform.processor()} ({platform.machine()}, "
-            f"{os.cpu_count()} CPU cores), torch {torch.__version__}, "
-            f"{time.strftime('%Y-%m-%d')}")
+            f"{os.cpu_count()} CPU cores, flags {' '.join(flags) or 'none of note'}), "
+            f"torch {torch.__version__}, {time.strftime('%Y-%m-%d')}")
 
 
-def write_results(args, peak: float, load: float, rows) -> None:
+def cell_text(summary: dict) -> str:
+    """median [low–high] tok/s."""
+    return (f"{summary['tokens_per_s']:,.0f} [{summary['low']:,.0f}–{summary['high']:,.0f}]")
+
+
+def mfu_text(flops_per_s: float, peaks: dict[str, float], native: bool) -> str:
+    """MFU over the fp32 peak / over the bf16 one; an emulated bf16 peak is no ceiling."""
+    bf16 = f"{flops_per_s / peaks['bf16']:.0%}" if native else "– (emulated)"
+    return f"{flops_per_s / peaks['fp32']:.0%} / {bf16}"
+
+
+def ratio(numerator: float | None, denominator: float | None) -> str:
+    return f"{numerator / denominator:.2f}x" if numerator and denominator else "–"
+
+
+def write_results(args, peaks: dict[str, float], precisions: list[str], why: str, rows) -> None:
     import transformers
 
     command = ("python bench/bench_pretrain.py --sizes " + " ".join(args.sizes) + " --steps "
-               + " ".join(map(str, args.steps)))
-    mfu = " / ".join(["{:.0%}"] * len(ARMS))
-    share = " / ".join(["{:.1%}"] * len(ARMS))
-    rss = " / ".join(["{:,.0f}"] * len(ARMS))
+               + " ".join(map(str, args.steps)) + f" --repeats {args.repeats}"
+               + (" --precisions " + " ".join(args.precisions) if args.precisions else ""))
+    skipped = [p for p in PRECISIONS if p not in precisions]
     lines = [
         "", THROUGHPUT, "",
-        f"`{command}` on {machine()}, transformers {transformers.__version__}; load average "
-        f"{load:.2f} at the start. Each arm in a fresh process, one after the other.", "",
+        f"`{command}` on {machine()}, transformers {transformers.__version__}. Matmul peak "
+        f"measured at the start: **fp32 {peaks['fp32'] / 1e9:,.0f} GFLOP/s, bf16 "
+        f"{peaks['bf16'] / 1e9:,.1f} GFLOP/s** (best square product); {why}."
+        + (f" {' and '.join(skipped)} cells not run: on this CPU a bf16 matmul runs at "
+           f"{peaks['bf16'] / peaks['fp32']:.1%} of fp32's, so no arm can gain from it (rerun "
+           "with `--precisions fp32 bf16` to time them anyway)." if skipped else ""), "",
         "Corpus: English Wikipedia (WikiExtractor shards, `data=wikipedia`), streamed by "
         "bertology; the HF arms read the same documents (bertology's reader, after its held-out "
         f"ones), {DOC_MARGIN}× what their steps need. Tokenizer: MiniLM's 30,522-token uncased "
         "WordPiece (BERT's) in every arm, bertology by `model.tokenizer_name_or_path`. Sequence "
         f"{SEQ_LEN}, batch {BATCH}, MLM only, dropout 0.1. bertology: objective=mlm, "
-        "full_sentences packing, dynamic masking, `trainer.mixed_precision=auto` (precision: "
-        "what it chose here), the MLM head at masked positions only. HF grouped: Trainer + "
-        "BertForMaskedLM + DataCollatorForLanguageModeling on run_mlm.py's `group_texts` blocks "
-        f"of exactly {SEQ_LEN} tokens (no padding); HF padded: one example per document, "
-        f"truncated to {SEQ_LEN}, padded per batch; both fp32 (`use_cpu=True`) with bertology's "
-        "lr, warmup and weight decay, the MLM head at every position. Every arm steps fused "
-        "AdamW (HF's default).", "",
-        "Timing, every arm alike: from the end of the first optimizer step to the end of the "
-        "last, so steps 2..n (the first builds kernels and fills bertology's shuffle buffer). "
-        "tok/s counts their real (non-padding) tokens. MFU: executed model FLOPs per second "
-        "over the fp32 matmul peak measured at the start of the run, "
-        f"**{peak / 1e9:,.0f} GFLOP/s** (best 1024³/2048³ product). Data wait: the share of "
-        "that time bertology's loop waited for a batch; for the HF arms, the time in the "
-        "collator. Peak RSS: each process's maximum resident memory.", "",
-        "| size | steps | precision | bertology tok/s | HF grouped tok/s | HF padded tok/s "
-        "| ratio vs grouped | ratio vs padded | MFU bertology / grouped / padded "
-        "| data wait bertology / grouped / padded | peak RSS bertology / grouped / padded (MiB) |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "full_sentences packing, dynamic masking, `trainer.mixed_precision` = no (fp32), bf16 "
+        "or auto (what it chose in brackets), the MLM head at masked positions only. HF grouped: "
+        "Trainer + BertForMaskedLM + DataCollatorForLanguageModeling on run_mlm.py's "
+        f"`group_texts` blocks of exactly {SEQ_LEN} tokens (no padding); HF padded: one example "
+        f"per document, truncated to {SEQ_LEN}, padded per batch; `bf16=False` / `True`, "
+        "`use_cpu=True`, bertology's lr, warmup and weight decay, the MLM head at every "
+        "position. Every arm steps fused AdamW (HF's default).", "",
+        f"Each cell ran {args.repeats}×, each run in a fresh process, interleaved (repeat r "
+        "runs every cell once, in an order rotated by r); the 1-minute load average before each "
+        "run is listed, so a quiet machine is shown, not said. Timing, every arm alike: from the "
+        "end of the first optimizer step to the end of the last (steps 2..n). tok/s counts real "
+        "(non-padding) tokens: median [range] over the runs. MFU: the median run's executed "
+        "model FLOPs per second over each measured peak. Best: an arm's faster precision.", "",
+        "| size | steps | arm | precision | tok/s median [range] | MFU of fp32 / bf16 peak "
+        "| data wait | peak RSS (MiB) | load before each run |",
+        "|---|---:|---|---|---:|---:|---:|---:|---|",
     ]
-    for size, steps, results in rows:
-        ours, grouped, padded = (results[arm] for arm in ARMS)
+    native = peaks["bf16"] > peaks["fp32"]  # else bf16 is emulated: an MFU over it means nothing
+    for size, steps, summaries in rows:
+        for (arm, precision), run in summaries.items():
+            chosen = f"auto ({run['precision']})" if precision == "auto" else precision
+            lines.append(
+                f"| {size} | {steps} | {arm} | {chosen} | {cell_text(run)} "
+                f"| {mfu_text(run['flops_per_s'], peaks, native)} | {run['data_wait_share']:.1%} "
+                f"| {run['peak_rss_mib']:,.0f} | {', '.join(f'{x:.2f}' for x in run['loads'])} |")
+    lines += ["", "Best against best (each arm's faster precision, medians) beside fp32 against "
+              "fp32, and `auto` against bertology's faster explicit precision:", "",
+              "| size | bertology best | HF grouped best | HF padded best | best vs grouped "
+              "| best vs padded | fp32 vs grouped | fp32 vs padded | auto vs bertology best |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for size, _, summaries in rows:
+        best = {arm: best_of({p: summaries[arm, p] for p in precisions}) for arm in ARMS}
+        rate = {arm: best[arm][1]["tokens_per_s"] for arm in ARMS}
+        fp32 = {arm: summaries[arm, "fp32"]["tokens_per_s"] for arm in ARMS
+                if (arm, "fp32") in summaries}
         lines.append(
-            f"| {size} | {steps} | {ours['precision']} | {ours['tokens_per_s']:,.0f} "
-            f"| {grouped['tokens_per_s']:,.0f} | {padded['tokens_per_s']:,.0f} "
-            f"| **{ours['tokens_per_s'] / grouped['tokens_per_s']:.2f}x** "
-            f"| **{ours['tokens_per_s'] / padded['tokens_per_s']:.2f}x** "
-            f"| {mfu.format(*(r['flops_per_s'] / peak for r in results.values()))} "
-            f"| {share.format(*(r['data_wait_share'] for r in results.values()))} "
-            f"| {rss.format(*(r['peak_rss_mib'] for r in results.values()))} |")
+            f"| {size} | {rate['bertology']:,.0f} ({best['bertology'][0]}) "
+            f"| {rate['hf_grouped']:,.0f} ({best['hf_grouped'][0]}) "
+            f"| {rate['hf_padded']:,.0f} ({best['hf_padded'][0]}) "
+            f"| **{ratio(rate['bertology'], rate['hf_grouped'])}** "
+            f"| **{ratio(rate['bertology'], rate['hf_padded'])}** "
+            f"| {ratio(fp32.get('bertology'), fp32.get('hf_grouped'))} "
+            f"| {ratio(fp32.get('bertology'), fp32.get('hf_padded'))} "
+            f"| {ratio(summaries['bertology', 'auto']['tokens_per_s'], rate['bertology'])} |")
     replace_section(args.out, THROUGHPUT, lines)
 
 

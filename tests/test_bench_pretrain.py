@@ -1,0 +1,45 @@
+"""bench/bench_pretrain.py's bookkeeping (issue 29.2): interleaved repeats, medians and ranges,
+each arm's best precision. The timings themselves are measured by the bench, never asserted."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+from conftest import REPO
+
+spec = importlib.util.spec_from_file_location("bench_pretrain",
+                                              REPO / "bench" / "bench_pretrain.py")
+bench = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = bench  # its dataclasses look their module up
+spec.loader.exec_module(bench)
+
+
+def test_every_repeat_runs_every_cell_once_in_a_rotated_order():
+    cells = [("a", "fp32"), ("b", "fp32"), ("c", "bf16")]
+    order = bench.interleaved(cells, repeats=3)
+    assert len(order) == 9
+    for repeat in range(3):
+        ran = [(arm, precision) for r, arm, precision in order if r == repeat]
+        assert sorted(ran) == sorted(cells)
+    # no cell always goes first: each repeat starts with a different one
+    assert [order[3 * r][1] for r in range(3)] == ["a", "b", "c"]
+
+
+def test_a_cell_reports_the_median_run_and_the_range():
+    runs = [{"tokens_per_s": t, "load_before": load, "flops_per_s": 10 * t}
+            for t, load in [(300.0, 0.1), (100.0, 0.2), (200.0, 0.3)]]
+    summary = bench.summarise(runs)
+    assert summary["tokens_per_s"] == 200.0 and summary["flops_per_s"] == 2000.0
+    assert (summary["low"], summary["high"]) == (100.0, 300.0)
+    assert summary["loads"] == [0.1, 0.2, 0.3] and summary["repeats"] == 3
+
+
+def test_an_arms_best_is_its_faster_precision_and_ratios_read_as_such():
+    cells = {"fp32": {"tokens_per_s": 500.0}, "bf16": {"tokens_per_s": 80.0}}
+    assert bench.best_of(cells)[0] == "fp32"
+    assert bench.ratio(600.0, 200.0) == "3.00x" and bench.ratio(None, 200.0) == "–"
+    # an emulated bf16 peak is no ceiling: no MFU is printed against it
+    peaks = {"fp32": 1e11, "bf16": 1e9}
+    assert bench.mfu_text(5e10, peaks, native=False) == "50% / – (emulated)"
+    assert bench.mfu_text(5e10, {"fp32": 1e11, "bf16": 2e11}, native=True) == "50% / 25%"
