@@ -46,6 +46,9 @@ class ModelConfig:
     masking: str = "static"
     dupe_factor: int = 1
     input_format: str = "segment_pair"
+    # RoBERTa §4.2: DOC-SENTENCES raises the batch so a step holds as many tokens as with
+    # FULL-SENTENCES (conf/input_format/doc_sentences.yaml sets it; pretrain.equal_token_batch)
+    doc_sentences_equal_tokens: bool = False
     max_position_embeddings: int = 512
     hidden_dropout_prob: float = 0.1
     attention_probs_dropout_prob: float = 0.1

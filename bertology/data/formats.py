@@ -311,3 +311,15 @@ def count_tokens(documents: Iterable[list[str]], tokenizer: PreTrainedTokenizerB
             break
     counts[sorted(tokenizer.all_special_ids)] = 0
     return counts
+
+
+def compute_tokens_per_sequence(documents: list[list[str]], tokenizer: PreTrainedTokenizerBase,
+                                max_len: int) -> dict[str, float]:
+    """Mean tokens (specials included) per FULL-SENTENCES and per DOC-SENTENCES sequence of the
+    same documents: DOC-SENTENCES ends a sequence at every document end, so its are shorter."""
+    out = {}
+    for input_format in ("full_sentences", "doc_sentences"):
+        lengths = [len(e["input_ids"]) for e in build_examples(documents, tokenizer,
+                                                                input_format, max_len, None, 0)]
+        out[input_format] = float(np.mean(lengths)) if lengths else 0.0
+    return out

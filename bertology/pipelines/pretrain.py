@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from bertology.config.files import resolve_checkpoint
 from bertology.config.pretrain import PretrainConfig, load_pretrain_config
 from bertology.data.corpora import Corpus, build_corpus
-from bertology.data.formats import count_tokens
+from bertology.data.formats import compute_tokens_per_sequence, count_tokens
 from bertology.data.stream import PretrainData
 from bertology.data.tokenizers import load_or_train_tokenizer, load_pretrained_tokenizer
 from bertology.errors import require
@@ -48,6 +48,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     corpus = build_corpus(config.data, config.data_dir)
     config, tokenizer = load_tokenizer(config, corpus)
     objective = build_objective(config, tokenizer, corpus)
+    config = equal_token_batch(config, tokenizer, corpus)
     data = PretrainData(corpus, tokenizer, config.data, config.model.input_format,
                         objective.pair_task, config.model.masking, config.model.dupe_factor,
                         config.seed)
@@ -67,6 +68,32 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     metrics["model/parameters"] = float(count_parameters(model))
     metrics.update(run_downstream(config, out_dir))
     return tracker.finish(metrics)
+
+
+EQUAL_TOKEN_DOCS = 2000  # training documents the tokens per sequence are measured on
+
+
+def equal_token_batch(config: PretrainConfig, tokenizer, corpus: Corpus) -> PretrainConfig:
+    """RoBERTa §4.2: "When sampling near the end of a document, the sequence may be shorter
+    than 512 tokens, so we dynamically increase the batch size in these cases to achieve a
+    similar number of total tokens as FULL-SENTENCES." Here, with static shapes, the batch
+    of DOC-SENTENCES is trainer.batch_size times the ratio of the mean tokens per sequence
+    of the two formats, measured once on the first training documents; without it the
+    format comparison (experiment=pretrain_input_format) is confounded with the tokens."""
+    if config.model.input_format != "doc_sentences" or not config.model.doc_sentences_equal_tokens:
+        return config
+    documents = list(islice(corpus.iter_documents(), config.data.eval_docs,
+                            config.data.eval_docs + EQUAL_TOKEN_DOCS))
+    means = compute_tokens_per_sequence(documents, tokenizer, config.data.max_seq_length)
+    require(means["doc_sentences"] > 0, f"data={corpus.name}: no training documents to "
+            "measure DOC-SENTENCES on; set model.doc_sentences_equal_tokens=false")
+    batch = max(1, round(config.trainer.batch_size * means["full_sentences"]
+                         / means["doc_sentences"]))
+    log.info("DOC-SENTENCES: %.1f tokens a sequence against FULL-SENTENCES' %.1f, so a batch "
+             "of %d sequences for FULL-SENTENCES' %d (RoBERTa §4.2)", means["doc_sentences"],
+             means["full_sentences"], batch, config.trainer.batch_size)
+    return dataclasses.replace(config, trainer=dataclasses.replace(config.trainer,
+                                                                   batch_size=batch))
 
 
 def build_objective(config: PretrainConfig, tokenizer, corpus: Corpus):
