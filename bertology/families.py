@@ -34,6 +34,20 @@ class Family:
     # the MLM head's transform (dense, GELU, LayerNorm), whose output the decoder reads, as an
     # attribute path; None: BERT's layout, <mlm_head>.transform (amnesic probing projects there)
     mlm_transform: str | None = None
+    # the MLM decoder (hidden -> vocabulary), as an attribute path, where mlm_head stops before
+    # it (ModernBERT's head is the transform only); None: mlm_head includes it
+    mlm_decoder: str | None = None
+    # the encoder's transformer layers inside the bare encoder (model.base_model), as a path
+    layers: str = "encoder.layer"
+    # The config class's names for bertology's config keys, where they differ: each of
+    # type_vocab_size, hidden_dropout_prob, attention_probs_dropout_prob maps to the keys that
+    # take its value instead (none: the class has no such setting, the value is dropped).
+    config_names: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # architecture settings the family fixes, passed to config_class as they are
+    config_extra: tuple[tuple[str, object], ...] = ()
+    cls_sep_ids: bool = False  # the config's cls/sep ids are the tokenizer's CLS/SEP
+    # intermediate width = size.intermediate_size x this (size= groups give BERT's 4H)
+    intermediate_fraction: float = 1.0
 
 
 FAMILIES = {
@@ -62,6 +76,23 @@ FAMILIES = {
         embedding_size_is_hidden=True, generator=True,
         # generator_predictions is the transform; generator_lm_head is the decoder
         mlm_transform="generator_predictions"),
+    # ModernBERT (Warner et al., 2024): rotary positions, GeGLU, pre-norm, no biases, global
+    # attention every 3rd layer and a 128-token local window elsewhere (§2.1.1), no segment
+    # embeddings; MLM at 30% without NSP (§2.2). No pair head, no pooler.
+    "modernbert": Family(
+        model_type="modernbert", config_class="ModernBertConfig",
+        mlm_class="ModernBertForMaskedLM", mlm_head="head", objectives=("mlm",),
+        segment_vocab=0, bos_eos_from_cls_sep=True, cls_sep_ids=True,
+        mlm_decoder="decoder",  # head is the transform (dense, GELU, norm) only
+        mlm_transform="head",
+        layers="layers",
+        config_names=(("type_vocab_size", ()),
+                      ("hidden_dropout_prob", ("embedding_dropout", "mlp_dropout")),
+                      ("attention_probs_dropout_prob", ("attention_dropout",))),
+        config_extra=(("local_attention", 128), ("global_attn_every_n_layers", 3)),
+        # ModernBERT-base: 1152 = 0.375 x BERT-base's 3072 (GeGLU's Wi is twice as wide), so
+        # size=base gives its width; the other sizes keep the same ratio
+        intermediate_fraction=0.375),
 }
 
 def family_of_checkpoint(model_type: str, key: str = "model.name_or_path") -> Family:

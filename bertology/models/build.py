@@ -25,19 +25,31 @@ def build_config(model: ModelConfig, size: SizeConfig, tokenizer) -> PretrainedC
     """The transformers config of a random-initialised model of the family and size=, its
     vocabulary and special ids from the tokenizer (families.py says what differs)."""
     family = FAMILIES[model.family]
-    extra = {}
+    extra = dict(family.config_extra)
     if family.bos_eos_from_cls_sep:
         extra.update(bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id)
+    if family.cls_sep_ids:
+        extra.update(cls_token_id=tokenizer.cls_token_id, sep_token_id=tokenizer.sep_token_id)
     if family.embedding_size_is_hidden:
         extra["embedding_size"] = size.hidden_size
+    shape = vars(size) | {
+        "intermediate_size": round(size.intermediate_size * family.intermediate_fraction)}
+    named = family_names(family, {
+        "type_vocab_size": family.segment_vocab,
+        "hidden_dropout_prob": model.hidden_dropout_prob,
+        "attention_probs_dropout_prob": model.attention_probs_dropout_prob})
     return getattr(transformers, family.config_class)(
         vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
-        type_vocab_size=family.segment_vocab,
-        max_position_embeddings=model.max_position_embeddings,
-        hidden_dropout_prob=model.hidden_dropout_prob,
-        attention_probs_dropout_prob=model.attention_probs_dropout_prob,
-        **vars(size), **extra,
+        max_position_embeddings=model.max_position_embeddings, **named, **shape, **extra,
     )
+
+
+def family_names(family: Family, values: dict) -> dict:
+    """bertology's config keys under the names the family's config class uses (families.py's
+    config_names; a key mapped to no name is dropped)."""
+    renamed = dict(family.config_names)
+    return {name: value for key, value in values.items()
+            for name in renamed.get(key, (key,))}
 
 
 def pretraining_class(family: Family, pair_head: bool) -> type[PreTrainedModel]:

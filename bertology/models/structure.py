@@ -20,7 +20,11 @@ def encoder_of(model: nn.Module) -> nn.Module:
 
 def mlm_head_of(model: nn.Module, family: str) -> nn.Module:
     """The MLM prediction head: transform + decoder, applied to (n, hidden) states."""
-    return attrgetter(FAMILIES[family].mlm_head)(model)
+    row = FAMILIES[family]
+    head = attrgetter(row.mlm_head)(model)
+    if row.mlm_decoder is None:
+        return head
+    return nn.Sequential(head, attrgetter(row.mlm_decoder)(model))  # the same modules, chained
 
 
 def pair_head_of(model: nn.Module, family: str) -> nn.Module:
