@@ -16,6 +16,22 @@ from bertology.errors import UserError
 
 
 @dataclass(frozen=True)
+class Attention:
+    """Where a layer's attention heads live, as attribute paths inside one transformer layer
+    (pruning/heads.py gates and removes heads through them). BERT's layout by default."""
+
+    # the query, key and value projections; one path: a fused projection whose output rows
+    # are [queries; keys; values], each heads x head_dim (ModernBERT's Wqkv)
+    qkv: tuple[str, ...] = ("attention.self.query", "attention.self.key", "attention.self.value")
+    output: str = "attention.output.dense"  # the output projection, heads x head_dim -> hidden
+    core: str = "attention.self"  # the module that runs the heads (its forward returns
+    # (context, weights)); head_dim and, where it keeps one, the head count are its attributes
+    head_dim: str = "attention_head_size"
+    head_count: str | None = "num_attention_heads"  # None: counted from output's input width
+    core_applies_output: bool = False  # core's context has been through `output` already
+
+
+@dataclass(frozen=True)
 class Family:
     model_type: str  # transformers' model_type of the family's checkpoints
     config_class: str  # transformers config class of a random-initialised model
@@ -39,6 +55,7 @@ class Family:
     mlm_decoder: str | None = None
     # the encoder's transformer layers inside the bare encoder (model.base_model), as a path
     layers: str = "encoder.layer"
+    attention: Attention = Attention()  # the heads inside one of those layers
     # The config class's names for bertology's config keys, where they differ: each of
     # type_vocab_size, hidden_dropout_prob, attention_probs_dropout_prob maps to the keys that
     # take its value instead (none: the class has no such setting, the value is dropped).
@@ -86,6 +103,8 @@ FAMILIES = {
         mlm_decoder="decoder",  # head is the transform (dense, GELU, norm) only
         mlm_transform="head",
         layers="layers",
+        attention=Attention(qkv=("attn.Wqkv",), output="attn.Wo", core="attn",
+                            head_dim="head_dim", head_count=None, core_applies_output=True),
         config_names=(("type_vocab_size", ()),
                       ("hidden_dropout_prob", ("embedding_dropout", "mlp_dropout")),
                       ("attention_probs_dropout_prob", ("attention_dropout",))),

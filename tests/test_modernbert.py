@@ -104,3 +104,53 @@ def test_held_out_mlm_accuracy_beats_the_random_init_twin(modernbert_run):
     null = masked_accuracy(twin, tokenizer, sentences, seed=0)
     assert ours > null + 0.05, (ours, null)
     assert metrics["eval/mlm_accuracy"] > null
+
+
+def tiny_modernbert(layers: int = 4, heads: int = 4, window: int = 8):
+    """A random ModernBERT: global layers 0 and 3, local (±window/2) layers 1 and 2."""
+    from transformers import ModernBertConfig, ModernBertModel
+
+    torch.manual_seed(0)
+    config = ModernBertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=layers,
+                              num_attention_heads=heads, intermediate_size=48, pad_token_id=0,
+                              cls_token_id=2, sep_token_id=3, bos_token_id=2, eos_token_id=3,
+                              local_attention=window, global_attn_every_n_layers=3)
+    return ModernBertModel._from_config(config, attn_implementation="eager").eval()
+
+
+def test_head_gates_and_removal_on_the_fused_qkv(tmp_path):
+    """Gating a head to 0 equals zeroing its value rows in the fused Wqkv by hand (an
+    independent route: its attention then mixes zero vectors); removing it, and every head of
+    a layer, gives the gated output; the pruned checkpoint reloads to the same output."""
+    import copy
+
+    from transformers import AutoModel
+
+    from bertology.pruning.heads import HeadGates, kept_heads, load_pruned, prune_heads
+
+    model = tiny_modernbert()
+    ids = torch.randint(4, 50, (2, 12))
+    hidden, heads, head_dim = 32, 4, 8
+    by_hand = copy.deepcopy(model)
+    with torch.no_grad():
+        for layer, head in ((1, 2), (3, 0), (3, 1), (3, 2), (3, 3)):
+            start = 2 * hidden + head * head_dim  # Wqkv rows: [q (32); k (32); v (32)]
+            by_hand.layers[layer].attn.Wqkv.weight[start:start + head_dim] = 0
+    expected = by_hand(input_ids=ids).last_hidden_state
+    gates = torch.ones(4, heads)
+    gates[1, 2] = 0
+    gates[3] = 0
+    with torch.no_grad(), HeadGates(model, gates):
+        gated = model(input_ids=ids).last_hidden_state
+    assert torch.allclose(gated, expected, atol=1e-5)
+    assert not torch.allclose(gated, model(input_ids=ids).last_hidden_state, atol=1e-3)
+    prune_heads(model, {1: [2], 3: [0, 1, 2, 3]})
+    assert kept_heads(model) == [[0, 1, 2, 3], [0, 1, 3], [0, 1, 2, 3], []]
+    assert model.layers[1].attn.Wqkv.out_features == 3 * 3 * head_dim
+    with torch.no_grad():
+        removed = model(input_ids=ids).last_hidden_state
+    assert torch.allclose(removed, expected, atol=1e-5)
+    model.save_pretrained(tmp_path)
+    with torch.no_grad():
+        reloaded = load_pruned(tmp_path, AutoModel)(input_ids=ids).last_hidden_state
+    assert torch.allclose(reloaded, expected, atol=1e-5)

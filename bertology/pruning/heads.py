@@ -1,10 +1,12 @@
-"""Attention heads: gating and structural removal for BERT, RoBERTa and ELECTRA encoders
-(transformers v5 `AutoModel` or `AutoModelFor*`), and whole-layer dropping.
+"""Attention heads: gating and structural removal for every family's encoder (transformers v5
+`AutoModel` or `AutoModelFor*`), and whole-layer dropping; where the heads live in a layer is
+the family table's Attention row (families.py).
 
 v5 removed `head_mask` and `prune_heads`, so both live here. A head's output is its slice of
-the attention output projection's input, (batch, seq, heads·head_dim) at
-`layer.attention.output.dense`: gating multiplies that slice by the head's gate ξ_h (Michel
-et al., 2019, Eq. 2), pruning deletes it together with the head's query/key/value rows.
+the attention output projection's input, (batch, seq, heads·head_dim) (BERT's
+`layer.attention.output.dense`, ModernBERT's `layer.attn.Wo`): gating multiplies that slice by
+the head's gate ξ_h (Michel et al., 2019, Eq. 2), pruning deletes it together with the head's
+query/key/value rows (of a fused QKV projection: the head's rows in each of its three blocks).
 
 Heads keep their original numbers for good: `config.pruned_heads` records {layer: [removed
 heads]} exactly as transformers v4 did, gates and importance arrays are (layers,
@@ -23,6 +25,7 @@ import json
 import logging
 import warnings
 from functools import partial
+from operator import attrgetter
 from pathlib import Path
 
 import torch
@@ -32,14 +35,37 @@ from transformers import AutoConfig, PretrainedConfig, PreTrainedModel
 from transformers.pytorch_utils import prune_linear_layer
 
 from bertology.errors import UserError, require
+from bertology.families import Attention, family_of_checkpoint
 from bertology.models.weights import load_safetensors_model
 
 log = logging.getLogger(__name__)
 
 
 def encoder_layers(model: nn.Module) -> nn.ModuleList:
-    """The transformer layers: `model.base_model.encoder.layer` in BERT, RoBERTa, ELECTRA."""
-    return model.base_model.encoder.layer
+    """The transformer layers: `model.base_model.encoder.layer` in BERT, RoBERTa, ELECTRA,
+    `model.base_model.layers` in ModernBERT (families.py's `layers`)."""
+    return attrgetter(layers_path(model))(model.base_model)
+
+
+def layers_path(model: nn.Module) -> str:
+    return family_of_checkpoint(model.config.model_type).layers
+
+
+def attention_layout(model: nn.Module) -> Attention:
+    """Where the heads live inside one of the model's layers (families.py)."""
+    return family_of_checkpoint(model.config.model_type).attention
+
+
+def head_dim_of(layer: nn.Module, layout: Attention) -> int:
+    return getattr(attrgetter(layout.core)(layer), layout.head_dim)
+
+
+def heads_present(layer: nn.Module, layout: Attention) -> int:
+    """The heads a layer has now: its core's count, or its output projection's input width
+    over head_dim where the core keeps no count (ModernBERT reshapes with -1)."""
+    if layout.head_count is not None:
+        return getattr(attrgetter(layout.core)(layer), layout.head_count)
+    return attrgetter(layout.output)(layer).in_features // head_dim_of(layer, layout)
 
 
 def read_pruned_heads(config: PretrainedConfig) -> dict[int, list[int]]:
@@ -50,12 +76,12 @@ def read_pruned_heads(config: PretrainedConfig) -> dict[int, list[int]]:
 
 def kept_heads(model: nn.Module) -> list[list[int]]:
     """Per layer, the original numbers of the heads still in the model."""
-    config = model.config
+    config, layout = model.config, attention_layout(model)
     pruned = read_pruned_heads(config)
     kept = []
     for i, layer in enumerate(encoder_layers(model)):
         heads = [h for h in range(config.num_attention_heads) if h not in pruned.get(i, [])]
-        present = layer.attention.self.num_attention_heads
+        present = heads_present(layer, layout)
         require(present == len(heads),
                 f"layer {i} has {present} heads but config.pruned_heads leaves {len(heads)}: "
                 "load head-pruned checkpoints with bertology.pruning.heads.load_pruned")
@@ -97,12 +123,13 @@ class HeadGates:
 
     def attach(self) -> HeadGates:
         self.detach()
+        layout = attention_layout(self.model)
         for i, (layer, heads) in enumerate(zip(encoder_layers(self.model), kept_heads(self.model))):
             if not heads:  # nothing to gate: the layer's attention is only the output bias
                 continue
-            head_dim = layer.attention.self.attention_head_size
-            hook = partial(gate_heads, self.gates, i, heads, head_dim)
-            self.handles.append(layer.attention.output.dense.register_forward_pre_hook(hook))
+            hook = partial(gate_heads, self.gates, i, heads, head_dim_of(layer, layout))
+            output = attrgetter(layout.output)(layer)
+            self.handles.append(output.register_forward_pre_hook(hook))
         return self
 
     def detach(self) -> None:
@@ -117,11 +144,16 @@ class HeadGates:
         self.detach()
 
 
-def forward_without_heads(module: nn.Module, hidden_states: torch.Tensor, *args, **kwargs):
+def forward_without_heads(output: nn.Linear | None, module: nn.Module,
+                          hidden_states: torch.Tensor, *args, **kwargs):
     """Self-attention with zero heads: an empty context and empty attention weights, so
-    output_attentions still returns one (batch, 0, seq, seq) entry per layer."""
+    output_attentions still returns one (batch, 0, seq, seq) entry per layer. `output`: the
+    output projection, where the core applies it itself (ModernBERT); it then adds only its
+    bias, as the layer's own projection would."""
     batch, seq = hidden_states.shape[:2]
     context = hidden_states.new_zeros(batch, seq, 0)  # (batch, seq, 0 heads * head_dim)
+    if output is not None:
+        context = output(context)  # (batch, seq, hidden): the bias, or zeros
     weights = hidden_states.new_zeros(batch, 0, seq, seq)  # (batch, 0 heads, q, k)
     return context, weights
 
@@ -134,26 +166,42 @@ def slice_linear(layer: nn.Linear, index: torch.Tensor, dim: int) -> nn.Linear:
     return pruned.requires_grad_(layer.weight.requires_grad)
 
 
-def prune_attention(attention: nn.Module, positions: list[int]) -> None:
+def set_path(root: nn.Module, path: str, module: nn.Module) -> None:
+    parent, _, name = path.rpartition(".")
+    setattr(attrgetter(parent)(root) if parent else root, name, module)
+
+
+def fused_rows(index: torch.Tensor, width: int, parts: int) -> torch.Tensor:
+    """The rows of the kept heads in each of a fused projection's `parts` blocks of `width`
+    rows ([q; k; v]: the same heads' rows in every block)."""
+    return torch.cat([index + part * width for part in range(parts)])  # (parts * kept * hd,)
+
+
+def prune_attention(layer: nn.Module, layout: Attention, positions: list[int]) -> None:
     """Keep the heads at `positions` (current, not original, numbering) of one layer."""
-    self_attention = attention.self
-    head_dim = self_attention.attention_head_size
+    core = attrgetter(layout.core)(layer)
+    head_dim = head_dim_of(layer, layout)
+    present = heads_present(layer, layout)
     index = (torch.tensor(positions, dtype=torch.long)[:, None] * head_dim
              + torch.arange(head_dim)).flatten()  # (kept * head_dim,) rows of the kept heads
-    for name in ("query", "key", "value"):
-        setattr(self_attention, name, slice_linear(getattr(self_attention, name), index, dim=0))
-    attention.output.dense = slice_linear(attention.output.dense, index, dim=1)
-    # v5's forward reshapes with attention_head_size and -1; the counts are kept true anyway
-    self_attention.num_attention_heads = len(positions)
-    self_attention.all_head_size = len(positions) * head_dim
+    rows = index if len(layout.qkv) > 1 else fused_rows(index, present * head_dim, 3)
+    for path in layout.qkv:
+        set_path(layer, path, slice_linear(attrgetter(path)(layer), rows, dim=0))
+    set_path(layer, layout.output, slice_linear(attrgetter(layout.output)(layer), index, dim=1))
+    if layout.head_count is not None:
+        # v5's forward reshapes with attention_head_size and -1; the counts are kept true anyway
+        setattr(core, layout.head_count, len(positions))
+        if hasattr(core, "all_head_size"):
+            core.all_head_size = len(positions) * head_dim
     if not positions:
-        self_attention.forward = partial(forward_without_heads, self_attention)
+        output = attrgetter(layout.output)(layer) if layout.core_applies_output else None
+        core.forward = partial(forward_without_heads, output, core)
 
 
 def prune_heads(model: nn.Module, heads: dict[int, list[int]]) -> None:
     """Remove heads for good: {layer: [original head numbers]}, as transformers v4's
     prune_heads. Heads already removed are skipped; config.pruned_heads records the union."""
-    config, layers = model.config, encoder_layers(model)
+    config, layers, layout = model.config, encoder_layers(model), attention_layout(model)
     current, pruned = kept_heads(model), read_pruned_heads(config)
     for layer, remove in ((int(k), set(v)) for k, v in heads.items()):
         require(0 <= layer < len(layers),
@@ -163,7 +211,7 @@ def prune_heads(model: nn.Module, heads: dict[int, list[int]]) -> None:
                 f"heads are numbered 0..{config.num_attention_heads - 1}")
         positions = [p for p, h in enumerate(current[layer]) if h not in remove]
         if len(positions) < len(current[layer]):
-            prune_attention(layers[layer].attention, positions)
+            prune_attention(layers[layer], layout, positions)
         pruned[layer] = sorted(set(pruned.get(layer, [])) | remove)
     config.pruned_heads = {layer: heads for layer, heads in sorted(pruned.items()) if heads}
     log.info("heads per layer after pruning: %s", [len(h) for h in kept_heads(model)])
@@ -219,10 +267,13 @@ def drop_layers(model: nn.Module, keep: list[int]) -> None:
     require(valid,
             f"layers to keep must be increasing numbers in 0..{len(layers) - 1}, not {keep}")
     pruned = read_pruned_heads(model.config)
-    model.base_model.encoder.layer = nn.ModuleList(layers[i] for i in keep)
+    set_path(model.base_model, layers_path(model), nn.ModuleList(layers[i] for i in keep))
+    core = attention_layout(model).core
     for new, layer in enumerate(encoder_layers(model)):
-        layer.attention.self.layer_idx = new  # cache slot; unused by encoders, kept consistent
+        attrgetter(core)(layer).layer_idx = new  # cache slot; unused by encoders, kept consistent
     model.config.num_hidden_layers = len(keep)
+    if getattr(model.config, "layer_types", None) is not None:  # ModernBERT: global or local
+        model.config.layer_types = [model.config.layer_types[i] for i in keep]
     model.config.pruned_heads = {new: pruned[old] for new, old in enumerate(keep) if old in pruned}
     log.debug("kept layers %s", list(keep))
 
