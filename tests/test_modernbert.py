@@ -154,3 +154,35 @@ def test_head_gates_and_removal_on_the_fused_qkv(tmp_path):
     with torch.no_grad():
         reloaded = load_pruned(tmp_path, AutoModel)(input_ids=ids).last_hidden_state
     assert torch.allclose(reloaded, expected, atol=1e-5)
+
+
+def test_a_student_copies_teacher_layers_with_their_attention_kinds():
+    """DistilBERT's init on ModernBERT: student layers are the chosen teacher layers, each
+    keeping its global or local attention; layer 0 (no attention norm) takes teacher layer 1's
+    other weights."""
+    from transformers import ModernBertForSequenceClassification
+
+    from bertology.config.distill import StudentConfig
+    from bertology.config.groups import SizeConfig
+    from bertology.models.student import build_student
+
+    config = tiny_modernbert().config
+    config.num_labels = 2
+    teacher = ModernBertForSequenceClassification._from_config(config).eval()
+    student, copied = build_student(teacher, "classification",
+                                    StudentConfig(layers=[1, 3]), SizeConfig(), "eager")
+    assert copied == [1, 3]
+    assert student.config.layer_types == ["sliding_attention", "full_attention"]
+    assert [layer.attention_type for layer in student.model.layers] == \
+        ["sliding_attention", "full_attention"]
+    for mine, theirs in ((0, 1), (1, 3)):
+        assert torch.equal(student.model.layers[mine].attn.Wqkv.weight,
+                           teacher.model.layers[theirs].attn.Wqkv.weight)
+        assert torch.equal(student.model.layers[mine].mlp.Wi.weight,
+                           teacher.model.layers[theirs].mlp.Wi.weight)
+    assert torch.equal(student.classifier.weight, teacher.classifier.weight)
+    random, _ = build_student(teacher, "classification", StudentConfig(init="random"),
+                              SizeConfig(num_hidden_layers=4, intermediate_size=512), "eager")
+    assert random.config.layer_types == ["full_attention", "sliding_attention",
+                                         "sliding_attention", "full_attention"]
+    assert random.config.intermediate_size == 192  # 512 x 0.375, as pretraining builds it

@@ -18,41 +18,57 @@ from transformers import PretrainedConfig, PreTrainedModel
 
 from bertology.config.distill import StudentConfig, choose_layers
 from bertology.config.groups import SizeConfig
+from bertology.errors import require
 from bertology.families import family_of_checkpoint
 from bertology.models.task_model import AUTO_CLASSES
 
 log = logging.getLogger(__name__)
 
-# "<prefix>.encoder.layer.<i>.<rest>" in every BERT-family state dict (bert, roberta, electra)
-LAYER_KEY = re.compile(r"^(.*\.)?encoder\.layer\.(\d+)\.(.*)$")
+def layer_key(layers_path: str) -> re.Pattern:
+    """"<prefix>.<layers>.<i>.<rest>": "encoder.layer" in BERT, RoBERTa, ELECTRA state dicts,
+    "layers" in ModernBERT's (families.py's `layers`)."""
+    return re.compile(rf"^(.*\.)?{re.escape(layers_path)}\.(\d+)\.(.*)$")
 
 
 def student_config(teacher_config: PretrainedConfig, num_layers: int,
-                   size: SizeConfig | None = None) -> PretrainedConfig:
-    """The teacher's config (vocabulary, positions, labels) with k layers, or of size=."""
+                   size: SizeConfig | None = None, layers: list[int] | None = None
+                   ) -> PretrainedConfig:
+    """The teacher's config (vocabulary, positions, labels) with k layers, or of size=.
+    `layers`: the teacher layers the student copies, whose kinds (ModernBERT's global or local
+    attention, config.layer_types) it keeps; a student of size= takes the family's pattern."""
+    family = family_of_checkpoint(teacher_config.model_type)
     config = copy.deepcopy(teacher_config)
     config.num_hidden_layers = num_layers
     if size is not None:
         for key, value in vars(size).items():
             setattr(config, key, value)
-        if family_of_checkpoint(config.model_type).embedding_size_is_hidden:
+        config.intermediate_size = round(size.intermediate_size * family.intermediate_fraction)
+        if family.embedding_size_is_hidden:
             config.embedding_size = size.hidden_size
+    kinds = getattr(teacher_config, "layer_types", None)
+    if kinds is not None:
+        if layers is not None:
+            config.layer_types = [kinds[i] for i in layers]
+        else:  # the class's own pattern for this depth (ModernBERT: global every n-th)
+            fields = {k: v for k, v in config.to_dict().items() if k != "layer_types"}
+            config = type(config)(**fields)
     return config
 
 
-def select_layer_weights(teacher_state: dict[str, torch.Tensor], layers: list[int]
-                         ) -> dict[str, torch.Tensor]:
+def select_layer_weights(teacher_state: dict[str, torch.Tensor], layers: list[int],
+                         layers_path: str = "encoder.layer") -> dict[str, torch.Tensor]:
     """The teacher's state dict with only `layers`, renumbered 0..k-1; everything outside the
     encoder's layers (embeddings, pooler, task head) is kept as it is."""
     position = {teacher_layer: student_layer for student_layer, teacher_layer in enumerate(layers)}
+    pattern = layer_key(layers_path)
     selected = {}
     for key, value in teacher_state.items():
-        match = LAYER_KEY.match(key)
+        match = pattern.match(key)
         if match is None:
             selected[key] = value
         elif int(match.group(2)) in position:
             prefix, rest = match.group(1) or "", match.group(3)
-            selected[f"{prefix}encoder.layer.{position[int(match.group(2))]}.{rest}"] = value
+            selected[f"{prefix}{layers_path}.{position[int(match.group(2))]}.{rest}"] = value
     return selected
 
 
@@ -64,12 +80,25 @@ def build_student(teacher: PreTrainedModel, kind: str, cfg: StudentConfig, size:
         config = student_config(teacher.config, size.num_hidden_layers, size)
         return auto.from_config(config, attn_implementation=attn_implementation), None
     layers = choose_layers(teacher.config.num_hidden_layers, cfg)
-    student = auto.from_config(student_config(teacher.config, len(layers)),
+    student = auto.from_config(student_config(teacher.config, len(layers), layers=layers),
                                attn_implementation=attn_implementation)
-    weights = select_layer_weights(teacher.state_dict(), layers)
-    student.load_state_dict(weights, strict=True)
+    layers_path = family_of_checkpoint(teacher.config.model_type).layers
+    weights = select_layer_weights(teacher.state_dict(), layers, layers_path)
+    load_student_weights(student, weights)
     log.info("student: teacher layers %s (of %d)", layers, teacher.config.num_hidden_layers)
     return student, layers
+
+
+def load_student_weights(student: PreTrainedModel, weights: dict[str, torch.Tensor]) -> None:
+    """The copied weights, every parameter of the student from the teacher. A copied layer's
+    weight the student's layer has no place for is left out, said in the log: ModernBERT's
+    first layer has no attention norm (it reads the normalised embeddings), so a teacher layer
+    above the first, copied there, loses its own."""
+    missing, unexpected = student.load_state_dict(weights, strict=False)
+    missing = sorted(set(missing) - set(getattr(student, "all_tied_weights_keys", {})))
+    require(not missing, f"the student has weights the teacher does not: {missing}")
+    if unexpected:
+        log.info("student: not copied, no place for them in its layers: %s", unexpected)
 
 
 def default_layer_map(num_student: int, num_teacher: int, copied: list[int] | None
