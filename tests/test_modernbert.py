@@ -186,3 +186,27 @@ def test_a_student_copies_teacher_layers_with_their_attention_kinds():
     assert random.config.layer_types == ["full_attention", "sliding_attention",
                                          "sliding_attention", "full_attention"]
     assert random.config.intermediate_size == 192  # 512 x 0.375, as pretraining builds it
+
+
+def test_layer_paths_for_freezing_lr_decay_and_amnesic_probing():
+    """The finetune and amnesic helpers find ModernBERT's layers at model.layers (no
+    encoder.layer): a silent miss would train every layer at the full rate."""
+    from transformers import ModernBertForMaskedLM, ModernBertForSequenceClassification
+
+    from bertology.analysis.amnesic import layer_module
+    from bertology.models.task_model import freeze_lower_layers, layer_lr_scale
+
+    config = tiny_modernbert().config
+    scale = {name: layer_lr_scale(name, 4, 0.5, "layers") for name, _ in
+             ModernBertForSequenceClassification._from_config(config).named_parameters()}
+    assert scale["model.embeddings.tok_embeddings.weight"] == 0.5 ** 5
+    assert scale["model.layers.0.attn.Wqkv.weight"] == 0.5 ** 4
+    assert scale["model.layers.3.mlp.Wo.weight"] == 0.5
+    assert scale["classifier.weight"] == 1.0
+    classifier = ModernBertForSequenceClassification._from_config(config)
+    freeze_lower_layers(classifier.model, 2)
+    frozen = {n for n, p in classifier.named_parameters() if not p.requires_grad}
+    assert frozen == {n for n, _ in classifier.named_parameters()
+                      if n.startswith(("model.embeddings.", "model.layers.0.", "model.layers.1."))}
+    mlm = ModernBertForMaskedLM._from_config(config)
+    assert layer_module(mlm, 2) is mlm.model.layers[1]

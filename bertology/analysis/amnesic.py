@@ -80,7 +80,8 @@ def layer_module(model: PreTrainedModel, layer: int) -> torch.nn.Module:
     base = model.base_model
     if layer == 0:
         return getattr(base, "embeddings_project", base.embeddings)
-    return base.encoder.layer[layer - 1]
+    layers = family_of_checkpoint(model.config.model_type).layers  # encoder.layer, layers
+    return attrgetter(layers)(base)[layer - 1]
 
 
 def projection_site(model: PreTrainedModel, layer: int) -> torch.nn.Module:

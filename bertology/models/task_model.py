@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+from operator import attrgetter
 from pathlib import Path
 
 import torch
@@ -146,7 +147,7 @@ class TaskModel(nn.Module):
 
 def freeze_lower_layers(encoder: nn.Module, k: int) -> None:
     """Embeddings and layers 1..k stop training (the survey's 'freeze the lower layers')."""
-    layers = encoder.encoder.layer
+    layers = attrgetter(family_of_checkpoint(encoder.config.model_type).layers)(encoder)
     if k > len(layers):
         raise UserError(f"head.freeze_layers={k} exceeds the model's {len(layers)} layers")
     encoder.embeddings.requires_grad_(False)
@@ -154,14 +155,16 @@ def freeze_lower_layers(encoder: nn.Module, k: int) -> None:
         layer.requires_grad_(False)
 
 
-def layer_lr_scale(name: str, num_layers: int, decay: float) -> float:
+def layer_lr_scale(name: str, num_layers: int, decay: float,
+                   layers_path: str = "encoder.layer") -> float:
     """Layer-wise learning-rate decay (ELECTRA App. A): the head trains at the full rate,
-    layer i (1-based) at decay^(L - i + 1), the embeddings at decay^(L + 1)."""
+    layer i (1-based) at decay^(L - i + 1), the embeddings at decay^(L + 1). `layers_path`:
+    the family's (families.py), "layers" in ModernBERT."""
     if decay == 1.0:
         return 1.0
     if ".embeddings." in f".{name}":
         return decay ** (num_layers + 1)
-    marker = ".layer."
+    marker = f".{layers_path.rpartition('.')[2]}."
     if marker in name:
         index = int(name.split(marker, 1)[1].split(".", 1)[0])  # 0-based
         return decay ** (num_layers - index)

@@ -124,9 +124,11 @@ def run_seed(ctx: SeedContext, seed: int, seed_dir: Path) -> dict[str, float]:
     objective = task_objective.build(config.task.kind, ctx.tokenizer.pad_token_id)
     examples = InMemoryExamples(ctx.train_features, ctx.eval_features, seed)
     layers = ctx.model_config.num_hidden_layers
+    path = family_of_checkpoint(ctx.model_config.model_type).layers
     metrics = train(model, objective, examples, ctx.trainer, seed_dir, tracker, seed,
                     desc=f"finetune seed {seed}",
-                    lr_scale=lambda name: layer_lr_scale(name, layers, config.head.layer_lr_decay),
+                    lr_scale=lambda name: layer_lr_scale(name, layers, config.head.layer_lr_decay,
+                                                         path),
                     export=lambda path: write_task_model(model, ctx.tokenizer, path))
     scores, rows = evaluate_task(model, config.task, ctx.data.eval, ctx.eval_features,
                                  ctx.data.labels, ctx.tokenizer.pad_token_id)
