@@ -4,6 +4,7 @@ the embedded corpus into a checkpoint plain transformers loads, and the pipeline
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -210,3 +211,42 @@ def test_layer_paths_for_freezing_lr_decay_and_amnesic_probing():
                       if n.startswith(("model.embeddings.", "model.layers.0.", "model.layers.1."))}
     mlm = ModernBertForMaskedLM._from_config(config)
     assert layer_module(mlm, 2) is mlm.model.layers[1]
+
+
+def run_pipeline(pipeline: str, out: Path, *overrides: str) -> dict:
+    from bertology.pipelines import load_pipeline
+
+    out.mkdir(parents=True)
+    return load_pipeline(pipeline)(compose_config(pipeline, ["logger=none", *overrides]), out)
+
+
+def test_the_pipelines_run_on_the_pretrained_checkpoint(modernbert_run, tmp_path,
+                                                        fresh_logging):
+    """finetune (classification, tagging), probe (hidden states, attention), prune (heads
+    gated on and removed from the fused Wqkv) and distill, on pretraining's model/."""
+    from transformers import AutoModelForSequenceClassification
+
+    out, _ = modernbert_run
+    model_dir = out / "model"
+    task = ["task=synthetic_negation", "task.num_sentences=300", "trainer.max_steps=4"]
+    run_pipeline("finetune", tmp_path / "finetune", f"model.name_or_path={model_dir}", *task)
+    tuned = AutoModelForSequenceClassification.from_pretrained(tmp_path / "finetune" / "model")
+    assert type(tuned).__name__ == "ModernBertForSequenceClassification"
+    tagged = run_pipeline("finetune", tmp_path / "tagging", f"model.name_or_path={model_dir}",
+                          "task=synthetic_pos", "task.num_sentences=300", "trainer.max_steps=4")
+    assert 0.0 <= tagged["eval/accuracy"] <= 1.0
+    probed = run_pipeline("probe", tmp_path / "probe", f"model.name_or_path={model_dir}",
+                          "analysis=[linear,attention]", "max_train_sentences=200",
+                          "max_eval_sentences=100")
+    assert 0.0 <= probed["probe/layer_02/accuracy"] <= 1.0
+    assert "attention/layer_02/entropy" in probed
+    pruned = run_pipeline("prune", tmp_path / "prune",
+                          f"model.name_or_path={tmp_path}/finetune/model", *task,
+                          "prune.importance_examples=32")
+    assert pruned["prune/heads_remaining"] < 2 * 2  # size=tiny: 2 layers x 2 heads
+    assert pruned["prune/removal/max_logit_diff"] < 1e-4  # removed equals masked
+    distilled = run_pipeline("distill", tmp_path / "distill",
+                             f"teacher.name_or_path={tmp_path}/finetune/model", *task)
+    assert distilled["distill/student/layers"] == 1
+    student = AutoModelForSequenceClassification.from_pretrained(tmp_path / "distill" / "model")
+    assert student.config.layer_types == ["full_attention"]
