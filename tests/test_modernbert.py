@@ -250,3 +250,37 @@ def test_the_pipelines_run_on_the_pretrained_checkpoint(modernbert_run, tmp_path
     assert distilled["distill/student/layers"] == 1
     student = AutoModelForSequenceClassification.from_pretrained(tmp_path / "distill" / "model")
     assert student.config.layer_types == ["full_attention"]
+
+
+def test_local_windows_are_read_only_where_a_sentence_fits(synthetic_tokenizer):
+    """ModernBERT's local layers see ±sliding_window tokens: checked against the eager maps
+    themselves (zero mass beyond the reach), then the sentences the attention analysis keeps
+    are exactly those whose tokens lie inside it, and a BERT model is read as before."""
+    from transformers import BertConfig
+
+    from bertology.analysis.windows import SentenceSubset, local_reach, within_windows
+    from bertology.data.probe_sentences import ProbeSentence
+
+    model = tiny_modernbert(layers=4, window=8)  # local layers 2 and 3 (1-based), reach 4
+    assert local_reach(model.config) == [None, 4, 4, None]
+    with torch.no_grad():
+        maps = model(input_ids=torch.randint(4, 50, (1, 12)), output_attentions=True).attentions
+    far = (torch.arange(12)[:, None] - torch.arange(12)[None, :]).abs() > 4  # (12, 12)
+    assert maps[1][0][:, far].abs().max() == 0 and maps[0][0][:, far].min() > 0
+    words = [["the"] * n for n in (1, 2, 3, 6)]  # "the" is one word piece: n + 2 tokens
+    sentences = [ProbeSentence(words=tuple(w), labels=(None,) * len(w)) for w in words]
+    keep, line = within_windows(model.config, synthetic_tokenizer, sentences, 128)
+    assert keep == [0, 1, 2]  # 3, 4, 5 tokens: farthest pair 2, 3, 4 apart; 8 tokens: 7
+    assert "local layers 2, 3 attend within ±4 tokens" in line and "1 of 4" in line
+    assert within_windows(model.config, synthetic_tokenizer, sentences[:3], 128)[0] is None
+    bert = BertConfig(num_hidden_layers=2)
+    assert within_windows(bert, synthetic_tokenizer, sentences, 128) == (None, None)
+
+    class Maps:
+        num_layers, num_heads, num_sentences = 2, 2, 4
+
+        def attention_map(self, index):
+            return index
+
+    subset = SentenceSubset(Maps(), keep[1:])
+    assert subset.num_sentences == 2 and subset.attention_map(1) == 2

@@ -55,6 +55,7 @@ import numpy as np
 from bertology.analysis.dependency_heads import run_dependencies
 from bertology.analysis.features import iter_attention_maps
 from bertology.analysis.head_similarity import compute_head_distances
+from bertology.analysis.windows import SentenceSubset, within_windows
 from bertology.config.probe import AttentionSettings
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import require
@@ -235,8 +236,10 @@ def plot_pattern_heatmap(classes: np.ndarray, title: str, out_dir, name: str):
 # ---------------------------------------------------------------- the analysis
 
 
-def run_head_stats(ctx, settings: AttentionSettings, features, sentences) -> dict[str, float]:
-    """Clark et al.'s §3 statistics per head, and the cosine change with compare_to."""
+def run_head_stats(ctx, settings: AttentionSettings, features, sentences,
+                   keep: list[int] | None = None) -> dict[str, float]:
+    """Clark et al.'s §3 statistics per head, and the cosine change with compare_to; `keep`:
+    the eval sentences read (windows.within_windows), None for the first len(sentences)."""
     task, count = ctx.config.task.name, len(sentences)
     puncts = [build_punctuation_mask(s) for s in sentences]
     maps = iter_attention_maps(features, range(count), "attention stats")
@@ -246,6 +249,7 @@ def run_head_stats(ctx, settings: AttentionSettings, features, sentences) -> dic
     columns = {name: stats[..., k] for k, name in enumerate(STATS)}  # each (layers, heads)
     if ctx.config.compare_to is not None:
         other = ctx.features("compare", "eval")
+        other = other if keep is None else SentenceSubset(other, keep)
         require((other.num_layers, other.num_heads) == (features.num_layers, features.num_heads),
                 f"compare_to={ctx.config.compare_to} has {other.num_layers} layers × "
                 f"{other.num_heads} heads, the model {features.num_layers} × "
@@ -322,9 +326,18 @@ def run(ctx, settings: AttentionSettings) -> dict[str, float]:
     compare_to) on the first max_sentences eval sentences."""
     features = ctx.features("model", "eval")
     sentences = ctx.sentences("eval")[: settings.max_sentences]
+    encoder = ctx.encoder("model")
+    keep, line = within_windows(encoder.model.config, encoder.tokenizer, sentences,
+                                ctx.config.task.max_seq_length)
+    if line is not None:
+        log.log(logging.INFO if keep is None else logging.WARNING, line)
+    if keep is not None:
+        if not keep:
+            return {}
+        features, sentences = SentenceSubset(features, keep), [sentences[i] for i in keep]
     log.info("attention: %d layers × %d heads on %d sentences", features.num_layers,
              features.num_heads, len(sentences))
-    metrics = run_head_stats(ctx, settings, features, sentences)
+    metrics = run_head_stats(ctx, settings, features, sentences, keep)
     metrics.update(run_dependencies(ctx, settings, features, sentences))
     metrics.update(run_patterns(ctx, settings, features, sentences))
     distances, replicates = compute_head_distances(features, len(sentences))
