@@ -258,8 +258,9 @@ def test_local_windows_are_read_only_where_a_sentence_fits(synthetic_tokenizer):
     are exactly those whose tokens lie inside it, and a BERT model is read as before."""
     from transformers import BertConfig
 
-    from bertology.analysis.windows import SentenceSubset, local_reach, within_windows
+    from bertology.analysis.windows import SentenceSubset, within_windows
     from bertology.data.probe_sentences import ProbeSentence
+    from bertology.models.windows import local_reach
 
     model = tiny_modernbert(layers=4, window=8)  # local layers 2 and 3 (1-based), reach 4
     assert local_reach(model.config) == [None, 4, 4, None]
