@@ -29,6 +29,7 @@ from omegaconf import OmegaConf
 
 from bertology.errors import require
 from bertology.findings.catalog import EXPERIMENTS, load_catalog
+from bertology.reproduce.summary import write_summary
 
 REPO = Path(__file__).resolve().parents[2]  # bertology/reproduce/studies.py -> the checkout
 
@@ -127,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
             failed.append(study)
     status, _ = bertology(["report", *(str(out / s) for s in studies if (out / s).exists()),
                            f"hydra.run.dir={out / 'report'}"], out / "logs" / "report.log")
+    if status == 0:  # the front page's block, as this run wrote it
+        write_summary(out / "report")
     log.info("report: %s (exit %d); all steps %.1f min; failed: %s", out / "report" /
              "REPORT.md", status, (time.perf_counter() - total) / 60, failed or "none")
     return 1 if failed or status else 0
