@@ -128,8 +128,8 @@ def main(argv: list[str] | None = None) -> int:
             failed.append(study)
     status, _ = bertology(["report", *(str(out / s) for s in studies if (out / s).exists()),
                            f"hydra.run.dir={out / 'report'}"], out / "logs" / "report.log")
-    if status == 0:  # the front page's block, as this run wrote it
-        write_summary(out / "report")
+    if status == 0 and (out / "report" / "tables" / "findings.csv").exists():
+        write_summary(out / "report")  # the front page's block, as this run wrote it
     log.info("report: %s (exit %d); all steps %.1f min; failed: %s", out / "report" /
              "REPORT.md", status, (time.perf_counter() - total) / 60, failed or "none")
     return 1 if failed or status else 0
