@@ -80,8 +80,8 @@ def test_the_closest_names_are_one_clear_winner_or_near_ties():
 
 @pytest.mark.parametrize("args,line", [
     (["pretrain", "model=robreta"], "bertology pretrain: error: model=robreta is not an option "
-     "of model; did you mean model=roberta? (options: bert, electra, minilm, roberta, "
-     "spanbert)"),
+     "of model; did you mean model=roberta? (options: bert, electra, minilm, modernbert, "
+     "roberta, spanbert)"),
     (["pretrain", "trainer.max_step=5"], "bertology pretrain: error: trainer.max_step is not a "
      "key of the pretrain config; did you mean trainer.max_steps?"),
 ], ids=["option", "key"])
