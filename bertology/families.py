@@ -2,10 +2,13 @@
 family's name.
 
 Adding a family takes its conf/model/<name>.yaml, its row in FAMILIES and its tests; the config
-checks, model building, task models, probing and cloze scoring all read the row
-(tests/test_layout.py adds a family that way and runs the pipelines on it). Classes and module
-paths are names, resolved in transformers where a model is built, so this table and the config
-checks that read it load no torch.
+checks, model building, task models, probing, cloze scoring, head gating and removal, students
+and FLOP counts all read the row (tests/test_layout.py adds a family that way and runs the
+pipelines on it). A row says where the encoder's layers, heads and MLM decoder live, how the
+family's config class names bertology's keys, and what its architecture fixes, so a family
+laid out unlike BERT (ModernBERT: model.layers, a fused Wqkv, no segment embeddings) is still
+only a row. Classes and module paths are names, resolved in transformers where a model is
+built, so this table and the config checks that read it load no torch.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ class Family:
     objectives: tuple[str, ...]  # the objectives (conf/objective) it trains with
     pair_class: str | None = None  # MLM + a sentence-pair head (NSP/SOP); None: no pair head
     pair_head: str | None = None  # the 2-way pair classifier inside pair_class
-    segment_vocab: int = 2  # type_vocab_size: segments A and B
+    segment_vocab: int = 2  # type_vocab_size: segments A and B (0: no segment embeddings)
     position_offset: int = 0  # position slots no token can use (RoBERTa: padding_idx + 1)
     bos_eos_from_cls_sep: bool = False  # the config's bos/eos ids are the tokenizer's CLS/SEP
     prefix_space: bool = False  # byte-level BPE: a pre-split word needs its leading space
@@ -65,6 +68,10 @@ class Family:
     cls_sep_ids: bool = False  # the config's cls/sep ids are the tokenizer's CLS/SEP
     # intermediate width = size.intermediate_size x this (size= groups give BERT's 4H)
     intermediate_fraction: float = 1.0
+    glu: bool = False  # a gated FFN: the input projection gives value and gate, 2 x the width
+    # ELECTRA's App. D count (trainer.flops_convention=electra: position and segment look-ups,
+    # BERT's blocks element by element) describes the architecture
+    electra_flops: bool = True
 
 
 FAMILIES = {
@@ -111,7 +118,8 @@ FAMILIES = {
         config_extra=(("local_attention", 128), ("global_attn_every_n_layers", 3)),
         # ModernBERT-base: 1152 = 0.375 x BERT-base's 3072 (GeGLU's Wi is twice as wide), so
         # size=base gives its width; the other sizes keep the same ratio
-        intermediate_fraction=0.375),
+        intermediate_fraction=0.375, glu=True,
+        electra_flops=False),  # rotary, GeGLU, no segment table: App. D counts none of them
 }
 
 def family_of_checkpoint(model_type: str, key: str = "model.name_or_path") -> Family:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from conftest import compose_config
@@ -285,3 +286,155 @@ def test_local_windows_are_read_only_where_a_sentence_fits(synthetic_tokenizer):
 
     subset = SentenceSubset(Maps(), keep[1:])
     assert subset.num_sentences == 2 and subset.attention_map(1) == 2
+
+
+def test_flops_count_the_gated_ffn_and_the_local_windows():
+    """Kaplan's count by hand: GeGLU's Wi is H x 2I (3 H I a token with Wo), and a local
+    layer of reach 4 scores only the pairs |i - j| <= 4, counted here pair by pair; BERT's
+    count is unchanged (4 H^2 + 2 H I, n^2 pairs in every layer)."""
+    from transformers import BertConfig
+
+    from bertology.training.flops import encoder_flops
+
+    config = tiny_modernbert(layers=3, window=8).config  # global, local, local; reach 4
+    assert config.layer_types == ["full_attention", "sliding_attention", "sliding_attention"]
+    lengths = torch.tensor([3, 12])
+    hidden, inner, tokens = 32, 48, 15
+
+    def pairs(n: int, reach: int | None) -> int:
+        return sum(1 for i in range(n) for j in range(n) if reach is None or abs(i - j) <= reach)
+
+    scored = sum(pairs(n, reach) for n in (3, 12) for reach in (None, 4, 4))
+    assert scored == 3 * 9 + 144 + 2 * (144 - 7 * 8)  # 12 tokens: 56 pairs more than 4 apart
+    dense = 6 * 3 * (4 * hidden ** 2 + 3 * hidden * inner) * tokens
+    assert encoder_flops(config, lengths) == pytest.approx(dense + 12 * hidden * scored)
+    bert = BertConfig(num_hidden_layers=3, hidden_size=32, num_attention_heads=4,
+                      intermediate_size=48)
+    assert encoder_flops(bert, lengths) == pytest.approx(
+        6 * 3 * (4 * hidden ** 2 + 2 * hidden * inner) * tokens + 12 * 3 * hidden * (9 + 144))
+
+
+def test_the_electra_flops_convention_is_refused_for_modernbert():
+    from bertology.config.pretrain import load_pretrain_config
+    from bertology.errors import UserError
+
+    with pytest.raises(UserError, match="flops_convention=kaplan"):
+        load_pretrain_config(compose_config("pretrain", [
+            "model=modernbert", "trainer.flops_convention=electra"]))
+
+
+def test_attention_importance_reads_only_sequences_inside_the_window():
+    """Voita et al.'s confidence on a local-window model: a batch holding a sequence longer
+    than the window scores the heads exactly as the fitting sequence alone does, and one line
+    says so."""
+    import logging
+
+    from transformers import ModernBertForSequenceClassification
+
+    from bertology.pruning.importance import compute_entropy_importance
+
+    config = tiny_modernbert(window=8).config  # reach 4: at most 5 tokens fit
+    torch.manual_seed(1)
+    model = ModernBertForSequenceClassification._from_config(
+        config, attn_implementation="eager").eval()
+    short = torch.tensor([[2, 7, 8, 9, 3]])  # 5 tokens: the farthest pair is 4 apart
+    long = torch.tensor([[2, *range(10, 20), 3]])  # 12 tokens
+    mixed = {"input_ids": torch.cat([torch.cat([short, torch.zeros(1, 7, dtype=torch.long)], 1),
+                                     long]),
+             "attention_mask": torch.tensor([[1] * 5 + [0] * 7, [1] * 12])}
+    alone = compute_entropy_importance(model, [{"input_ids": short,
+                                                "attention_mask": torch.ones_like(short)}],
+                                       "confidence", end_token_id=3)
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = records.append  # our own handler: whatever propagation a run left behind
+    logger = logging.getLogger("bertology.pruning.importance")
+    logger.addHandler(handler)
+    level, disabled = logger.level, logger.disabled
+    logger.setLevel(logging.INFO)
+    logger.disabled = False
+    try:
+        both = compute_entropy_importance(model, [mixed], "confidence", end_token_id=3)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        logger.disabled = disabled
+    assert np.allclose(both, alone)
+    lines = [r.getMessage() for r in records if "local layers" in r.getMessage()]
+    assert len(lines) == 1 and "1 of 2 sequences are longer (up to 12 tokens)" in lines[0]
+    from bertology.errors import UserError
+
+    with pytest.raises(UserError, match="no sequence lies inside"):
+        compute_entropy_importance(model, [{"input_ids": long,
+                                            "attention_mask": torch.ones_like(long)}],
+                                   "confidence", end_token_id=3)
+
+
+def test_prune_reads_special_token_gradients_and_attention_scores(modernbert_run, tmp_path,
+                                                                  fresh_logging):
+    """Clark et al.'s special-token gradients and Voita et al.'s confidence on a fine-tuned
+    ModernBERT; the layer-dropping curve (Sajjad et al.) runs on its layers."""
+    out, _ = modernbert_run
+    task = ["task=synthetic_negation", "task.num_sentences=300", "trainer.max_steps=4"]
+    run_pipeline("finetune", tmp_path / "finetune", f"model.name_or_path={out / 'model'}", *task)
+    pruned = run_pipeline("prune", tmp_path / "prune",
+                          f"model.name_or_path={tmp_path}/finetune/model", *task,
+                          "prune.importance_examples=32",
+                          "prune.experiments=[heads,layers,attention_gradients]",
+                          "prune.scores=[confidence,random]")
+    assert 0.0 <= pruned["prune/special/attention_share"] <= 1.0
+    assert "prune/special/layer_02/gradient_share" in pruned  # the local layer: sentences fit
+    assert any(key.startswith("prune/layers/top/") for key in pruned)
+    assert any(key.startswith("prune/heads/confidence/") for key in pruned)
+
+
+def test_probe_reads_trees_geometry_and_cloze_from_modernbert(modernbert_run, tmp_path,
+                                                              fresh_logging):
+    """The probes that read hidden states (structural, geometry) and the MLM head (cloze:
+    the head is ModernBERT's transform, then its separate decoder)."""
+    out, _ = modernbert_run
+    probed = run_pipeline("probe", tmp_path / "probe", f"model.name_or_path={out / 'model'}",
+                          "analysis=[structural,geometry,cloze]", "seeds=[0]",
+                          "max_train_sentences=80", "max_eval_sentences=30",
+                          "analysis.structural.epochs=3", "analysis.structural.rank=16",
+                          "analysis.cloze.suites=[ettinger]")
+    for prefix in ("structural/", "geometry/", "cloze/"):
+        assert any(key.startswith(prefix) for key in probed), prefix
+
+
+def test_a_random_initialised_modernbert_finetunes(tmp_path, fresh_logging):
+    """model=modernbert without a checkpoint: its config from size= and a tokenizer trained on
+    the task's text, as pretraining builds it."""
+    from transformers import AutoConfig
+
+    run_pipeline("finetune", tmp_path / "random", "model=modernbert", "size=tiny",
+                 "task=synthetic_negation", "task.num_sentences=300", "trainer.max_steps=4")
+    config = AutoConfig.from_pretrained(tmp_path / "random" / "model")
+    assert config.model_type == "modernbert" and config.intermediate_size == 192
+    assert config.layer_types == ["full_attention", "sliding_attention"]
+
+
+def test_amnesic_probing_hooks_modernberts_layers_and_its_head():
+    """Hidden states 0..L-1 are the embeddings' and layers' outputs (a pre-norm residual
+    stream); state L has been through the final norm, so the last layer is projected after
+    the MLM head's transform, directly before the separate decoder: zeroing it there leaves
+    the decoder's bias."""
+    from transformers import ModernBertForMaskedLM
+
+    from bertology.analysis.amnesic import layer_module, project_hidden, projection_site
+
+    model = ModernBertForMaskedLM._from_config(tiny_modernbert().config).eval()
+    ids = torch.randint(4, 50, (2, 7))
+    seen = []
+    with torch.no_grad():
+        hidden = model(input_ids=ids, output_hidden_states=True).hidden_states
+        for layer in range(4):
+            handle = layer_module(model, layer).register_forward_hook(
+                lambda _m, _i, output: seen.append(output))
+            model(input_ids=ids)
+            handle.remove()
+            torch.testing.assert_close(seen[-1], hidden[layer])
+        assert projection_site(model, 4) is model.head
+        with project_hidden(model.head, np.zeros((32, 32))):
+            zeroed = model(input_ids=ids).logits  # (batch, tokens, vocab)
+    torch.testing.assert_close(zeroed, model.decoder.bias.expand_as(zeroed))

@@ -76,7 +76,9 @@ MASK_STREAMS = {"train": 0, "eval": 1}  # the masks of the two splits are indepe
 def layer_module(model: PreTrainedModel, layer: int) -> torch.nn.Module:
     """The module whose output is hidden state `layer` (0 = embeddings … L = what the MLM head
     reads) of BERT, RoBERTa or an ELECTRA generator. ELECTRA's hidden state 0 is after its
-    embeddings_project (embedding size → hidden size)."""
+    embeddings_project (embedding size → hidden size). ModernBERT's state L is its last
+    layer's output after the final norm, which this module's output is not; projection_site
+    reads state L at the MLM head's transform instead."""
     base = model.base_model
     if layer == 0:
         return getattr(base, "embeddings_project", base.embeddings)

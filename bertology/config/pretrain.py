@@ -86,6 +86,11 @@ class PretrainConfig:
             f"{' or objective='.join(family.objectives)}, and objective={self.objective.name} "
             f"trains model={' or model='.join(trains)}",
         )
+        require(
+            family.electra_flops or self.trainer.flops_convention != "electra",
+            f"trainer.flops_convention=electra counts BERT's embeddings and blocks (ELECTRA App. "
+            f"D), not model.family={self.model.family}'s; use trainer.flops_convention=kaplan",
+        )
         usable = self.model.max_position_embeddings - family.position_offset
         require(
             self.data.max_seq_length <= usable,

@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 from bertology.data.encode import build_collate
 from bertology.errors import require
 from bertology.models.task_model import INPUT_KEYS
+from bertology.models.windows import fitting
 from bertology.pruning.context import PruneContext
 from bertology.pruning.importance import eager_attention, evaluating
 from bertology.run.replicates import compute_mean_replicates
@@ -85,6 +86,15 @@ def collect_shares(ctx: PruneContext) -> tuple[np.ndarray, np.ndarray]:
 
 def run_attention_gradients(ctx: PruneContext) -> dict[str, float]:
     attention, gradient = collect_shares(ctx)  # (examples, layers, heads)
+    # a local-window layer (ModernBERT) cannot reach [CLS] from far along a long example
+    lengths = [len(f["input_ids"]) for f in ctx.eval_features]
+    keep, line = fitting(ctx.model.model.config, lengths, "examples", "special-token gradients")
+    if line is not None:
+        log.log(logging.INFO if keep is None else logging.WARNING, line)
+    if keep is not None:
+        if not keep:
+            return {}
+        attention, gradient = attention[keep], gradient[keep]  # (kept, layers, heads) each
     gap = attention - gradient
     metrics = {"prune/special/attention_share": float(attention.mean()),
                "prune/special/gradient_share": float(gradient.mean()),

@@ -260,7 +260,10 @@ def load_pruned(path: str | Path, auto_class, attn_implementation: str | None = 
 
 def drop_layers(model: nn.Module, keep: list[int]) -> None:
     """Keep only the layers `keep` (0-based, increasing) - Sajjad et al. (2020) drop layers
-    of a trained model, then fine-tune. Plain from_pretrained reloads the result."""
+    of a trained model, then fine-tune. Each kept layer keeps its modules and its attention
+    kind (ModernBERT's global or local, config.layer_types). Plain from_pretrained reloads the
+    result, except where layer 0 was dropped from a ModernBERT: transformers builds its first
+    layer without an attention norm, so the new first layer's norm would not be read back."""
     layers = encoder_layers(model)
     keep = list(keep)
     valid = bool(keep) and keep == sorted(set(keep)) and keep[0] >= 0 and keep[-1] < len(layers)

@@ -27,6 +27,7 @@ from tqdm.auto import tqdm
 from bertology.data.encode import IGNORE
 from bertology.errors import require
 from bertology.models.task_model import INPUT_KEYS
+from bertology.models.windows import fits_window, fitting, narrowest_reach
 from bertology.pruning.heads import HeadGates, build_gates, encoder_layers, kept_heads
 
 log = logging.getLogger(__name__)
@@ -174,25 +175,37 @@ def compute_entropy_importance(model: nn.Module, batches: Iterable[Batch],
     """Voita et al. (2019): a head's confidence is its maximum attention weight, leaving out
     the end-of-sentence key (`end_token_id`: [SEP], </s>), averaged over the (non-padding)
     query tokens of the batches; score="entropy" gives minus the mean attention entropy
-    instead. Runs with eager attention, then restores the model's own."""
+    instead. Runs with eager attention, then restores the model's own. With local-window
+    layers (ModernBERT) only the sequences every layer sees whole are read, and one line says
+    so (models/windows.py)."""
     require(score in ATTENTION_SCORES,
             f"unknown attention score {score!r}; valid: {', '.join(ATTENTION_SCORES)}")
     heads = [torch.tensor(h, dtype=torch.long) for h in kept_heads(model)]
     totals = torch.zeros(len(heads), model.config.num_attention_heads, dtype=torch.float64)
-    tokens = 0.0
+    tokens, lengths, reach = 0.0, [], narrowest_reach(model.config)
     with evaluating(model), eager_attention(model), torch.no_grad():
         for batch in tqdm(batches, desc="attention importance", unit="batch", leave=False):
             inputs = {k: batch[k] for k in INPUT_KEYS if k in batch}
             attentions = model(**inputs, output_attentions=True).attentions
             require(len(attentions) == len(heads), "the model returned no attention weights")
             mask = batch.get("attention_mask", torch.ones_like(batch["input_ids"]))
-            mask = mask.to(torch.float64)[:, None, :]  # (batch, 1, q)
+            counts = mask.sum(dim=1).tolist()  # (batch,) real tokens per sequence
+            lengths += counts
+            whole = torch.tensor([fits_window(n, reach) for n in counts], dtype=torch.float64,
+                                 device=mask.device)
+            mask = mask.to(torch.float64)[:, None, :] * whole[:, None, None]  # (batch, 1, q)
             is_end = (batch["input_ids"] == end_token_id if end_token_id is not None
                       else torch.zeros_like(batch["input_ids"], dtype=torch.bool))  # (batch, k)
             for layer, weights in enumerate(attentions):  # (batch, heads, q, k)
                 per_query = ATTENTION_SCORES[score](weights.double(), is_end)  # (batch, heads, q)
                 totals[layer, heads[layer]] += (per_query * mask).sum(dim=(0, 2)).cpu()
             tokens += float(mask.sum())
+    keep, line = fitting(model.config, lengths, "sequences", f"attention importance ({score})")
+    if line is not None:
+        log.log(logging.INFO if keep is None else logging.WARNING, line)
+    require(keep != [], f"prune.scores={score} reads attention maps, and no sequence lies "
+            f"inside the ±{reach}-token window of the model's local layers; drop it from "
+            "prune.scores (gradient does not read them) or use shorter examples")
     require(tokens > 0, "head importance needs at least one token")
     return mark_removed(model, (totals / tokens).numpy())
 

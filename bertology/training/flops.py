@@ -27,19 +27,37 @@ import torch
 
 from bertology.config.groups import FLOPS_CONVENTIONS
 from bertology.errors import require
+from bertology.families import family_of_checkpoint
+from bertology.models.windows import local_reach
 
 IGNORE = -100
 
 
 def encoder_flops(config, lengths: torch.Tensor) -> float:
-    """A BERT-style encoder over sequences of the given real lengths (padding not counted)."""
+    """A BERT-style encoder over sequences of the given real lengths (padding not counted).
+    A gated FFN (families.py's glu: ModernBERT's GeGLU) projects to 2 I; a local-window layer
+    (models/windows.py) scores only the query-key pairs inside its window: what the
+    architecture needs, as FlashAttention's sliding window runs it (eager and SDPA compute
+    every pair and mask the rest, so a local layer costs them as much as a global one)."""
     layers, hidden = config.num_hidden_layers, config.hidden_size
     tokens = float(lengths.sum())
-    # Per token and layer: q, k, v and output projections (4 H^2) and the FFN (2 H I).
-    dense = 6.0 * layers * (4 * hidden * hidden + 2 * hidden * config.intermediate_size) * tokens
-    # Per sequence and layer: scores Q K^T and the mix A V, each n^2 H multiply-adds.
-    attention = 12.0 * layers * hidden * float((lengths.double() ** 2).sum())
-    return dense + attention
+    ffn = 3 if family_of_checkpoint(config.model_type).glu else 2  # H x (1 or 2) I, I x H
+    # Per token and layer: q, k, v and output projections (4 H^2) and the FFN (2 or 3 H I).
+    dense = 6.0 * layers * (4 * hidden * hidden + ffn * hidden * config.intermediate_size) * tokens
+    # Per sequence and layer: scores Q K^T and the mix A V, each H multiply-adds per pair.
+    pairs = sum(attended_pairs(lengths, reach) for reach in local_reach(config))
+    return dense + 12.0 * hidden * pairs
+
+
+def attended_pairs(lengths: torch.Tensor, reach: int | None) -> float:
+    """Query-key pairs a layer scores over sequences of these lengths: n^2 each, less the
+    (n - r - 1)(n - r) pairs more than r apart in a window of reach r (2 x sum over
+    d = r+1 .. n-1 of the n - d pairs at distance d)."""
+    n = lengths.double()
+    if reach is None:
+        return float((n ** 2).sum())
+    beyond = (n - reach - 1).clamp(min=0) * (n - reach).clamp(min=0)
+    return float((n ** 2 - beyond).sum())
 
 
 def mlm_head_flops(config, predicted: int) -> float:
