@@ -92,6 +92,7 @@ THROUGHPUT = "## Pretraining throughput vs HF Trainer"
 PROFILE = "## Where bertology's pretraining step spends its time"
 
 
+PRECISIONS = ("fp32", "bf16")
 MIXED_PRECISION = {"fp32": "no", "bf16": "bf16"}  # trainer.mixed_precision per bench precision
 
 
@@ -372,9 +373,6 @@ def main() -> None:
                   flush=True)
         rows.append((size, steps, {cell: summarise(found) for cell, found in runs.items()}))
     write_results(args, peaks, precisions, why, rows)
-
-
-PRECISIONS = ("fp32", "bf16")
 
 
 def parse_args() -> argparse.Namespace:

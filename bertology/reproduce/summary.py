@@ -32,6 +32,7 @@ def counts_table(rows: list[dict[str, str]]) -> list[str]:
     """One line per verdict: raw and Holm-corrected counts for each kind, and the findings
     with that Holm-corrected verdict."""
     kinds = [kind for kind in KINDS if any(r["about"] == kind for r in rows)]
+    method = {r["finding"] for r in rows if r["about"] == "method"}
     header = ["verdict"] + [f"{kind}: raw / Holm" for kind in kinds] + ["findings (Holm)"]
     lines = ["| " + " | ".join(header) + " |", "|---" + "|---:" * len(kinds) + "|---|"]
     for verdict in VERDICTS:
@@ -42,7 +43,6 @@ def counts_table(rows: list[dict[str, str]]) -> list[str]:
             holm = sum(r["corrected_verdict"] == verdict for r in of_kind)
             cells.append(f"{raw} / {holm}")
         names = sorted(r["finding"] for r in rows if r["corrected_verdict"] == verdict)
-        method = {r["finding"] for r in rows if r["about"] == "method"}
         shown = ", ".join(f"{name}*" if name in method else name for name in names)
         lines.append(f"| {verdict} | " + " | ".join(cells) + f" | {shown or '–'} |")
     return lines
