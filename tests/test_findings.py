@@ -5,6 +5,7 @@ that study's sweep; make reproduce runs every study once."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -116,7 +117,7 @@ def test_reproduce_fine_tunes_one_model_per_seed(tmp_path, monkeypatch):
     MiniLM fine-tuned with seed s, not one model shared by every seed."""
     commands = []
 
-    def record(args, log_path):
+    def record(args, log_path, threads=None):
         commands.append(args)
         return 0, 0.0
 
@@ -130,3 +131,39 @@ def test_reproduce_fine_tunes_one_model_per_seed(tmp_path, monkeypatch):
     for study in ("prune", "distill"):
         (command,) = [c for c in commands if c[0] == study]
         assert any(a.endswith(f"_path={per_job}") for a in command), command
+
+
+def test_reproduce_runs_a_step_after_the_steps_it_waits_for_and_alone_steps_alone(tmp_path,
+                                                                                   monkeypatch):
+    """Two lanes: the studies that read the SST-2 models start after every model is made; an
+    `alone` study (it times latency) starts after every other step ended, on every core."""
+    import threading
+    import time
+
+    running, spans, lock = set(), {}, threading.Lock()
+
+    def fake(args, log_path, threads=None):
+        name = log_path.stem
+        with lock:
+            running.add(name)
+            spans[name] = [time.perf_counter(), None, set(running), threads]
+        time.sleep(0.05)
+        with lock:
+            running.discard(name)
+            spans[name][1] = time.perf_counter()
+        return 0, 0.05
+
+    monkeypatch.setattr(reproduce, "bertology", fake)
+    Step = reproduce.Step
+    steps = [Step("m0", [], tmp_path / "m0.log"), Step("m1", [], tmp_path / "m1.log"),
+             Step("free", [], tmp_path / "free.log"),
+             Step("reads", [], tmp_path / "reads.log", after=("m0", "m1")),
+             Step("latency", [], tmp_path / "latency.log", after=("m0",), alone=True)]
+    results = reproduce.run_steps(steps, lanes=2)
+    assert set(results) == {s.name for s in steps}
+    assert spans["reads"][0] >= max(spans["m0"][1], spans["m1"][1])
+    assert spans["latency"][2] == {"latency"} and spans["latency"][3] is None  # every core
+    shared = ("m0", "m1", "free", "reads")
+    assert spans["latency"][0] >= max(spans[n][1] for n in shared)
+    assert max(len(s[2]) for s in spans.values()) <= 2  # never more than two side by side
+    assert {spans[n][3] for n in shared} == {max(1, (os.cpu_count() or 1) // 2)}

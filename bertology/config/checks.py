@@ -193,6 +193,7 @@ class StudySettings:
     name: str = "???"  # the study's name; each finding_*.yaml names the study it reads
     smoke: list[str] | None = None  # overrides of the tests' end-to-end run (test_findings.py)
     reproduce: list[str] | None = None  # overrides of `make reproduce` (the CPU budget)
+    alone: bool = False  # make reproduce runs it with no other study beside it (it times latency)
 
 
 def check_nested(load: typing.Callable[[DictConfig], Any], cfg: DictConfig, what: str) -> Any:
