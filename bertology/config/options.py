@@ -18,7 +18,7 @@ from bertology.config.compose import CONF_DIR
 
 # Groups a pipeline reads beyond its primary config's defaults list: they set keys of a group
 # that is in it (masking and input_format: model.*; mask_mix: objective.*).
-OPTIONAL_GROUPS = {"pretrain": ("input_format", "masking", "mask_mix")}
+OPTIONAL_GROUPS = {"pretrain": ("input_format", "masking", "mask_mix", "mask_rate")}
 HYDRA_GROUPS = ("hydra/launcher",)  # bertology's own Hydra options (the SLURM launcher)
 NOT_GROUPS = ("wandb_sweep",)  # folders of conf/ that hold other tools' files (W&B sweeps)
 EXPERIMENT = "experiment"
