@@ -203,7 +203,7 @@ def test_a_non_finite_loss_stops_with_a_clear_message(tmp_path, capsys):
     assert kept and all(find_damage(c) is None for c in kept)
     assert read_status(run_dir)["status"] == "failed" and not is_finished(run_dir)
     record("trainer.lr=1e30 (the loss overflows)", "pretrain",
-           f"exit 1, one line ({lines[0].split('error: ')[1][:60]}…); {len(kept)} earlier "
+           f"exit 1, one line ({lines[0].split('error: ', 1)[1][:60]}…); {len(kept)} earlier "
            "checkpoints kept, status failed, no metrics.json")
 
 
@@ -434,7 +434,7 @@ def test_a_failed_write_of_each_kind_is_one_line_exit_1(write, tmp_path, capsys,
     else:
         assert "no checkpoint was written" in line, line
     record(f"{errno.errorcode[write.code]} writing {write.kind}", write.args[0],
-           f"exit 1, one line ({re.sub(r'/tmp/.*?/run', '<run>', line.split('error: ')[1])}); "
+           f"exit 1, one line ({re.sub(r'/tmp/.*?/run', '<run>', line.split('error: ', 1)[1])}); "
            "status failed; "
            + (f"{len(kept)} checkpoints intact, newest loadable, resume hint" if kept
               else "no checkpoint to resume: the line says so"))
@@ -516,6 +516,6 @@ def test_a_pretrain_into_a_full_file_system(small_tmpfs):
     assert f"to resume from checkpoints/{kept[-1].name}" in lines[0]
     record("a pretrain into a 24 MiB tmpfs that fills up", "pretrain",
            f"exit 1 in {len(done.stderr.splitlines())} stderr line(s), one error line "
-           f"({re.sub(r'/tmp/.*?/tmpfs', '<tmpfs>', lines[0].split('error: ')[1])}); "
+           f"({re.sub(r'/tmp/.*?/tmpfs', '<tmpfs>', lines[0].split('error: ', 1)[1])}); "
            f"{len(kept)} checkpoints intact, the newest "
            f"({kept[-1].name}) loadable; status failed")
