@@ -268,6 +268,19 @@ def test_identical_seeds_count_once(tmp_path):
     assert judge(parse_finding(FINDING), find_runs([tmp_path])).tests[0].estimate.n == 2
 
 
+def test_runs_of_an_arm_the_finding_does_not_read_are_not_called_repeats(tmp_path):
+    """word_order reads the freeze_layers=0 arm of its sweep; the freeze_layers=3 arm's seeds
+    read nothing for it, so they are not 'runs that repeat another exactly'."""
+    arm_a = {**FINDING, "compare": {"a": {"metric": "eval/a", "where": {"arm": "a"}},
+                                    "b": {"metric": "eval/b", "where": {"arm": "a"}},
+                                    "expect": "greater"}}
+    for seed, a in enumerate((0.80, 0.82, 0.81)):
+        write_run(tmp_path / f"a{seed}", {"eval/a": a, "eval/b": 0.70}, seed, arm_a, arm="a")
+        write_run(tmp_path / f"b{seed}", {"eval/a": 0.5, "eval/b": 0.5}, seed, arm_a, arm="b")
+    result = judge(parse_finding(arm_a), find_runs([tmp_path]))
+    assert result.tests[0].estimate.n == 3 and "repeat" not in result.note
+
+
 def test_the_headline_counts_claims_about_the_model(tmp_path):
     """REPORT.md and REPORT.html: model and method claims in separate tables; the headline
     counts the model's only."""

@@ -12,7 +12,8 @@ from bertology.reproduce.summary import write_summary
 FIELDS = ["finding", "about", "raw_verdict", "corrected_verdict"]
 ROWS = [("a", "model", "holds", "holds"), ("b", "model", "holds", "underpowered"),
         ("c", "model", "does not hold", "does not hold"), ("d", "method", "holds", "holds"),
-        ("e", "model", "uninformative", "uninformative")]
+        ("e", "model", "uninformative", "uninformative"),
+        ("a", "model", "holds", "holds")]  # a finding of two comparisons has a row for each
 
 
 def write_table(report):
@@ -27,7 +28,8 @@ def test_counts_per_kind_raw_and_holm_and_the_findings_behind_them(tmp_path):
     write_table(tmp_path)
     text = write_summary(tmp_path)
     assert (tmp_path / "SUMMARY.md").read_text() == text
-    # 4 model claims, one holding after Holm; the method claim is counted apart and starred
+    # 4 model claims (a's two rows are one claim), one holding after Holm; the method claim is
+    # counted apart and starred
     assert text.startswith("**1 of the 4 claims about the model hold**")
     lines = {line.split(" | ")[0]: line for line in text.splitlines() if line.startswith("| ")}
     assert lines["| holds"] == "| holds | 2 / 1 | 1 / 1 | a, d* |"

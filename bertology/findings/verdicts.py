@@ -257,6 +257,9 @@ def independent_runs(spec: FindingSpec, runs: list[Run]) -> tuple[list[Run], lis
                        for k in layer_keys(run.metrics, e.metric)[1]})
         readings = [(k, run.metrics[k], run.replicates[k].tobytes()
                      if k in run.replicates else None) for k in keys]
+        if not readings:  # an arm of the sweep this finding does not read: not a repeat
+            kept.append(run)
+            continue
         key = (replication_key(run), repr(readings))
         (repeats if key in seen else kept).append(run)
         seen.add(key)

@@ -21,11 +21,14 @@ KINDS = {"model": "claims about the model (the headline)",
 
 
 def read_findings(report: Path) -> list[dict[str, str]]:
+    """One row per finding. findings.csv has a row per comparison, and a finding that tests
+    two (pos_layers: lower layers and selectivity) has two rows carrying its one verdict."""
     table = report / "tables" / "findings.csv"
     require(table.is_file(), f"{table} not found: pass the report dir of a `make reproduce` run "
             "(outputs/reproduce/<stamp>/report)")
     with table.open(newline="") as handle:
-        return list(csv.DictReader(handle))
+        rows = list(csv.DictReader(handle))
+    return list({row["finding"]: row for row in reversed(rows)}.values())[::-1]
 
 
 def counts_table(rows: list[dict[str, str]]) -> list[str]:
