@@ -59,6 +59,7 @@ from bertology.analysis.windows import SentenceSubset, within_windows
 from bertology.config.probe import AttentionSettings
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import require
+from bertology.models.windows import log_fitting
 from bertology.run.figures import PALETTE, plot_head_heatmap, plot_layer_curves, save_figure
 from bertology.run.replicates import bootstrap_indices, resample_counts, write_replicates
 from bertology.run.tables import write_table
@@ -329,8 +330,7 @@ def run(ctx, settings: AttentionSettings) -> dict[str, float]:
     encoder = ctx.encoder("model")
     keep, line = within_windows(encoder.model.config, encoder.tokenizer, sentences,
                                 ctx.config.task.max_seq_length)
-    if line is not None:
-        log.log(logging.INFO if keep is None else logging.WARNING, line)
+    log_fitting(log, keep, line)
     if keep is not None:
         if not keep:
             return {}

@@ -16,6 +16,7 @@ as before.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 from transformers import PretrainedConfig
@@ -63,3 +64,10 @@ def fitting(config: PretrainedConfig, lengths: Sequence[int], what: str, analysi
     return keep, (f"{head} and {len(lengths) - len(keep)} of {len(lengths)} {what} are longer "
                   f"(up to {max(lengths)} tokens), where a head statistic would measure the "
                   f"window, not the head: {outcome}")
+
+
+def log_fitting(logger: logging.Logger, keep: list[int] | None, line: str | None) -> None:
+    """Log what `fitting` said: a note where every sequence was read, a warning where some
+    (or all) were left out."""
+    if line is not None:
+        logger.log(logging.INFO if keep is None else logging.WARNING, line)

@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 from bertology.data.encode import build_collate
 from bertology.errors import require
 from bertology.models.task_model import INPUT_KEYS
-from bertology.models.windows import fitting
+from bertology.models.windows import fitting, log_fitting
 from bertology.pruning.context import PruneContext
 from bertology.pruning.importance import eager_attention, evaluating
 from bertology.run.replicates import compute_mean_replicates
@@ -89,8 +89,7 @@ def run_attention_gradients(ctx: PruneContext) -> dict[str, float]:
     # a local-window layer (ModernBERT) cannot reach [CLS] from far along a long example
     lengths = [len(f["input_ids"]) for f in ctx.eval_features]
     keep, line = fitting(ctx.model.model.config, lengths, "examples", "special-token gradients")
-    if line is not None:
-        log.log(logging.INFO if keep is None else logging.WARNING, line)
+    log_fitting(log, keep, line)
     if keep is not None:
         if not keep:
             return {}

@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 from bertology.data.encode import IGNORE
 from bertology.errors import require
 from bertology.models.task_model import INPUT_KEYS
-from bertology.models.windows import fits_window, fitting, narrowest_reach
+from bertology.models.windows import fits_window, fitting, log_fitting, narrowest_reach
 from bertology.pruning.heads import HeadGates, build_gates, encoder_layers, kept_heads
 
 log = logging.getLogger(__name__)
@@ -201,8 +201,7 @@ def compute_entropy_importance(model: nn.Module, batches: Iterable[Batch],
                 totals[layer, heads[layer]] += (per_query * mask).sum(dim=(0, 2)).cpu()
             tokens += float(mask.sum())
     keep, line = fitting(model.config, lengths, "sequences", f"attention importance ({score})")
-    if line is not None:
-        log.log(logging.INFO if keep is None else logging.WARNING, line)
+    log_fitting(log, keep, line)
     require(keep != [], f"prune.scores={score} reads attention maps, and no sequence lies "
             f"inside the ±{reach}-token window of the model's local layers; drop it from "
             "prune.scores (gradient does not read them) or use shorter examples")
