@@ -62,9 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         page, changed = splice(page, path.read_text().splitlines())
         print(f"{name}: {'updated' if changed else 'unchanged'}")
     stamp = f"*Tables written by the tests at {args.commit or head_commit()}, {date.today()}.*"
-    text = "\n".join(page) + "\n"
-    text = STAMP.sub(stamp, text) if STAMP.search(text) else text
-    PAGE.write_text(text)
+    PAGE.write_text(STAMP.sub(stamp, "\n".join(page) + "\n"))
     return 0
 
 

@@ -147,6 +147,11 @@ def run_logged(step: Step, threads: int | None) -> tuple[int, float]:
     return status, seconds
 
 
+def reads_sst2_model(spec: dict) -> bool:
+    """Whether a study's `reproduce:` overrides read the fine-tuned SST-2 models."""
+    return any("{sst2_model}" in override for override in spec["overrides"])
+
+
 def sst2_model_of_the_job(out: Path) -> str:
     """The path the `{sst2_model}` placeholder becomes: the model fine-tuned with the job's
     own seed (an interpolation Hydra resolves per job of the sweep)."""
@@ -168,14 +173,13 @@ def sst2_model_steps(out: Path) -> list[Step]:
 def study_steps(studies: dict[str, dict], out: Path, models: list[Step]) -> list[Step]:
     steps = []
     for study, spec in studies.items():
-        needs_model = "{sst2_model}" in " ".join(spec["overrides"])
         overrides = [o.replace("{sst2_model}", sst2_model_of_the_job(out))
                      for o in spec["overrides"]]
         command = [spec["pipeline"], "-m", f"experiment={spec['bundle']}", "logger=none",
                    *overrides, f"hydra.sweep.dir={out / study}"]
         log.info("%s reads %s", study, ", ".join(spec["findings"]))
         steps.append(Step(study, command, out / "logs" / f"{study}.log",
-                          after=tuple(m.name for m in models) if needs_model else (),
+                          after=tuple(m.name for m in models) if reads_sst2_model(spec) else (),
                           alone=spec["alone"]))
     return steps
 
@@ -196,8 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out.resolve()
     (out / "logs").mkdir(parents=True, exist_ok=True)
     studies = load_studies(args.only)
-    needs_model = any("{sst2_model}" in " ".join(f["overrides"]) for f in studies.values())
-    models = sst2_model_steps(out) if needs_model else []
+    models = sst2_model_steps(out) if any(map(reads_sst2_model, studies.values())) else []
     total = time.perf_counter()
     results = run_steps([*models, *study_steps(studies, out, models)], args.lanes)
     failed = [name for name, (status, _) in results.items() if status]

@@ -27,8 +27,10 @@ def read_findings(report: Path) -> list[dict[str, str]]:
     require(table.is_file(), f"{table} not found: pass the report dir of a `make reproduce` run "
             "(outputs/reproduce/<stamp>/report)")
     with table.open(newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    return list({row["finding"]: row for row in reversed(rows)}.values())[::-1]
+        first: dict[str, dict[str, str]] = {}
+        for row in csv.DictReader(handle):
+            first.setdefault(row["finding"], row)
+    return list(first.values())
 
 
 def counts_table(rows: list[dict[str, str]]) -> list[str]:
