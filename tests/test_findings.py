@@ -167,3 +167,18 @@ def test_reproduce_runs_a_step_after_the_steps_it_waits_for_and_alone_steps_alon
     assert spans["latency"][0] >= max(spans[n][1] for n in shared)
     assert max(len(s[2]) for s in spans.values()) <= 2  # never more than two side by side
     assert {spans[n][3] for n in shared} == {max(1, (os.cpu_count() or 1) // 2)}
+
+
+@pytest.mark.parametrize("args, says", [(["--lanes", "0"], "--lanes 0 must be 1 or more"),
+                                        (["--only", "no_such_finding"], "no finding matches")])
+def test_reproduce_refuses_bad_arguments_in_one_line_before_any_step(args, says, tmp_path):
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "bertology.reproduce", "--out", str(out),
+                           *args], capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("python -m bertology.reproduce: error: ")
+    assert says in done.stderr and not out.exists()

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from bertology.errors import require
+from bertology.errors import UserError, require
 from bertology.findings.catalog import EXPERIMENTS, load_catalog
 from bertology.reproduce.summary import write_summary
 
@@ -196,13 +196,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="steps run side by side, each on cores/lanes threads (default: "
                              "2 where there are 2 cores; 1: one after another on every core)")
     args = parser.parse_args(argv)
-    require(args.lanes >= 1, f"--lanes {args.lanes} must be 1 or more")
-    out = args.out.resolve()
+    try:  # a bad --lanes or --only: one line, exit 2, before any step runs
+        require(args.lanes >= 1, f"--lanes {args.lanes} must be 1 or more")
+        return reproduce(args.out.resolve(), load_studies(args.only), args.lanes)
+    except UserError as err:
+        parser.exit(2, f"{parser.prog}: error: {err}\n")
+
+
+def reproduce(out: Path, studies: dict[str, dict], lanes: int) -> int:
+    """The SST-2 models and the studies' sweeps into out, then the report; the exit status."""
     (out / "logs").mkdir(parents=True, exist_ok=True)
-    studies = load_studies(args.only)
     models = sst2_model_steps(out) if any(map(reads_sst2_model, studies.values())) else []
     total = time.perf_counter()
-    results = run_steps([*models, *study_steps(studies, out, models)], args.lanes)
+    results = run_steps([*models, *study_steps(studies, out, models)], lanes)
     failed = [name for name, (status, _) in results.items() if status]
     status, _ = bertology(["report", *(str(out / s) for s in studies if (out / s).exists()),
                            f"hydra.run.dir={out / 'report'}"], out / "logs" / "report.log")
