@@ -28,8 +28,10 @@ test-slow:  ## the slow end-to-end tests
 lint:  ## ruff
 	$(BIN)/ruff check bertology tests bench
 
+ENCODERS ?= minilm  # e.g. make reproduce ENCODERS="minilm bert modernbert": the findings across encoders
+
 reproduce:  ## every finding at CPU scale, then the report (outputs/reproduce/<stamp>/report/REPORT.md)
-	$(BIN)/python -m bertology.reproduce
+	$(BIN)/python -m bertology.reproduce --encoders $(ENCODERS)
 
 bench:  ## benchmarks; figures go to bench/RESULTS.md
 	$(BIN)/python bench/bench_pretrain.py

@@ -33,6 +33,8 @@ from omegaconf import OmegaConf
 
 from bertology.errors import UserError, require
 from bertology.findings.catalog import EXPERIMENTS, load_catalog
+from bertology.reproduce import encoders
+from bertology.reproduce.matrix import write_matrix
 from bertology.reproduce.summary import write_summary
 
 REPO = Path(__file__).resolve().parents[2]  # bertology/reproduce/studies.py -> the checkout
@@ -152,36 +154,75 @@ def reads_sst2_model(spec: dict) -> bool:
     return any("{sst2_model}" in override for override in spec["overrides"])
 
 
-def sst2_model_of_the_job(out: Path) -> str:
+def sst2_model_of_the_job(root: Path) -> str:
     """The path the `{sst2_model}` placeholder becomes: the model fine-tuned with the job's
     own seed (an interpolation Hydra resolves per job of the sweep)."""
-    return str(out / "sst2_model" / "seed_${seed}" / "model")
+    return str(root / "sst2_model" / "seed_${seed}" / "model")
 
 
-def sst2_model_steps(out: Path) -> list[Step]:
-    """MiniLM fine-tuned on SST-2 once per seed; a model made by an earlier run is reused."""
+@dataclass(frozen=True)
+class Encoder:
+    """Where one encoder's steps write, and what picks it: MiniLM (the studies' own, no extra
+    overrides) or one the run pretrains (encoders.py)."""
+
+    root: Path  # its study dirs and SST-2 models
+    logs: Path
+    label: str = ""  # the prefix of its step and log names, e.g. "bert_"
+    extra: tuple[str, ...] = ()  # overrides that pick it, e.g. model.name_or_path=<its model>
+    after: tuple[str, ...] = ()  # its pretraining step, if the run makes it
+
+    def step(self, name: str, args: list[str], after: tuple[str, ...] = (),
+             alone: bool = False) -> Step:
+        label = f"{self.label}{name}"
+        return Step(label, args, self.logs / f"{label.replace(' ', '_')}.log",
+                    after=(*self.after, *after), alone=alone)
+
+
+def sst2_model_steps(encoder: Encoder) -> list[Step]:
+    """The encoder fine-tuned on SST-2 once per seed, into <root>/sst2_model; a model made by
+    an earlier run is reused."""
     steps = []
     for seed in SST2_SEEDS:
-        run_dir = out / "sst2_model" / f"seed_{seed}"
+        run_dir = encoder.root / "sst2_model" / f"seed_{seed}"
         if not (run_dir / "metrics.json").exists():
-            steps.append(Step(f"sst2_model seed {seed}",
-                              [*SST2_MODEL, f"seed={seed}", f"hydra.run.dir={run_dir}"],
-                              out / "logs" / f"sst2_model_seed_{seed}.log"))
+            steps.append(encoder.step(f"sst2_model seed {seed}", [
+                *SST2_MODEL, *encoder.extra, f"seed={seed}", f"hydra.run.dir={run_dir}"]))
     return steps
 
 
-def study_steps(studies: dict[str, dict], out: Path, models: list[Step]) -> list[Step]:
+def study_steps(studies: dict[str, dict], encoder: Encoder, models: list[Step]) -> list[Step]:
+    """A sweep per study into <root>/<study>; one that reads the SST-2 models waits for them."""
     steps = []
     for study, spec in studies.items():
-        overrides = [o.replace("{sst2_model}", sst2_model_of_the_job(out))
+        overrides = [o.replace("{sst2_model}", sst2_model_of_the_job(encoder.root))
                      for o in spec["overrides"]]
         command = [spec["pipeline"], "-m", f"experiment={spec['bundle']}", "logger=none",
-                   *overrides, f"hydra.sweep.dir={out / study}"]
-        log.info("%s reads %s", study, ", ".join(spec["findings"]))
-        steps.append(Step(study, command, out / "logs" / f"{study}.log",
-                          after=tuple(m.name for m in models) if reads_sst2_model(spec) else (),
-                          alone=spec["alone"]))
+                   *overrides, *encoder.extra, f"hydra.sweep.dir={encoder.root / study}"]
+        log.info("%s%s reads %s", encoder.label, study, ", ".join(spec["findings"]))
+        waits = tuple(m.name for m in models) if reads_sst2_model(spec) else ()
+        steps.append(encoder.step(study, command, waits, spec["alone"]))
     return steps
+
+
+def encoder_steps(studies: dict[str, dict], encoder: Encoder) -> list[Step]:
+    """The encoder's SST-2 models (where a study reads them), then its studies."""
+    models = sst2_model_steps(encoder) if any(map(reads_sst2_model, studies.values())) else []
+    return [*models, *study_steps(studies, encoder, models)]
+
+
+def pretrained_encoder(name: str, studies: dict[str, dict], out: Path, cache: Path | None
+                       ) -> tuple[Encoder, list[Step]]:
+    """An encoder the run pretrains: its pretraining step (none when cached), then the studies
+    of encoders.ENCODER_STUDIES on it, into out/<name>."""
+    run_dir = encoders.encoder_dir(name, cache)
+    pretrain = [] if encoders.is_pretrained(run_dir) else [Step(
+        f"pretrain {name}", [*encoders.pretrain_args(name), f"hydra.run.dir={run_dir}"],
+        out / "logs" / f"pretrain_{name}.log")]
+    encoder = Encoder(out / name, out / "logs", f"{name}_",
+                      (f"model.name_or_path={run_dir / 'model'}",),
+                      tuple(s.name for s in pretrain))
+    reading = {k: v for k, v in studies.items() if k in encoders.ENCODER_STUDIES}
+    return encoder, [*pretrain, *encoder_steps(reading, encoder)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -195,25 +236,52 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lanes", type=int, default=min(2, os.cpu_count() or 1),
                         help="steps run side by side, each on cores/lanes threads (default: "
                              "2 where there are 2 cores; 1: one after another on every core)")
+    parser.add_argument("--encoders", nargs="+", default=[encoders.DEFAULT],
+                        help="judge the findings that read a model on each: minilm (default) "
+                             "and encoders the run pretrains at equal FLOPs on Wikipedia ("
+                             f"{', '.join(encoders.PRETRAINED_HERE)}), each against its own "
+                             "random-init twin; the report gains a finding x encoder matrix")
     args = parser.parse_args(argv)
-    try:  # a bad --lanes or --only: one line, exit 2, before any step runs
+    try:  # a bad --lanes, --only or --encoders or --only: one line, exit 2, before any step runs
         require(args.lanes >= 1, f"--lanes {args.lanes} must be 1 or more")
-        return reproduce(args.out.resolve(), load_studies(args.only), args.lanes)
+        names = tuple(encoders.check_encoders(args.encoders))
+        return reproduce(args.out.resolve(), load_studies(args.only), args.lanes, names)
     except UserError as err:
         parser.exit(2, f"{parser.prog}: error: {err}\n")
 
 
-def reproduce(out: Path, studies: dict[str, dict], lanes: int) -> int:
-    """The SST-2 models and the studies' sweeps into out, then the report; the exit status."""
+def reproduce(out: Path, studies: dict[str, dict], lanes: int,
+              names: tuple[str, ...] = (encoders.DEFAULT,)) -> int:
+    """The SST-2 models and the studies' sweeps into out (and, for each encoder of names but
+    MiniLM, its pretraining and the studies that read it, into out/<name>), then a report per
+    encoder and, for several, the matrix of findings by encoder; the exit status."""
     (out / "logs").mkdir(parents=True, exist_ok=True)
-    models = sst2_model_steps(out) if any(map(reads_sst2_model, studies.values())) else []
+    others = [pretrained_encoder(n, studies, out, None) for n in names if n != encoders.DEFAULT]
+    pretraining = [s for _, steps in others for s in steps if s.name.startswith("pretrain ")]
+    steps = [*pretraining, *encoder_steps(studies, Encoder(out, out / "logs")),
+             *(s for _, steps in others for s in steps if s not in pretraining)]
     total = time.perf_counter()
-    results = run_steps([*models, *study_steps(studies, out, models)], lanes)
+    results = run_steps(steps, lanes)
     failed = [name for name, (status, _) in results.items() if status]
-    status, _ = bertology(["report", *(str(out / s) for s in studies if (out / s).exists()),
-                           f"hydra.run.dir={out / 'report'}"], out / "logs" / "report.log")
-    if status == 0 and (out / "report" / "tables" / "findings.csv").exists():
+    reports = {encoders.DEFAULT: report(out, studies, out / "logs" / "report.log")}
+    for encoder, _ in others:
+        reports[encoder.root.name] = report(encoder.root, studies,
+                                            encoder.logs / f"{encoder.label}report.log")
+    (out / "report" / "ENCODERS.md").unlink(missing_ok=True)  # an earlier run's matrix
+    if reports[encoders.DEFAULT] == 0 and (out / "report" / "tables" / "findings.csv").exists():
+        if others:
+            write_matrix(out / "report", {n: out / "report" if n == encoders.DEFAULT
+                                          else out / n / "report" for n in names})
         write_summary(out / "report")  # the front page's block, as this run wrote it
+    status = max(reports.values())
     log.info("report: %s (exit %d); all steps %.1f min; failed: %s", out / "report" /
              "REPORT.md", status, (time.perf_counter() - total) / 60, failed or "none")
     return 1 if failed or status else 0
+
+
+def report(root: Path, studies: dict[str, dict], log_path: Path) -> int:
+    """`bertology report` over the study dirs under root that exist, into root/report; its
+    exit status."""
+    status, _ = bertology(["report", *(str(root / s) for s in studies if (root / s).exists()),
+                           f"hydra.run.dir={root / 'report'}"], log_path)
+    return status

@@ -76,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
 def write_summary(report: Path) -> str:
     """SUMMARY.md in the report dir; its text."""
     text = "\n".join(summary(read_findings(report))) + "\n"
+    encoders = report / "ENCODERS.md"  # a run over several encoders: the matrix (matrix.py)
+    if encoders.is_file():
+        text += "\n" + encoders.read_text()
     (report / "SUMMARY.md").write_text(text)
     return text
 
