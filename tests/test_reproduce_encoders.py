@@ -1,0 +1,160 @@
+"""The findings across encoders (issue 32, part 2): `python -m bertology.reproduce --encoders
+minilm bert modernbert` pretrains each other encoder once (cached by its command), reruns the
+studies that read a model on it, judges each in its own report, and writes the finding x
+encoder matrix. The steps are checked with a recording runner; the matrix on hand-made
+findings tables whose cells are worked out here."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bertology.findings.catalog import load_catalog
+from bertology.reproduce import encoders, matrix
+from bertology.reproduce import studies as reproduce
+from bertology.reproduce.summary import write_summary
+
+REPO = reproduce.REPO
+
+
+def record_commands(monkeypatch) -> list[list[str]]:
+    commands = []
+
+    def record(args, log_path, threads=None):
+        commands.append(args)
+        for arg in args:  # the sweep's dir, as the report looks for it
+            if arg.startswith("hydra.sweep.dir="):
+                Path(arg.split("=", 1)[1]).mkdir(parents=True)
+        return 0, 0.0
+
+    monkeypatch.setattr(reproduce, "bertology", record)
+    return commands
+
+
+def test_each_pretrained_encoder_reruns_the_model_reading_studies_on_its_own_model(
+        tmp_path, monkeypatch):
+    monkeypatch.setenv("BERTOLOGY_CACHE_DIR", str(tmp_path / "cache"))
+    commands = record_commands(monkeypatch)
+    reproduce.main(["--out", str(tmp_path / "out"), "--encoders", "minilm", "bert",
+                    "--only", "pos_layers", "freeze_lower", "int8"])
+    (pretrain,) = [c for c in commands if c[0] == "pretrain"]
+    assert "model=bert" in pretrain and "data=wikipedia" in pretrain
+    assert "model.tokenizer_name_or_path=sentence-transformers/all-MiniLM-L6-v2" in pretrain
+    run_dir = encoders.encoder_dir("bert", tmp_path / "cache")
+    assert pretrain[-1] == f"hydra.run.dir={run_dir}"
+    on_bert = [c for c in commands if f"model.name_or_path={run_dir}/model" in c]
+    sweeps = {next(a for a in c if a.startswith("hydra.sweep.dir=")).split("/")[-1]
+              for c in on_bert if "-m" in c}
+    assert sweeps == {"probe_pos", "finetune_sst2"}  # prune_sst2 (int8) reads MiniLM only
+    assert len([c for c in on_bert if "-m" not in c]) == 3  # its SST-2 model per seed
+    probe = next(c for c in on_bert if "experiment=study_probe_pos" in c)
+    assert f"compare_to={tmp_path}/out/bert/sst2_model/seed_${{seed}}/model" in probe
+    reports = [c for c in commands if c[0] == "report"]
+    assert [c[-1] for c in reports] == [f"hydra.run.dir={tmp_path}/out/report",
+                                        f"hydra.run.dir={tmp_path}/out/bert/report"]
+    assert sorted(reports[1][1:-1]) == [f"{tmp_path}/out/bert/finetune_sst2",
+                                        f"{tmp_path}/out/bert/probe_pos"]
+
+
+def test_the_pretrained_encoder_is_reused_and_waited_for(tmp_path):
+    studies = reproduce.load_studies(["pos_layers"])
+    encoder, steps = reproduce.pretrained_encoder("modernbert", studies, tmp_path / "out",
+                                                  tmp_path / "cache")
+    assert steps[0].name == "pretrain modernbert"
+    assert all("pretrain modernbert" in s.after for s in steps[1:])
+    probe = steps[-1]
+    assert set(probe.after) == {"pretrain modernbert", *(s.name for s in steps[1:-1])}
+    run_dir = encoders.encoder_dir("modernbert", tmp_path / "cache")
+    (run_dir / "model").mkdir(parents=True)
+    (run_dir / "model" / "config.json").write_text("{}")
+    (run_dir / "metrics.json").write_text("{}")
+    _, cached = reproduce.pretrained_encoder("modernbert", studies, tmp_path / "out",
+                                             tmp_path / "cache")
+    assert [s.name for s in cached] == [s.name for s in steps[1:]]
+    assert all(s.after == tuple(a for a in s.after if a != "pretrain modernbert")
+               for s in cached)
+
+
+def test_changed_pretraining_settings_never_reuse_an_encoder(tmp_path, monkeypatch):
+    before = encoders.encoder_dir("bert", tmp_path)
+    monkeypatch.setattr(encoders, "ENCODER_PRETRAIN", [*encoders.ENCODER_PRETRAIN, "seed=1"])
+    assert encoders.encoder_dir("bert", tmp_path) != before
+    assert encoders.encoder_dir("modernbert", tmp_path) != encoders.encoder_dir("bert", tmp_path)
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--encoders", "bert"], "--encoders must name minilm"),
+    (["--encoders", "minilm", "gpt2"], "--encoders gpt2 is not an encoder")])
+def test_bad_encoders_are_one_line_and_exit_2_before_any_step(args, says, tmp_path):
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "bertology.reproduce", "--out", str(out),
+                           *args], capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and says in done.stderr
+    assert not out.exists()
+
+
+def test_the_matrix_rows_are_the_findings_that_read_a_swappable_encoder():
+    catalog = load_catalog()
+    rows = matrix.model_reading_findings()
+    assert {"pos_layers", "ner_later_than_pos", "freeze_lower", "feature_layers"} <= set(rows)
+    assert not {"int8", "distillation", "electra", "no_nsp"} & set(rows)
+    for finding in rows:
+        assert set(catalog[finding].studies) <= set(encoders.ENCODER_STUDIES)
+    for study in encoders.ENCODER_STUDIES:  # each reads MiniLM unless told another encoder
+        bundle = (reproduce.EXPERIMENTS / f"study_{study}.yaml").read_text()
+        assert "override /model: minilm" in bundle, study
+
+
+FIELDS = ["finding", "about", "claim", "test", "effect", "ci_low", "ci_high", "seeds",
+          "raw_verdict", "corrected_verdict", "note"]
+
+
+def write_findings(report, rows):
+    (report / "tables").mkdir(parents=True)
+    with (report / "tables" / "findings.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, FIELDS)
+        writer.writeheader()
+        for finding, about, effect, low, high, verdict in rows:
+            writer.writerow({"finding": finding, "about": about, "claim": "c", "test": "a - b",
+                             "effect": effect, "ci_low": low, "ci_high": high, "seeds": 3,
+                             "raw_verdict": verdict, "corrected_verdict": verdict,
+                             "note": ""})
+
+
+def test_the_matrix_cells_and_which_findings_differ(tmp_path, monkeypatch):
+    monkeypatch.setattr(matrix, "model_reading_findings", lambda: ["a", "b", "m"])
+    minilm, bert = tmp_path / "report", tmp_path / "bert" / "report"
+    write_findings(minilm, [("a", "model", 0.12, 0.05, 0.19, "holds"),
+                            ("a", "model", 0.3, 0.2, 0.4, "holds"),  # a second comparison
+                            ("b", "model", 0.01, -0.02, 0.04, "underpowered"),
+                            ("m", "method", 0.5, 0.4, 0.6, "holds"),
+                            ("int8", "model", 0.0, -0.01, 0.01, "holds")])
+    write_findings(bert, [("a", "model", -0.004, -0.03, 0.02, "underpowered"),
+                          ("m", "method", 0.45, 0.4, 0.5, "holds")])
+    (minilm / "REPORT.md").write_text("# bertology report\n\n## Runs\n\n| group |\n")
+    (minilm / "REPORT.html").write_text("<body><h1>r</h1>\n<h2>Runs</h2>\n</body>")
+    lines = matrix.write_matrix(minilm, {"minilm": minilm, "bert": bert})
+    table = {line.split(" | ")[0]: line for line in lines if line.startswith("| ")}
+    # a: holds on MiniLM (first comparison shown), not on BERT -> differs
+    assert table["| a"] == ("| a | +0.12 [+0.05, +0.19] **holds** | -0.004 [-0.03, +0.02] "
+                            "**underpowered** | **differs** |")
+    assert table["| b"] == "| b | +0.01 [-0.02, +0.04] **underpowered** | not judged | " \
+        "holds for none |"
+    assert table["| m*"].endswith("**holds** | holds for all |")
+    assert "| int8" not in table  # not a model-reading finding
+    with (minilm / "tables" / "encoders.csv").open(newline="") as handle:
+        written = list(csv.DictReader(handle))
+    assert [(r["finding"], r["encoder"]) for r in written] == [
+        ("a", "minilm"), ("a", "minilm"), ("a", "bert"), ("b", "minilm"), ("m", "minilm"),
+        ("m", "bert")]
+    report = (minilm / "REPORT.md").read_text()
+    assert report.index(matrix.SECTION) < report.index("## Runs")
+    page = (minilm / "REPORT.html").read_text()
+    assert page.index("<h2>Findings across encoders</h2>") < page.index("<h2>Runs</h2>")
+    assert "<td>differs</td>" in page and "**" not in page
+    assert write_summary(minilm).endswith("\n".join(lines) + "\n")  # the front page's block
