@@ -438,3 +438,78 @@ def test_amnesic_probing_hooks_modernberts_layers_and_its_head():
         with project_hidden(model.head, np.zeros((32, 32))):
             zeroed = model(input_ids=ids).logits  # (batch, tokens, vocab)
     torch.testing.assert_close(zeroed, model.decoder.bias.expand_as(zeroed))
+
+
+def test_attention_maps_are_matched_only_inside_the_window_a_pair_shares():
+    """TinyBERT's attention MSE on a local layer: a hand-worked 3-token case, where the pair
+    shares a ±1 window, counts 7 of the 9 (query, key) pairs; then the windows of a ModernBERT
+    student and teacher: the narrower of the pair, None where both are global."""
+    from bertology.models.windows import matched_reaches
+    from bertology.objectives.kd import compute_attention_mse
+
+    teacher = torch.zeros(1, 1, 3, 3)  # (batch, heads, q, k)
+    student = teacher.clone()
+    student[0, 0, 0, 0] = 0.5  # inside the window: squared error 0.25
+    student[0, 0, 0, 2] = student[0, 0, 2, 0] = 1.0  # |i − j| = 2: outside a ±1 window
+    mask = torch.ones(1, 3)
+    assert compute_attention_mse((student,), (teacher,), [0, 1], mask, [1]).item() == \
+        pytest.approx(0.25 / 7)
+    assert compute_attention_mse((student,), (teacher,), [0, 1], mask).item() == \
+        pytest.approx((0.25 + 1 + 1) / 9)  # both global: every pair
+    config = tiny_modernbert(window=8).config  # layers: global, ±4, ±4, global
+    from bertology.models.student import student_config
+
+    small = student_config(config, 2, layers=[0, 1])  # global, ±4
+    reaches, line = matched_reaches(small, config, [0, 1, 2])
+    assert reaches == [None, 4]
+    assert "1->1" not in line and "2->2 (±4)" in line
+    reaches, line = matched_reaches(small, config, [0, 2, 4])  # global->local, local->global
+    assert reaches == [4, 4] and "1->2 (±4)" in line and "2->4 (±4)" in line
+    everywhere = student_config(config, 1, layers=[0])
+    assert matched_reaches(everywhere, config, [0, 4]) == ([None], None)
+
+
+def test_a_modernbert_teacher_distils_with_matched_local_maps(tmp_path, fresh_logging, caplog):
+    """distill with TinyBERT's attention term from a ModernBERT teacher with local layers: the
+    run says which pairs are windowed, and a student that is the teacher's first two layers
+    (global, then local) starts with an attention loss of zero (the windowed MSE of identical
+    maps on identical inputs)."""
+    import logging
+
+    from transformers import ModernBertForSequenceClassification
+
+    from bertology.config.distill import StudentConfig
+    from bertology.config.groups import SizeConfig
+    from bertology.models.student import build_student, default_layer_map
+    from bertology.models.windows import matched_reaches
+    from bertology.objectives.kd import compute_attention_mse
+
+    config = tiny_modernbert(window=4).config
+    config.num_labels = 2
+    teacher = ModernBertForSequenceClassification._from_config(
+        config, attn_implementation="eager").eval()
+    student, copied = build_student(teacher, "classification", StudentConfig(layers=[0, 1]),
+                                    SizeConfig(), "eager")
+    layer_map = default_layer_map(2, 4, copied)
+    reaches, _ = matched_reaches(student.config, config, layer_map)
+    assert layer_map == [0, 1, 2] and reaches == [None, 2]
+    batch = {"input_ids": torch.randint(4, 50, (2, 12)), "attention_mask": torch.ones(2, 12)}
+    batch["attention_mask"][1, 9:] = 0
+    with torch.no_grad():
+        t = teacher(**batch, output_attentions=True)
+        s = student.eval()(**batch, output_attentions=True)
+    assert compute_attention_mse(s.attentions, t.attentions, layer_map,
+                                 batch["attention_mask"], reaches).item() == \
+        pytest.approx(0.0, abs=1e-12)
+    caplog.set_level(logging.INFO, logger="bertology.pipelines.distill")
+    teacher_dir = tmp_path / "teacher"
+    run_pipeline("finetune", teacher_dir, "model=modernbert", "size=tiny",
+                 "task=synthetic_negation", "task.num_sentences=300", "trainer.max_steps=4",
+                 "model.attn_implementation=eager")
+    distilled = run_pipeline("distill", tmp_path / "distill",
+                             f"teacher.name_or_path={teacher_dir}/model",
+                             "task=synthetic_negation", "task.num_sentences=300",
+                             "trainer.max_steps=4", "kd.attention_weight=1.0",
+                             "student.layers=[1]")  # size=tiny: global, local; the local one
+    assert np.isfinite(distilled["eval/accuracy"])
+    assert any("matched only on keys within" in r.getMessage() for r in caplog.records)

@@ -71,3 +71,24 @@ def log_fitting(logger: logging.Logger, keep: list[int] | None, line: str | None
     (or all) were left out."""
     if line is not None:
         logger.log(logging.INFO if keep is None else logging.WARNING, line)
+
+
+def matched_reaches(student: PretrainedConfig, teacher: PretrainedConfig, layer_map: list[int]
+                    ) -> tuple[list[int | None], str | None]:
+    """For attention-map distillation (TinyBERT Eq. 7): per student layer m ≥ 1 (index m − 1),
+    the window its map and that of teacher layer layer_map[m] share, the narrower of the two
+    (None: both global); and the one line that says where a local window limits the
+    comparison (None where no pair has one)."""
+    student_reach, teacher_reach = local_reach(student), local_reach(teacher)
+    reaches = []
+    for student_layer, teacher_layer in enumerate(layer_map[1:], start=1):
+        pair = [r for r in (student_reach[student_layer - 1], teacher_reach[teacher_layer - 1])
+                if r is not None]
+        reaches.append(min(pair) if pair else None)
+    local = [f"{m}->{layer_map[m]} (±{r})" for m, r in enumerate(reaches, start=1)
+             if r is not None]
+    if not local:
+        return reaches, None
+    return reaches, ("kd.attention_weight: the attention maps of student->teacher layers "
+                     f"{', '.join(local)} are matched only on keys within that many tokens of "
+                     "the query: beyond a local layer's window its map is zero by construction")

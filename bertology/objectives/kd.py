@@ -72,19 +72,26 @@ def compute_hidden_mse(student_hidden: tuple[torch.Tensor, ...],
 
 def compute_attention_mse(student_attn: tuple[torch.Tensor, ...],
                           teacher_attn: tuple[torch.Tensor, ...], layer_map: list[int],
-                          mask: torch.Tensor) -> torch.Tensor:
+                          mask: torch.Tensor, reaches: list[int | None] | None = None
+                          ) -> torch.Tensor:
     """Σ over student layers m ≥ 1 of the MSE between its attention probabilities and those of
     teacher layer layer_map[m], averaged over heads and real (query, key) pairs. TinyBERT
     matches pre-softmax scores; transformers returns probabilities (MiniLM matches those).
-    Attentions: (batch, heads, q, k) each; attentions[m - 1] is layer m's."""
+    reaches[m - 1]: the window the pair shares (models/windows.matched_reaches; None: both
+    global): only keys within it of the query count, since beyond a local layer's window its
+    map is zero by construction and the squared error there would measure the window, not the
+    head. Attentions: (batch, heads, q, k) each; attentions[m - 1] is layer m's."""
     real = mask.bool()
     pairs = (real[:, :, None] & real[:, None, :]).unsqueeze(1)  # (batch, 1, q, k)
+    positions = torch.arange(mask.shape[1], device=mask.device)
+    offset = (positions[:, None] - positions[None, :]).abs()  # (q, k): |i − j|
     total = student_attn[0].new_zeros((), dtype=torch.float32)
     for student_layer, teacher_layer in enumerate(layer_map[1:], start=1):
         diff = (student_attn[student_layer - 1].float()
                 - teacher_attn[teacher_layer - 1].float()) ** 2  # (batch, heads, q, k)
-        weight = pairs.expand_as(diff)
-        total = total + diff[weight].mean()
+        reach = reaches[student_layer - 1] if reaches is not None else None
+        seen = pairs if reach is None else pairs & (offset <= reach)  # (batch, 1, q, k)
+        total = total + diff[seen.expand_as(diff)].mean()
     return total
 
 
@@ -101,7 +108,8 @@ def run_models(model: DistillationModel, teacher: TaskModel, batch: dict, kd: KD
 
 
 def distill_loss(model: DistillationModel, teacher: TaskModel, batch: dict, kd: KDConfig,
-                 layer_map: list[int]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+                 layer_map: list[int], reaches: list[int | None] | None = None
+                 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     student_out, teacher_out = run_models(model, teacher, batch, kd)
     labels = batch["labels"]
     scored = labels != IGNORE  # (batch,) or, for tagging, (batch, seq): first sub-tokens
@@ -115,7 +123,7 @@ def distill_loss(model: DistillationModel, teacher: TaskModel, batch: dict, kd: 
         logs["hidden_loss"] = hidden.detach()
     if kd.attention_weight > 0:
         attention = compute_attention_mse(student_out.attentions, teacher_out.attentions,
-                                          layer_map, batch["attention_mask"])
+                                          layer_map, batch["attention_mask"], reaches)
         loss = loss + kd.attention_weight * attention
         logs["attention_loss"] = attention.detach()
     correct = (student_logits.argmax(dim=-1) == labels[scored]).sum()
@@ -129,16 +137,17 @@ def distill_metrics(sums: dict[str, float], batches: int) -> dict[str, float]:
     return metrics
 
 
-def build(kd: KDConfig, teacher: TaskModel, layer_map: list[int], pad_token_id: int
-          ) -> Objective:
+def build(kd: KDConfig, teacher: TaskModel, layer_map: list[int], pad_token_id: int,
+          reaches: list[int | None] | None = None) -> Objective:
     """The objective the training loop runs; the teacher is moved to the batch's device on
-    first use (the loop's accelerator places only the DistillationModel)."""
+    first use (the loop's accelerator places only the DistillationModel). reaches: the window
+    each matched pair of attention maps shares (compute_attention_mse)."""
 
     def loss(model: DistillationModel, batch: dict):
         device = batch["input_ids"].device
         if next(teacher.parameters()).device != device:
             teacher.to(device)
-        return distill_loss(model, teacher, batch, kd, layer_map)
+        return distill_loss(model, teacher, batch, kd, layer_map, reaches)
 
     def flops(model: DistillationModel, batch: dict) -> float:
         """Student forward + backward, plus the teacher's forward (a third of its training)."""

@@ -35,6 +35,7 @@ from bertology.models.task_model import (
     save_task_model_atomic,
     write_task_model,
 )
+from bertology.models.windows import matched_reaches
 from bertology.objectives import kd
 from bertology.pipelines.nested import run_nested
 from bertology.run.files import write_predictions
@@ -71,7 +72,8 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
              len(eval_features), trainer.max_steps)
     tracker = build_tracker(config.logger, out_dir, OmegaConf.to_container(cfg, resolve=True),
                             name=f"distill-{config.task.name}-{out_dir.name}")
-    objective = kd.build(config.kd, teacher, layer_map, tokenizer.pad_token_id)
+    reaches = attention_reaches(model, teacher, layer_map, config.kd.attention_weight)
+    objective = kd.build(config.kd, teacher, layer_map, tokenizer.pad_token_id, reaches)
     examples = InMemoryExamples(train_features, eval_features, config.seed)
     metrics = train(model, objective, examples, trainer, out_dir, tracker, config.seed,
                     desc="distill", export=lambda path: write_task_model(model.student,
@@ -81,6 +83,18 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
                            tokenizer.pad_token_id, out_dir))
     save_task_model_atomic(student, tokenizer, out_dir / "model")
     return tracker.finish(metrics)
+
+
+def attention_reaches(model: kd.DistillationModel, teacher: TaskModel, layer_map: list[int],
+                      attention_weight: float) -> list[int | None] | None:
+    """Where attention maps are matched, the window each pair shares (ModernBERT's local
+    layers), said in one line; None where no map is matched."""
+    if attention_weight <= 0:
+        return None
+    reaches, line = matched_reaches(model.student.model.config, teacher.model.config, layer_map)
+    if line is not None:
+        log.info(line)
+    return reaches
 
 
 def build_teacher(config: DistillConfig, teacher_dir: Path) -> str:
