@@ -28,7 +28,8 @@ test-slow:  ## the slow end-to-end tests
 lint:  ## ruff
 	$(BIN)/ruff check bertology tests bench
 
-ENCODERS ?= minilm  # e.g. make reproduce ENCODERS="minilm bert modernbert": the findings across encoders
+# make reproduce ENCODERS="minilm bert modernbert": the findings across encoders (docs/reproduce.md)
+ENCODERS ?= minilm
 
 reproduce:  ## every finding at CPU scale, then the report (outputs/reproduce/<stamp>/report/REPORT.md)
 	$(BIN)/python -m bertology.reproduce --encoders $(ENCODERS)
