@@ -78,17 +78,21 @@ def csv_rows(tables: dict[str, dict[str, list[dict[str, str]]]], findings: list[
             for row in rows.get(finding, [])]
 
 
-def markdown(entries: list[dict[str, str]], names: list[str]) -> list[str]:
+def explain(names: list[str]) -> str:
+    """The paragraph above the table: what each column is and what a cell says."""
     budget = next(o for o in ENCODER_PRETRAIN if o.startswith("trainer.max_flops="))
-    lines = [SECTION, "",
-             f"The findings that read a model, judged on each encoder: {names[0]} (the studies' "
-             f"own), and {', '.join(names[1:])} pretrained by this run from random init with "
-             f"their families' recipes at one budget ({budget.split('=')[1]} training FLOPs) on "
-             "Wikipedia with MiniLM's WordPiece, each against its own random-init twin. A cell "
-             "is the effect a − b of the finding's first comparison, its 95% interval and the "
-             "verdict after Holm's correction within that encoder's report; *: a claim about "
-             "the method. \"differs\" marks a finding that holds for some encoders and not "
-             "others (every comparison: tables/encoders.csv).", "",
+    return (f"The findings that read a model, judged on each encoder: {names[0]} (the studies' "
+            f"own), and {', '.join(names[1:])} pretrained by this run from random init with "
+            f"their families' recipes at one budget ({budget.split('=')[1]} training FLOPs) on "
+            "Wikipedia with MiniLM's WordPiece, each against its own random-init twin. A cell "
+            "is the effect a − b of the finding's first comparison, its 95% interval and the "
+            "verdict after Holm's correction within that encoder's report; *: a claim about "
+            "the method. \"differs\" marks a finding that holds for some encoders and not "
+            "others (every comparison: tables/encoders.csv).")
+
+
+def markdown(entries: list[dict[str, str]], names: list[str]) -> list[str]:
+    lines = [SECTION, "", explain(names), "",
              "| finding | " + " | ".join(names) + " | across encoders |",
              "|---" * (len(names) + 2) + "|"]
     for e in entries:
@@ -99,15 +103,17 @@ def markdown(entries: list[dict[str, str]], names: list[str]) -> list[str]:
     return lines
 
 
-def html(lines: list[str]) -> str:
-    """The markdown section as HTML: its paragraph and its table."""
-    title, _, text, _, head, _, *body = lines
-    cells = [[c.strip() for c in row.strip("|").split("|")] for row in [head, *body]]
-    table = ["<table>", "<tr>" + "".join(f"<th>{escape(c)}</th>" for c in cells[0]) + "</tr>"]
-    table += ["<tr>" + "".join(f"<td>{escape(c.replace('**', ''))}</td>" for c in row) + "</tr>"
-              for row in cells[1:]]
-    return "\n".join([f"<h2>{escape(title.lstrip('# '))}</h2>", f"<p>{escape(text)}</p>",
-                      *table, "</table>"])
+def html(entries: list[dict[str, str]], names: list[str]) -> str:
+    """The same section for REPORT.html (text escaped, no markdown emphasis)."""
+    def row(cells: list[str], tag: str = "td") -> str:
+        return "<tr>" + "".join(f"<{tag}>{escape(c.replace('**', ''))}</{tag}>"
+                                for c in cells) + "</tr>"
+
+    rows = [row(["finding", *names, "across encoders"], "th")]
+    rows += [row([e["finding"] + ("*" if e["about"] == "method" else ""),
+                  *(e[n] for n in names), e["across"]]) for e in entries]
+    return "\n".join([f"<h2>{escape(SECTION.lstrip('# '))}</h2>",
+                      f"<p>{escape(explain(names))}</p>", "<table>", *rows, "</table>"])
 
 
 def write_matrix(report: Path, reports: dict[str, Path]) -> list[str]:
@@ -116,12 +122,13 @@ def write_matrix(report: Path, reports: dict[str, Path]) -> list[str]:
     names = list(reports)
     tables = {name: read_rows(path) for name, path in reports.items()}
     findings = model_reading_findings()
-    lines = markdown(matrix(tables, findings), names)
+    entries = matrix(tables, findings)
+    lines = markdown(entries, names)
     write_table(report, "encoders", csv_rows(tables, findings))
     write_text_atomic(report / "ENCODERS.md", "\n".join(lines) + "\n")
     section = "\n".join(lines) + "\n\n"
     insert_before(report / "REPORT.md", "## Runs\n", section)
-    insert_before(report / "REPORT.html", "<h2>Runs</h2>", html(lines) + "\n")
+    insert_before(report / "REPORT.html", "<h2>Runs</h2>", html(entries, names) + "\n")
     return lines
 
 
