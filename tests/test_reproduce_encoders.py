@@ -121,21 +121,25 @@ def write_findings(report, rows):
         writer.writeheader()
         for finding, about, effect, low, high, verdict in rows:
             writer.writerow({"finding": finding, "about": about, "claim": "c", "test": "a - b",
-                             "effect": effect, "ci_low": low, "ci_high": high, "seeds": 3,
+                             "effect": effect, "ci_low": low, "ci_high": high,
+                             "seeds": 3 if low == low else 1,  # nan: the seeds merged
                              "raw_verdict": verdict, "corrected_verdict": verdict,
                              "note": ""})
 
 
 def test_the_matrix_cells_and_which_findings_differ(tmp_path, monkeypatch):
-    monkeypatch.setattr(matrix, "model_reading_findings", lambda: ["a", "b", "m"])
+    monkeypatch.setattr(matrix, "model_reading_findings", lambda: ["a", "b", "c", "m"])
     minilm, bert = tmp_path / "report", tmp_path / "bert" / "report"
     write_findings(minilm, [("a", "model", 0.12, 0.05, 0.19, "holds"),
                             ("a", "model", 0.3, 0.2, 0.4, "holds"),  # a second comparison
                             ("b", "model", 0.01, -0.02, 0.04, "underpowered"),
+                            ("c", "model", 0.2, 0.1, 0.3, "holds"),
                             ("m", "method", 0.5, 0.4, 0.6, "holds"),
                             ("int8", "model", 0.0, -0.01, 0.01, "holds")])
     write_findings(bert, [("a", "model", -0.004, -0.03, 0.02, "underpowered"),
-                          ("m", "method", 0.45, 0.4, 0.5, "holds")])
+                          ("m", "method", 0.45, 0.4, 0.5, "holds"),
+                          # every seed gave the same value: one independent run, no interval
+                          ("b", "model", -0.25, float("nan"), float("nan"), "underpowered")])
     (minilm / "REPORT.md").write_text("# bertology report\n\n## Runs\n\n| group |\n")
     (minilm / "REPORT.html").write_text("<body><h1>r</h1>\n<h2>Runs</h2>\n</body>")
     lines = matrix.write_matrix(minilm, {"minilm": minilm, "bert": bert})
@@ -143,15 +147,16 @@ def test_the_matrix_cells_and_which_findings_differ(tmp_path, monkeypatch):
     # a: holds on MiniLM (first comparison shown), not on BERT -> differs
     assert table["| a"] == ("| a | +0.12 [+0.05, +0.19] **holds** | -0.004 [-0.03, +0.02] "
                             "**underpowered** | **differs** |")
-    assert table["| b"] == "| b | +0.01 [-0.02, +0.04] **underpowered** | not judged | " \
-        "holds for none |"
+    assert table["| b"] == "| b | +0.01 [-0.02, +0.04] **underpowered** | -0.25 (no " \
+        "interval: 1 independent run) **underpowered** | holds for none |"
+    assert table["| c"] == "| c | +0.2 [+0.1, +0.3] **holds** | not judged | **differs** |"
     assert table["| m*"].endswith("**holds** | holds for all |")
     assert "| int8" not in table  # not a model-reading finding
     with (minilm / "tables" / "encoders.csv").open(newline="") as handle:
         written = list(csv.DictReader(handle))
     assert [(r["finding"], r["encoder"]) for r in written] == [
-        ("a", "minilm"), ("a", "minilm"), ("a", "bert"), ("b", "minilm"), ("m", "minilm"),
-        ("m", "bert")]
+        ("a", "minilm"), ("a", "minilm"), ("a", "bert"), ("b", "minilm"), ("b", "bert"),
+        ("c", "minilm"), ("m", "minilm"), ("m", "bert")]
     report = (minilm / "REPORT.md").read_text()
     assert report.index(matrix.SECTION) < report.index("## Runs")
     page = (minilm / "REPORT.html").read_text()

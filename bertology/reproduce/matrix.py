@@ -11,6 +11,7 @@ the studies it ran), so a column keeps its family-wise level by itself.
 from __future__ import annotations
 
 import csv
+import math
 from html import escape
 from pathlib import Path
 
@@ -51,8 +52,10 @@ def cell(rows: list[dict[str, str]]) -> str:
     if not rows:
         return "not judged"
     r = rows[0]
-    return (f"{float(r['effect']):+.3g} [{float(r['ci_low']):+.3g}, {float(r['ci_high']):+.3g}]"
-            f" **{r['corrected_verdict']}**")
+    low, high = float(r["ci_low"]), float(r["ci_high"])
+    interval = (f"[{low:+.3g}, {high:+.3g}]" if math.isfinite(low) and math.isfinite(high)
+                else f"(no interval: {r['seeds']} independent run)")  # seeds identical
+    return f"{float(r['effect']):+.3g} {interval} **{r['corrected_verdict']}**"
 
 
 def matrix(tables: dict[str, dict[str, list[dict[str, str]]]], findings: list[str]
