@@ -98,6 +98,7 @@ def test_minilm_feature_based_ner_reads_the_second_to_last_layer(tmp_path):
 
 def test_minilm_squad_runs_end_to_end(tmp_path):
     metrics = run_finetune(tmp_path, ["model=minilm", "task=squad", "task.max_seq_length=192",
+                                      "task.max_query_length=32",
                                       "trainer.max_train_examples=24", "trainer.epochs=1",
                                       "task.max_eval_examples=16"])
     assert 0.0 <= metrics["eval/exact_match"] <= metrics["eval/f1"] <= 1.0

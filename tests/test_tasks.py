@@ -186,7 +186,8 @@ def test_tagging_labels_only_the_first_subtoken(minilm_tokenizer):
 
 
 def test_qa_windows_recover_every_answer_inside_them(minilm_tokenizer):
-    task = task_config("squad", "task.max_seq_length=96", "task.doc_stride=32")
+    task = task_config("squad", "task.max_seq_length=96", "task.doc_stride=32",
+                       "task.max_query_length=32")
     examples = load_task(task, DATA_DIR).eval[:60]
     features = encode(examples, minilm_tokenizer, task)
     assert len(features) > len(examples)  # long contexts need several windows
@@ -200,6 +201,32 @@ def test_qa_windows_recover_every_answer_inside_them(minilm_tokenizer):
         assert example["context"][start:end].lower() == example["answers"]["text"][0].lower()
         found += 1
     assert found >= len(examples) * 0.9
+
+
+def test_a_long_question_is_cut_so_the_context_keeps_its_room(minilm_tokenizer):
+    """run_squad.py's max_query_length: a question longer than it is cut to its first word
+    pieces, so the window still slides over the context. Before, a long question left the
+    tokenizer less context than doc_stride and it panicked (issue 32: a ModernBERT checkpoint
+    whose small tokenizer splits SQuAD questions into 60+ pieces)."""
+    from bertology.data.encode import cut_question
+
+    question = "who " + "really " * 80 + "wrote it?"
+    cut = cut_question(question, minilm_tokenizer, 10)
+    assert question.startswith(cut) and cut == "who " + "really " * 8 + "really"
+    assert len(minilm_tokenizer(cut, add_special_tokens=False)["input_ids"]) == 10
+    assert cut_question("who wrote it?", minilm_tokenizer, 10) == "who wrote it?"
+    task = task_config("squad", "task.max_seq_length=96", "task.doc_stride=32",
+                       "task.max_query_length=32")
+    context = "The book was written by Ann. " * 40
+    example = {"question": question, "context": context,
+               "answers": {"text": ["Ann"], "answer_start": [context.index("Ann")]}}
+    features = encode([example], minilm_tokenizer, task)
+    assert len(features) > 1 and features[0]["start_positions"] > 0
+
+
+def test_a_stride_the_window_cannot_hold_is_refused():
+    with pytest.raises(UserError, match=r"task.doc_stride=128 must be below .* = 125"):
+        task_config("squad", "task.max_seq_length=192")
 
 
 def test_byte_level_bpe_words_keep_their_word_start_marker(bpe_tokenizer, tmp_path):

@@ -299,6 +299,7 @@ class TaskConfig:
     max_eval_examples: int | None = None  # a seeded subsample of the eval set
     max_seq_length: int = 128
     doc_stride: int = 128  # qa: overlap of windows over a long context (BERT §4.2)
+    max_query_length: int = 64  # qa: a longer question is cut to this many tokens (run_squad.py)
     max_answer_tokens: int = 30  # qa: longest answer span considered
     eval_articles: int = 10  # squad: dev articles held out for eval, the rest train
     num_sentences: int = 4000  # synthetic
@@ -313,6 +314,13 @@ class TaskConfig:
         require(self.max_seq_length >= 16,
                 f"task.max_seq_length={self.max_seq_length} is too short; use >= 16")
         positive(self.doc_stride, "task.doc_stride")
+        positive(self.max_query_length, "task.max_query_length")
+        if self.kind == "qa":  # a window holds [CLS] question [SEP] context [SEP]
+            room = self.max_seq_length - self.max_query_length - 3
+            require(self.doc_stride < room, f"task.doc_stride={self.doc_stride} must be below "
+                    f"the context room of a window, task.max_seq_length - "
+                    f"task.max_query_length - 3 = {room}; lower task.doc_stride or "
+                    "task.max_query_length, or raise task.max_seq_length")
         positive(self.max_answer_tokens, "task.max_answer_tokens")
         positive(self.num_sentences, "task.num_sentences")
         in_open_unit(self.eval_fraction, "task.eval_fraction")

@@ -52,7 +52,8 @@ def encode_qa(examples: list[dict], tokenizer, task: TaskConfig) -> list[dict]:
     require(pad_right, "extractive QA expects right padding")
     features = []
     for index, example in enumerate(examples):
-        encoded = tokenizer(example["question"], example["context"], truncation="only_second",
+        question = cut_question(example["question"], tokenizer, task.max_query_length)
+        encoded = tokenizer(question, example["context"], truncation="only_second",
                             max_length=task.max_seq_length, stride=task.doc_stride,
                             return_overflowing_tokens=True, return_offsets_mapping=True)
         for window in range(len(encoded["input_ids"])):
@@ -64,6 +65,15 @@ def encode_qa(examples: list[dict], tokenizer, task: TaskConfig) -> list[dict]:
                              **_inputs(encoded, window), "start_positions": start,
                              "end_positions": end, "offsets": offsets})
     return features
+
+
+def cut_question(question: str, tokenizer, max_tokens: int) -> str:
+    """The question cut to its first max_tokens word pieces (run_squad.py's max_query_length),
+    so that the context keeps the room task.doc_stride assumes: a question that fills the
+    window would leave no context to slide over (the tokenizer refuses a stride that long)."""
+    offsets = tokenizer(question, add_special_tokens=False,
+                        return_offsets_mapping=True)["offset_mapping"]
+    return question if len(offsets) <= max_tokens else question[:offsets[max_tokens - 1][1]]
 
 
 def _answer_tokens(example: dict, offsets: list) -> tuple[int, int]:
