@@ -89,12 +89,17 @@ def masked_accuracy(model, tokenizer, sentences: list[str], seed: int) -> float:
 
 
 def test_held_out_mlm_accuracy_beats_the_random_init_twin(modernbert_run):
+    assert_beats_its_twin(*modernbert_run)
+
+
+def assert_beats_its_twin(out: Path, metrics: dict) -> None:
+    """The pretrained model's masked-word accuracy on held-out sentences beats that of its
+    random-init twin (the same architecture and tokenizer, new weights) by 5 points."""
     from conftest import DATA_DIR
 
     from bertology.config.groups import DataConfig
     from bertology.data.corpora import build_corpus
 
-    out, metrics = modernbert_run
     tokenizer = AutoTokenizer.from_pretrained(out / "model")
     trained = AutoModelForMaskedLM.from_pretrained(out / "model").eval()
     twin = build_random_twin(out / "model", seed=1).eval()
@@ -513,3 +518,87 @@ def test_a_modernbert_teacher_distils_with_matched_local_maps(tmp_path, fresh_lo
                              "student.layers=[1]")  # size=tiny: global, local; the local one
     assert np.isfinite(distilled["eval/accuracy"])
     assert any("matched only on keys within" in r.getMessage() for r in caplog.records)
+
+
+def bertology_cli(*args: str, timeout: int = 900) -> None:
+    """`python -m bertology <args>` as a user types it; it must exit 0."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import DATA_DIR
+
+    env = {**os.environ, "BERTOLOGY_DATA_DIR": str(DATA_DIR), "PYTHONWARNINGS": "ignore"}
+    done = subprocess.run([sys.executable, "-m", "bertology", *args, "logger=none"], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def final_metrics(run: Path) -> dict:
+    return json.loads((run / "metrics.json").read_text())
+
+
+@pytest.mark.slow
+def test_modernbert_end_to_end_through_the_cli(tmp_path):
+    """Issue 32, end to end as a user runs it: `bertology pretrain model=modernbert` (the
+    sanity budget, embedded corpus), then every pipeline on the checkpoint it writes: finetune
+    for classification, tagging and QA, probe (hidden states against the random-init twin,
+    attention on its local and global layers, trees, geometry, cloze), prune, and distill with
+    the fine-tuned ModernBERT as teacher of a ModernBERT student; plain transformers loads
+    every model written."""
+    from transformers import (
+        AutoModelForQuestionAnswering,
+        AutoModelForSequenceClassification,
+        AutoModelForTokenClassification,
+    )
+
+    pretrained = tmp_path / "pretrain"
+    bertology_cli("pretrain", "model=modernbert", f"hydra.run.dir={pretrained}")
+    losses = [json.loads(line)["train/loss"] for line in
+              (pretrained / "metrics.jsonl").read_text().splitlines() if "train/loss" in line]
+    assert losses[-1] < losses[0] - 1.0, losses
+    model = pretrained / "model"
+    assert type(AutoModelForMaskedLM.from_pretrained(model)).__name__ == "ModernBertForMaskedLM"
+    assert_beats_its_twin(pretrained, final_metrics(pretrained))
+
+    runs = {name: tmp_path / name for name in ("cls", "pos", "qa", "probe", "prune", "distill")}
+    bertology_cli("finetune", f"model.name_or_path={model}", "task=synthetic_negation",
+                  f"hydra.run.dir={runs['cls']}")
+    tuned = final_metrics(runs["cls"])
+    assert tuned["eval/accuracy"] > tuned["eval/majority_accuracy"] + 0.1, tuned
+    AutoModelForSequenceClassification.from_pretrained(runs["cls"] / "model")
+    bertology_cli("finetune", f"model.name_or_path={model}", "task=synthetic_pos",
+                  f"hydra.run.dir={runs['pos']}")
+    assert final_metrics(runs["pos"])["eval/accuracy"] > 0.5
+    AutoModelForTokenClassification.from_pretrained(runs["pos"] / "model")
+    bertology_cli("finetune", f"model.name_or_path={model}", "task=squad",
+                  "task.max_seq_length=192", "task.doc_stride=64", "trainer.max_train_examples=64",
+                  "trainer.epochs=1",
+                  "task.max_eval_examples=16", f"hydra.run.dir={runs['qa']}")
+    qa = final_metrics(runs["qa"])
+    assert 0.0 <= qa["eval/exact_match"] <= qa["eval/f1"] <= 1.0
+    assert type(AutoModelForQuestionAnswering.from_pretrained(runs["qa"] / "model")).__name__ \
+        == "ModernBertForQuestionAnswering"
+
+    bertology_cli("probe", f"model.name_or_path={model}", "seeds=[0]",
+                  "analysis=[linear,attention,structural,geometry,cloze]",
+                  "analysis.linear.random_init=true", "analysis.structural.epochs=3",
+                  "analysis.cloze.suites=[ettinger]", f"hydra.run.dir={runs['probe']}")
+    probed = final_metrics(runs["probe"])
+    best = max(probed[f"probe/layer_{i:02d}/accuracy"] for i in (1, 2))
+    twin = max(probed[f"probe/random/layer_{i:02d}/accuracy"] for i in (1, 2))
+    assert best > twin, (best, twin)  # the contextual layers beat the twin's
+    assert {"attention/layer_01/entropy", "attention/layer_02/entropy"} <= set(probed)
+    for prefix in ("structural/", "geometry/", "cloze/"):
+        assert any(key.startswith(prefix) for key in probed), prefix
+
+    bertology_cli("prune", f"model.name_or_path={runs['cls']}/model", "task=synthetic_negation",
+                  "prune.importance_examples=64", f"hydra.run.dir={runs['prune']}")
+    pruned = final_metrics(runs["prune"])
+    assert pruned["prune/removal/max_logit_diff"] < 1e-4  # removed heads equal masked ones
+    bertology_cli("distill", f"teacher.name_or_path={runs['cls']}/model",
+                  "task=synthetic_negation", f"hydra.run.dir={runs['distill']}")
+    distilled = final_metrics(runs["distill"])
+    assert distilled["distill/student/accuracy"] > distilled["distill/student/majority_accuracy"]
+    student = AutoModelForSequenceClassification.from_pretrained(runs["distill"] / "model")
+    assert type(student).__name__ == "ModernBertForSequenceClassification"

@@ -283,6 +283,47 @@ def test_probing_findings_do_not_hold_on_the_random_init_twin(tmp_path, random_m
     assert_no_finding_holds(tmp_path, {"probe_pos", "probe_ner"}, about=MODEL_ONLY)
 
 
+@pytest.fixture(scope="module")
+def random_modernbert(tmp_path_factory) -> Path:
+    """A random-init ModernBERT with MiniLM's tokenizer: the twin of the encoders `python -m
+    bertology.reproduce --encoders modernbert` pretrains (issue 32), smaller. L=3: a global
+    layer, then two local ones with a ±32 window, so the attention analyses read only the
+    sentences that fit it."""
+    import torch
+    from transformers import ModernBertConfig, ModernBertForMaskedLM
+
+    from bertology.analysis.context import load_encoder
+
+    _, tokenizer = load_encoder(MINILM, attention=False)
+    ids = {"pad_token_id": tokenizer.pad_token_id, "cls_token_id": tokenizer.cls_token_id,
+           "sep_token_id": tokenizer.sep_token_id, "bos_token_id": tokenizer.cls_token_id,
+           "eos_token_id": tokenizer.sep_token_id}
+    config = ModernBertConfig(vocab_size=len(tokenizer), hidden_size=128, num_hidden_layers=3,
+                              num_attention_heads=4, intermediate_size=192, local_attention=64,
+                              global_attn_every_n_layers=3, **ids)
+    torch.manual_seed(32)
+    path = tmp_path_factory.mktemp("random_modernbert")
+    ModernBertForMaskedLM(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def test_layer_and_head_findings_do_not_hold_on_a_random_init_modernbert(tmp_path,
+                                                                         random_modernbert):
+    """The twin null for the fifth family's own analysis paths (rotary positions, pre-norm,
+    attention maps read inside local windows): on a random-init ModernBERT no claim about the
+    model holds, raw or corrected."""
+    run_study("probe_pos", tmp_path / "probe_pos", [
+        *TWIN_SIZES, f"model.name_or_path={random_modernbert}",
+        "analysis=[geometry,position,attention]", "analysis.attention.max_sentences=40",
+        "analysis.attention.min_dependents=5"])
+    results = assert_no_finding_holds(
+        tmp_path, {"probe_pos"}, about=MODEL_ONLY,
+        only=("anisotropy", "self_similarity", "position_layers", "dependency_heads",
+              "special_heads", "head_similarity"))
+    assert len(results) == 6
+
+
 @pytest.mark.slow
 def test_finetuning_findings_do_not_hold_on_the_random_init_twin(tmp_path):
     assert_no_finding_holds(tmp_path, run_finetuning_studies(tmp_path), about=MODEL_ONLY)
