@@ -13,6 +13,10 @@ are about, a fine-tuned model, rather than re-measure one), passed to them by th
 settings). Two steps run side by side where there are two cores (`--lanes`), each on one
 thread, except the studies that time latency (`alone: true`), which run last, alone. The
 report over every study dir lands in <out>/report/REPORT.md, with a verdict for every finding.
+
+`--encoders minilm bert modernbert` also pretrains each encoder named after MiniLM and reruns
+on it the studies that read a model (encoders.py), each judged in its own report, and adds the
+finding x encoder matrix to the report (matrix.py).
 """
 
 from __future__ import annotations
@@ -269,9 +273,10 @@ def reproduce(out: Path, studies: dict[str, dict], lanes: int,
                                             encoder.logs / f"{encoder.label}report.log")
     (out / "report" / "ENCODERS.md").unlink(missing_ok=True)  # an earlier run's matrix
     if reports[encoders.DEFAULT] == 0 and (out / "report" / "tables" / "findings.csv").exists():
-        if others:
+        judged = [n for n in names if reports[n] == 0]  # a failed report leaves its column out
+        if len(judged) > 1:
             write_matrix(out / "report", {n: out / "report" if n == encoders.DEFAULT
-                                          else out / n / "report" for n in names})
+                                          else out / n / "report" for n in judged})
         write_summary(out / "report")  # the front page's block, as this run wrote it
     status = max(reports.values())
     log.info("report: %s (exit %d); all steps %.1f min; failed: %s", out / "report" /
