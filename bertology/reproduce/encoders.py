@@ -23,12 +23,15 @@ import json
 import os
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
 from bertology.config.checks import default_cache_dir
+from bertology.config.compose import CONF_DIR
+from bertology.config.options import group_options
 from bertology.errors import require
 
 DEFAULT = "minilm"  # the studies' own encoder: the run's other studies read it too
 ENCODER_STUDIES = ("probe_pos", "probe_ner", "finetune_sst2", "finetune_conll")
-PRETRAINED_HERE = ("bert", "roberta", "spanbert", "modernbert")  # model= groups pretrained here
 
 # One budget for every pretrained encoder. L=6 (MiniLM's depth, so the fine-tuning study's
 # freeze_layers=3 is the lower half, as on MiniLM), H=256, A=4; MiniLM's 30,522-token vocabulary
@@ -43,10 +46,17 @@ ENCODER_PRETRAIN = ["size=mini", "size.num_hidden_layers=6", "data=wikipedia",
                     "seed=0", "logger=none"]
 
 
+def pretrainable() -> list[str]:
+    """The model= options a run can pretrain from random init: those with no checkpoint of
+    their own (conf/model/<name>.yaml's name_or_path is null; MiniLM's is its hub id)."""
+    return [name for name in group_options("model")
+            if OmegaConf.load(CONF_DIR / "model" / f"{name}.yaml").get("name_or_path") is None]
+
+
 def check_encoders(encoders: list[str]) -> list[str]:
     """The encoders in order, each once; an unknown one or a list without minilm is a one-line
     error."""
-    choices = (DEFAULT, *PRETRAINED_HERE)
+    choices = (DEFAULT, *pretrainable())
     for name in encoders:
         require(name in choices, f"--encoders {name} is not an encoder this run can judge; "
                 f"choose from {', '.join(choices)}")

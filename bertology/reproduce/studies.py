@@ -243,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--encoders", nargs="+", default=[encoders.DEFAULT],
                         help="judge the findings that read a model on each: minilm (default) "
                              "and encoders the run pretrains at equal FLOPs on Wikipedia ("
-                             f"{', '.join(encoders.PRETRAINED_HERE)}), each against its own "
+                             f"{', '.join(encoders.pretrainable())}), each against its own "
                              "random-init twin; the report gains a finding x encoder matrix")
     args = parser.parse_args(argv)
     try:  # a bad --lanes, --only or --encoders or --only: one line, exit 2, before any step runs
