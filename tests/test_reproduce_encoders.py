@@ -62,8 +62,9 @@ def test_each_pretrained_encoder_reruns_the_model_reading_studies_on_its_own_mod
 
 def test_the_pretrained_encoder_is_reused_and_waited_for(tmp_path):
     studies = reproduce.load_studies(["pos_layers"])
-    encoder, steps = reproduce.pretrained_encoder("modernbert", studies, tmp_path / "out",
-                                                  tmp_path / "cache")
+    encoder, pretrain, rest = reproduce.pretrained_encoder("modernbert", studies,
+                                                           tmp_path / "out", tmp_path / "cache")
+    steps = [*pretrain, *rest]
     assert steps[0].name == "pretrain modernbert"
     assert all("pretrain modernbert" in s.after for s in steps[1:])
     probe = steps[-1]
@@ -72,8 +73,9 @@ def test_the_pretrained_encoder_is_reused_and_waited_for(tmp_path):
     (run_dir / "model").mkdir(parents=True)
     (run_dir / "model" / "config.json").write_text("{}")
     (run_dir / "metrics.json").write_text("{}")
-    _, cached = reproduce.pretrained_encoder("modernbert", studies, tmp_path / "out",
-                                             tmp_path / "cache")
+    _, none, cached = reproduce.pretrained_encoder("modernbert", studies, tmp_path / "out",
+                                                   tmp_path / "cache")
+    assert none == []
     assert [s.name for s in cached] == [s.name for s in steps[1:]]
     assert all(s.after == tuple(a for a in s.after if a != "pretrain modernbert")
                for s in cached)

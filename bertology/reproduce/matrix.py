@@ -10,14 +10,13 @@ the studies it ran), so a column keeps its family-wise level by itself.
 
 from __future__ import annotations
 
-import csv
 import math
 from html import escape
 from pathlib import Path
 
-from bertology.errors import require
 from bertology.findings.catalog import load_catalog
 from bertology.reproduce.encoders import ENCODER_PRETRAIN, ENCODER_STUDIES
+from bertology.reproduce.summary import read_comparisons
 from bertology.run.files import write_text_atomic
 from bertology.run.tables import write_table
 
@@ -28,17 +27,6 @@ def model_reading_findings() -> list[str]:
     """The findings whose studies all read an encoder the run can swap (encoders.py)."""
     return sorted(spec.id for spec in load_catalog().values()
                   if spec.studies and set(spec.studies) <= set(ENCODER_STUDIES))
-
-
-def read_rows(report: Path) -> dict[str, list[dict[str, str]]]:
-    """finding -> its comparison rows in report/tables/findings.csv (empty when not judged)."""
-    table = report / "tables" / "findings.csv"
-    require(table.is_file(), f"{table} not found: the encoder's report did not run")
-    rows: dict[str, list[dict[str, str]]] = {}
-    with table.open(newline="") as handle:
-        for row in csv.DictReader(handle):
-            rows.setdefault(row["finding"], []).append(row)
-    return rows
 
 
 def agreement(verdicts: list[str]) -> str:
@@ -123,7 +111,7 @@ def write_matrix(report: Path, reports: dict[str, Path]) -> list[str]:
     """The matrix into the report dir (ENCODERS.md, tables/encoders.csv, a section of
     REPORT.md and REPORT.html), from reports: encoder -> its report dir, first the default."""
     names = list(reports)
-    tables = {name: read_rows(path) for name, path in reports.items()}
+    tables = {name: read_comparisons(path) for name, path in reports.items()}
     findings = model_reading_findings()
     entries = matrix(tables, findings)
     lines = markdown(entries, names)

@@ -215,9 +215,9 @@ def encoder_steps(studies: dict[str, dict], encoder: Encoder) -> list[Step]:
 
 
 def pretrained_encoder(name: str, studies: dict[str, dict], out: Path, cache: Path | None
-                       ) -> tuple[Encoder, list[Step]]:
-    """An encoder the run pretrains: its pretraining step (none when cached), then the studies
-    of encoders.ENCODER_STUDIES on it, into out/<name>."""
+                       ) -> tuple[Encoder, list[Step], list[Step]]:
+    """An encoder the run pretrains: its pretraining step (none when cached), and the studies
+    of encoders.ENCODER_STUDIES on it, into out/<name>, which wait for it."""
     run_dir = encoders.encoder_dir(name, cache)
     pretrain = [] if encoders.is_pretrained(run_dir) else [Step(
         f"pretrain {name}", [*encoders.pretrain_args(name), f"hydra.run.dir={run_dir}"],
@@ -226,7 +226,7 @@ def pretrained_encoder(name: str, studies: dict[str, dict], out: Path, cache: Pa
                       (f"model.name_or_path={run_dir / 'model'}",),
                       tuple(s.name for s in pretrain))
     reading = {k: v for k, v in studies.items() if k in encoders.ENCODER_STUDIES}
-    return encoder, [*pretrain, *encoder_steps(reading, encoder)]
+    return encoder, pretrain, encoder_steps(reading, encoder)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -246,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
                              f"{', '.join(encoders.pretrainable())}), each against its own "
                              "random-init twin; the report gains a finding x encoder matrix")
     args = parser.parse_args(argv)
-    try:  # a bad --lanes, --only or --encoders or --only: one line, exit 2, before any step runs
+    try:  # a bad --lanes, --only or --encoders: one line, exit 2, before any step runs
         require(args.lanes >= 1, f"--lanes {args.lanes} must be 1 or more")
         names = tuple(encoders.check_encoders(args.encoders))
         return reproduce(args.out.resolve(), load_studies(args.only), args.lanes, names)
@@ -261,14 +261,15 @@ def reproduce(out: Path, studies: dict[str, dict], lanes: int,
     encoder and, for several, the matrix of findings by encoder; the exit status."""
     (out / "logs").mkdir(parents=True, exist_ok=True)
     others = [pretrained_encoder(n, studies, out, None) for n in names if n != encoders.DEFAULT]
-    pretraining = [s for _, steps in others for s in steps if s.name.startswith("pretrain ")]
-    steps = [*pretraining, *encoder_steps(studies, Encoder(out, out / "logs")),
-             *(s for _, steps in others for s in steps if s not in pretraining)]
+    # the pretraining first: it is the longest step, and the other encoders' steps wait for it
+    steps = [*(s for _, pretrain, _ in others for s in pretrain),
+             *encoder_steps(studies, Encoder(out, out / "logs")),
+             *(s for _, _, rest in others for s in rest)]
     total = time.perf_counter()
     results = run_steps(steps, lanes)
     failed = [name for name, (status, _) in results.items() if status]
     reports = {encoders.DEFAULT: report(out, studies, out / "logs" / "report.log")}
-    for encoder, _ in others:
+    for encoder, _, _ in others:
         reports[encoder.root.name] = report(encoder.root, studies,
                                             encoder.logs / f"{encoder.label}report.log")
     (out / "report" / "ENCODERS.md").unlink(missing_ok=True)  # an earlier run's matrix

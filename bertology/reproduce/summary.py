@@ -20,17 +20,23 @@ KINDS = {"model": "claims about the model (the headline)",
          "method": "claims about the method (probes, metrics, architecture)"}
 
 
-def read_findings(report: Path) -> list[dict[str, str]]:
-    """One row per finding. findings.csv has a row per comparison, and a finding that tests
-    two (pos_layers: lower layers and selectivity) has two rows carrying its one verdict."""
+def read_comparisons(report: Path) -> dict[str, list[dict[str, str]]]:
+    """finding -> its rows of report/tables/findings.csv, one per comparison (a finding that
+    tests two, pos_layers: lower layers and selectivity, has two rows carrying its one
+    verdict)."""
     table = report / "tables" / "findings.csv"
     require(table.is_file(), f"{table} not found: pass the report dir of a `make reproduce` run "
             "(outputs/reproduce/<stamp>/report)")
+    rows: dict[str, list[dict[str, str]]] = {}
     with table.open(newline="") as handle:
-        first: dict[str, dict[str, str]] = {}
         for row in csv.DictReader(handle):
-            first.setdefault(row["finding"], row)
-    return list(first.values())
+            rows.setdefault(row["finding"], []).append(row)
+    return rows
+
+
+def read_findings(report: Path) -> list[dict[str, str]]:
+    """One row per finding: its first comparison's."""
+    return [rows[0] for rows in read_comparisons(report).values()]
 
 
 def counts_table(rows: list[dict[str, str]]) -> list[str]:
