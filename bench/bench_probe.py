@@ -2,7 +2,7 @@
 for each layer's features (the baseline the issue names: one extraction per layer, as a
 layer-at-a-time probing script does), in one run, on the same sentences and probes.
 
-Both arms fit the same logistic-regression probe (bertology.analysis.probes.fit_logistic)
+Both arms fit the same logistic-regression probe (bertology.analysis.probe_fits.fit_logistic)
 on the same words of UD English-EWT (UPOS), so their accuracies must agree; only the way the
 features are produced differs. Models: all-MiniLM-L6-v2 (the installed checkpoint) and the
 BERT-base architecture (12 layers, H=768; random weights, since the hub is out of reach here,
@@ -37,7 +37,8 @@ from bertology.analysis.features import (  # noqa: E402
     fits,
     load_features,
 )
-from bertology.analysis.probes import build_units, compute_accuracy, fit_logistic, label_set  # noqa: E402
+from bertology.analysis.probe_fits import compute_accuracy, fit_logistic  # noqa: E402
+from bertology.analysis.probes import build_units, label_set  # noqa: E402
 from bertology.config.files import resolve_checkpoint  # noqa: E402
 from bertology.config.groups import TaskConfig  # noqa: E402
 from bertology.config.probe import LinearSettings  # noqa: E402

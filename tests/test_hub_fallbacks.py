@@ -13,7 +13,7 @@ from conftest import REPO
 from omegaconf import OmegaConf
 
 from bertology.config.groups import TaskConfig
-from bertology.data.tasks import SCRIPT_HUB_IDS, hub_arguments, load_hub
+from bertology.data.hub_tasks import SCRIPT_HUB_IDS, hub_arguments, load_hub
 from bertology.errors import UserError
 
 

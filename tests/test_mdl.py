@@ -14,7 +14,7 @@ from scipy.optimize import brentq, minimize
 from scipy.special import logsumexp, softmax
 from sklearn.linear_model import LogisticRegression
 
-from bertology.analysis import mdl, probes
+from bertology.analysis import mdl, probe_fits, probes
 from bertology.config.probe import LinearSettings, MLPSettings
 from bertology.pipelines import probe
 
@@ -117,7 +117,7 @@ def test_compression_is_about_one_on_noise_and_well_above_on_an_encoded_label(ki
     encoded = noise + 3.0 * np.eye(4, 8)[y]
 
     def fit(x, labels, seed):
-        return probes.MDL_FITS[kind](x, labels, 4, settings, seed)
+        return probe_fits.MDL_FITS[kind](x, labels, 4, settings, seed)
 
     bits, compression = mdl.compute_online_codelength(encoded, y, 4, fit, seed=0)
     assert compression > 2 and bits == pytest.approx(2000 * 2 / compression)
@@ -167,6 +167,6 @@ def test_the_mlp_code_is_finite_when_the_first_block_is_one_unit():
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=(800, 32)), rng.integers(0, 5, 800)
     settings = MLPSettings()
-    row = mdl.compute_mdl_metrics(lambda a, b, s: probes.fit_mlp(a, b, 5, settings, s),
+    row = mdl.compute_mdl_metrics(lambda a, b, s: probe_fits.fit_mlp(a, b, 5, settings, s),
                                   x, y, None, 5, seed=0)
     assert np.isfinite(row["codelength_kbits"]) and 0.5 < row["compression"] < 1.1

@@ -15,7 +15,7 @@ from conftest import DATA_DIR, REPO, compose_config
 from schema_walk import mlm_checkpoint
 
 from bertology.analysis import features as feats
-from bertology.analysis import probes
+from bertology.analysis import probe_fits, probes
 from bertology.config.probe import (
     ANALYSIS_SETTINGS,
     MLM_ANALYSES,
@@ -174,11 +174,11 @@ def labelled_features(n: int, dim: int, classes: int, signal: float, seed: int):
                                            ("mlp", MLPSettings(epochs=10))])
 def test_a_probe_reads_an_encoded_label_and_not_noise(kind, settings):
     x, y = labelled_features(3000, 16, 4, signal=6.0, seed=0)
-    proba = probes.FITS[kind](x[:2000], y[:2000], 4, settings, 0)(x[2000:])
-    assert probes.compute_accuracy(proba, y[2000:]) > 0.97
+    proba = probe_fits.FITS[kind](x[:2000], y[:2000], 4, settings, 0)(x[2000:])
+    assert probe_fits.compute_accuracy(proba, y[2000:]) > 0.97
     noise, _ = labelled_features(3000, 16, 4, signal=0.0, seed=1)
-    proba = probes.FITS[kind](noise[:2000], y[:2000], 4, settings, 0)(noise[2000:])
-    assert abs(probes.compute_accuracy(proba, y[2000:]) - 0.25) < 0.06  # chance: 4 classes
+    proba = probe_fits.FITS[kind](noise[:2000], y[:2000], 4, settings, 0)(noise[2000:])
+    assert abs(probe_fits.compute_accuracy(proba, y[2000:]) - 0.25) < 0.06  # chance: 4 classes
 
 
 def test_control_labels_are_fixed_per_type_and_follow_the_label_distribution():

@@ -14,7 +14,8 @@ import torch
 from conftest import compose_config
 from scipy.stats import spearmanr
 
-from bertology.analysis.structural import (
+from bertology.analysis.structural import fit_probe, predict_probe, run
+from bertology.analysis.tree_scores import (
     SPEARMAN_LENGTHS,
     compute_depth_parts,
     compute_depths,
@@ -25,9 +26,6 @@ from bertology.analysis.structural import (
     compute_row_spearman,
     compute_tree_distances,
     compute_uuas,
-    fit_probe,
-    predict_probe,
-    run,
     score_depth,
     score_distance,
     score_linear_baseline,

@@ -11,7 +11,8 @@ from conftest import DATA_DIR, compose_config
 
 from bertology.config.finetune import load_finetune_config
 from bertology.data.encode import IGNORE, encode
-from bertology.data.tasks import load_hub, load_task
+from bertology.data.hub_tasks import load_hub
+from bertology.data.tasks import load_task
 from bertology.errors import UserError
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"

@@ -4,7 +4,7 @@ best, and the information fades with depth; the survey §4.3).
 
 Labels are word indices 0, 1, …, max_position − 1, with every later word in one last class
 (the first sub-word of each word is read, as for every word-level probe). The probe is the
-logistic regression of the linear analysis (probes.fit_logistic, its c and max_iter); the
+logistic regression of the linear analysis (probe_fits.fit_logistic, its c and max_iter); the
 majority baseline always predicts the most frequent train position. Scores are means over
 the probe seeds, which draw the training-word sample; item replicates resample eval sentences.
 
@@ -21,7 +21,8 @@ import logging
 import numpy as np
 from tqdm.auto import tqdm
 
-from bertology.analysis.probes import Units, fit_logistic, sample, unit_features
+from bertology.analysis.probe_fits import fit_logistic
+from bertology.analysis.probes import Units, sample, unit_features
 from bertology.config.probe import PositionSettings
 from bertology.errors import require
 from bertology.run.figures import plot_layer_curves

@@ -12,8 +12,9 @@ For every layer 0 (embeddings) … L and every seed:
   units in a seeded order are cut at 0.1%, 0.2%, 0.4%, …, 50%, 100%; the first block costs
   log2 K bits a label, each later block −log2 p(y|x) under a probe fit on the blocks before
   it; compression = n·log2 K / code length (analysis/mdl.py). As theirs, the probe is a
-  softmax over all K classes (fit_softmax, fit_mlp), so a label the prefix lacks costs finite
-  bits. With the control task on, the control labels get a code too, and the gap.
+  softmax over all K classes (mdl.fit_softmax, probe_fits.fit_mlp), so a label the prefix
+  lacks costs finite bits. With the control task on, the control labels get a code too, and
+  the gap. The probes are fitted in analysis/probe_fits.py.
 Seeds draw the training-word sample, the control labels, the MDL order and the MLP's initial
 weights. Item replicates (run/replicates.py) resample the eval sentences, a sentence's units
 together (a cluster bootstrap), and re-score the fitted probes' predictions on each resample:
@@ -24,22 +25,16 @@ from __future__ import annotations
 
 import logging
 import statistics
-import warnings
 from collections import Counter
 from dataclasses import dataclass, replace
 
 import numpy as np
-import torch
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.linear_model import LogisticRegression
-from sklearn.preprocessing import StandardScaler
-from threadpoolctl import threadpool_limits
-from torch import nn
 from tqdm.auto import tqdm
 
 from bertology.analysis.degenerate import require_classes, require_units, skipped, word_offsets
 from bertology.analysis.features import Features
-from bertology.analysis.mdl import compute_mdl_metrics, fit_softmax
+from bertology.analysis.mdl import compute_mdl_metrics
+from bertology.analysis.probe_fits import FITS, MDL_FITS, compute_accuracy
 from bertology.config.probe import LinearSettings, MLPSettings
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import require
@@ -111,80 +106,6 @@ def sample(units: Units, limit: int | None, seed: int) -> Units:
         return units
     keep = np.sort(np.random.default_rng(seed).choice(len(units.labels), limit, replace=False))
     return Units(units.rows[keep], units.labels[keep], [units.types[i] for i in keep])
-
-
-# ---------------------------------------------------------------- the probes
-
-
-def fit_logistic(x: np.ndarray, y: np.ndarray, classes: int, settings: LinearSettings,
-                 seed: int):
-    """Multinomial logistic regression on standardised features; returns predict_proba."""
-    scaler = StandardScaler().fit(x)
-    model = LogisticRegression(C=settings.c, max_iter=settings.max_iter, random_state=seed)
-    # One BLAS thread: these (words × dim) problems are too small to gain from more, and on
-    # a shared machine extra threads made each fit several times slower.
-    with warnings.catch_warnings(), threadpool_limits(1, user_api="blas"):
-        warnings.simplefilter("ignore", ConvergenceWarning)  # stopping at max_iter is fine
-        model.fit(scaler.transform(x), y)
-
-    def predict_proba(features: np.ndarray) -> np.ndarray:
-        """(n, classes) over all label ids, zero for classes absent from the fit."""
-        out = np.zeros((len(features), classes))
-        out[:, model.classes_] = model.predict_proba(scaler.transform(features))
-        return out
-
-    return predict_proba
-
-
-class MLPProbe(nn.Module):
-    """Hewitt & Liang's MLP-1: linear → ReLU → (dropout) → linear."""
-
-    def __init__(self, dim: int, hidden: int, classes: int, dropout: float):
-        super().__init__()
-        self.net = nn.Sequential(nn.Linear(dim, hidden), nn.ReLU(), nn.Dropout(dropout),
-                                 nn.Linear(hidden, classes))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x)
-
-
-def fit_mlp(x: np.ndarray, y: np.ndarray, classes: int, settings: MLPSettings, seed: int):
-    """Adam on cross-entropy for a fixed number of epochs; returns predict_proba."""
-    torch.manual_seed(seed)
-    # a constant feature (any feature of a one-unit fit: the online code's first block) keeps
-    # scale 1, as scikit-learn's StandardScaler does; dividing by ~0 saturated the softmax
-    mean, std = x.mean(axis=0), x.std(axis=0)
-    std = np.where(std < 1e-6, 1.0, std)
-    inputs = torch.from_numpy((x - mean) / std).float()
-    targets = torch.from_numpy(y)
-    probe = MLPProbe(x.shape[1], settings.hidden_size, classes, settings.dropout)
-    optimizer = torch.optim.Adam(probe.parameters(), lr=settings.lr,
-                                 weight_decay=settings.weight_decay)
-    generator = torch.Generator().manual_seed(seed)
-    for _ in range(settings.epochs):
-        for batch in torch.randperm(len(y), generator=generator).split(settings.batch_size):
-            loss = nn.functional.cross_entropy(probe(inputs[batch]), targets[batch])
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-    probe.eval()
-
-    @torch.no_grad()
-    def predict_proba(features: np.ndarray) -> np.ndarray:
-        logits = probe(torch.from_numpy((features - mean) / std).float())
-        # float64 softmax: the online code takes −log2 p, which must not underflow to 0
-        return torch.softmax(logits.double(), dim=-1).numpy()
-
-    return predict_proba
-
-
-FITS = {"linear": fit_logistic, "mlp": fit_mlp}
-# The online code needs probabilities for all K classes (Voita & Titov's softmax probe)
-MDL_FITS = {"linear": fit_softmax, "mlp": fit_mlp}
-
-
-def compute_accuracy(proba: np.ndarray, labels: np.ndarray) -> float:
-    return float((proba.argmax(axis=1) == labels).mean())
 
 
 # ---------------------------------------------------------------- one layer, one seed

@@ -25,8 +25,6 @@ job under SLURM or nohup writes no carriage returns.
 from __future__ import annotations
 
 import logging
-import math
-import sys
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -36,7 +34,6 @@ from pathlib import Path
 import torch
 from accelerate import Accelerator
 from accelerate.state import AcceleratorState
-from tqdm.auto import tqdm
 
 from bertology.config.groups import TrainerConfig
 from bertology.data.stream import Cursor, ExampleSource
@@ -44,6 +41,7 @@ from bertology.errors import Interrupted, RunFailed
 from bertology.run.processes import accelerator_options, is_main_process, world_size
 from bertology.run.tracking import Tracker
 from bertology.training.batches import iter_batches, prefetch
+from bertology.training.budget import budget_progress, compute_lr
 from bertology.training.checkpoint import (
     Export,
     find_damage,
@@ -63,6 +61,7 @@ from bertology.training.flops import flops_counter
 from bertology.training.objective import Objective
 from bertology.training.precision import Probe, resolve_precision
 from bertology.training.preemption import stop_signals
+from bertology.training.progress import BudgetBar, Window, format_step_line
 
 log = logging.getLogger(__name__)
 
@@ -159,26 +158,6 @@ def _restore(out_dir: Path, model, optimizer, main_process: bool = True) -> Loop
     return LoopState()
 
 
-def budget_progress(state: LoopState, cfg: TrainerConfig) -> float:
-    """How much of the run is spent, 0..1: the largest share of any budget (steps, FLOPs,
-    seconds), so the run ends, and the learning rate reaches zero, with the first to run out."""
-    shares = [state.step / cfg.max_steps]
-    if cfg.max_flops is not None:
-        shares.append(state.flops / cfg.max_flops)
-    if cfg.max_time_s is not None:
-        shares.append(state.train_seconds / cfg.max_time_s)
-    return min(1.0, max(shares))
-
-
-def compute_lr(state: LoopState, cfg: TrainerConfig) -> float:
-    """Linear warmup over warmup_steps, then linear decay to zero at the end of the budget
-    (BERT §A.2). With only a step budget this is HF's get_linear_schedule_with_warmup."""
-    if state.step < cfg.warmup_steps:
-        return cfg.lr * state.step / cfg.warmup_steps
-    remaining = 1.0 - budget_progress(state, cfg)
-    return cfg.lr * max(0.0, remaining) / max(1e-12, 1.0 - state.warmup_progress)
-
-
 def _window_metrics(state: LoopState, lr: float, tokens_per_s: float) -> dict[str, float]:
     steps = max(1, state.window_steps)
     metrics = {f"train/{k}": v / steps for k, v in state.window.items()}
@@ -268,45 +247,6 @@ def _save(out_dir: Path, state: LoopState, model, optimizer, cfg: TrainerConfig,
                         optimizer, state.saved(), cfg.keep_checkpoints, export)
 
 
-class BudgetBar:
-    """The bar a person waits on: steps when `max_steps` is the only budget, else the percent
-    of the budget spent (a FLOPs or time budget ends the run long before `max_steps`)."""
-
-    def __init__(self, state: LoopState, cfg: TrainerConfig, desc: str, enabled: bool):
-        self.cfg = cfg
-        self.by_steps = cfg.max_flops is None and cfg.max_time_s is None
-        if self.by_steps:
-            options = dict(total=cfg.max_steps, initial=state.step, unit="step")
-        else:
-            options = dict(total=100.0, initial=100.0 * budget_progress(state, cfg), unit="%",
-                           bar_format="{l_bar}{bar}| {n:.1f}/100% of the budget "
-                                      "[{elapsed}<{remaining}{postfix}]")
-        # Only for a person at a terminal: redirected, each redraw is a carriage return in
-        # one endless line of the job's log; the plain step lines say the same there.
-        shown = enabled and sys.stderr.isatty()
-        self.bar = tqdm(desc=desc, disable=not shown, dynamic_ncols=True, **options)
-
-    def update(self, state: LoopState) -> None:
-        if self.by_steps:
-            self.bar.update(1)
-        else:
-            self.bar.update(100.0 * budget_progress(state, self.cfg) - self.bar.n)
-
-    def set_postfix(self, **values) -> None:
-        self.bar.set_postfix(**values)
-
-    def close(self) -> None:
-        self.bar.close()
-
-
-@dataclass
-class Window:
-    """Tokens and wall time since the last log line (for tokens/s)."""
-
-    tokens: int = 0
-    start: float = field(default_factory=time.perf_counter)
-
-
 def _after_step(state, cfg, lr, window, progress, tracker, accelerator, run_eval) -> None:
     """Log the window and evaluate on schedule, and always at the last step."""
     last = budget_progress(state, cfg) >= 1.0
@@ -327,26 +267,6 @@ def _after_step(state, cfg, lr, window, progress, tracker, accelerator, run_eval
         state.last_eval = run_eval()
         tracker.log(state.last_eval, state.step)
         log.info("step %d: %s", state.step, _fmt(state.last_eval))
-
-
-def format_step_line(state: LoopState, cfg: TrainerConfig, metrics: dict[str, float]) -> str:
-    """One plain line a person or a cluster's log reads: where the run is, the window's mean
-    loss, the rate now and the time left at the mean rate so far (evaluation time aside)."""
-    spent = budget_progress(state, cfg)
-    where = (f"step {state.step}/{cfg.max_steps}" if cfg.max_flops is None and
-             cfg.max_time_s is None else f"step {state.step} ({100 * spent:.0f}% of the budget)")
-    left = state.train_seconds * (1.0 - spent) / spent if spent > 0 else float("nan")
-    return (f"{where}  loss {metrics['train/loss']:.4f}  lr {metrics['train/lr']:.3g}  "
-            f"{metrics['train/tokens_per_s']:,.0f} tok/s  ETA {format_duration(left)}")
-
-
-def format_duration(seconds: float) -> str:
-    """h:mm:ss, as tqdm shows it; '?' before there is a rate to go by."""
-    if not math.isfinite(seconds):
-        return "?"
-    minutes, secs = divmod(round(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}"
 
 
 def compile_encoders(model: torch.nn.Module) -> None:
