@@ -85,8 +85,12 @@ def logged_metrics(run_dir: Path) -> dict[str, list[dict]]:
 
 
 def all_checkpoints(run_dir: Path) -> list[Path]:
-    """Every checkpoint dir of the run, the nested teacher's and seeds' included."""
-    return sorted(p for p in run_dir.rglob("step_*") if p.parent.name == "checkpoints")
+    """Every checkpoint dir of the run, the nested teacher's and seeds' included. os.walk, not
+    rglob: this polls a live run, which renames its `.tmp-step_*` dirs while we walk, and
+    os.walk passes over a dir that is gone by the time it is listed (rglob raised on one)."""
+    return sorted(Path(root, name) for root, dirs, _ in os.walk(run_dir)
+                  if Path(root).name == "checkpoints" for name in dirs
+                  if name.startswith("step_"))
 
 
 # ---------------------------------------------------------------- SIGKILL at random points
