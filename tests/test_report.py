@@ -263,6 +263,9 @@ def test_identical_seeds_count_once(tmp_path):
     result = judge(parse_finding(FINDING), find_runs([tmp_path]))
     assert result.tests[0].estimate.n == 1 and len(result.runs) == 1
     assert "2 run(s) repeat another exactly" in result.note
+    # one measurement, whatever the seeds: the note does not ask for more of them
+    assert result.raw == "underpowered" and "more seeds cannot resolve it" in result.note
+    assert "run more seeds" not in result.note
     # seeds that differ are all counted
     write_run(tmp_path / "3", {"eval/a": 0.81, "eval/b": 0.70}, 3, FINDING, reps)
     assert judge(parse_finding(FINDING), find_runs([tmp_path])).tests[0].estimate.n == 2

@@ -14,7 +14,8 @@ meaning a − b > m (greater) or a − b < m (less). The verdict is computed, ne
   is within 10× the seeds run: the verdict says how many seeds that is (at least one more than
   were run), or "more items, not seeds" where noise every seed shares keeps it open; also a
   claim with a one-seed side (with or without item replicates: one seed measures no seed
-  variance), or whose seeds agree exactly without replicates;
+  variance; where its seeds repeat one measurement exactly, the note says more seeds cannot
+  help), or whose seeds agree exactly without replicates;
 - inconclusive: neither, and the effect sits so close to the margin that no feasible budget
   resolves it (or it is undefined on these runs).
 - uninformative: the finding's guard failed: the runs cannot tell the claim's answer apart
@@ -231,6 +232,10 @@ def judge(spec: FindingSpec, runs: list[Run]) -> FindingResult:
     if failed:  # the comparison cannot discriminate: no verdict on the claim, either way
         result.raw = "uninformative"
         result.note = f"guard not met: {'; '.join(failed)}"
+    if repeats and result.raw == "underpowered" and any(t.estimate.n < 2 for t in tests):
+        result.note = ("the seeds do not reach this measurement (their runs repeat it "
+                       "exactly), so more seeds cannot resolve it: replicate what varies it "
+                       "(another checkpoint, e.g. a pretraining seed)")
     repeated = (f"{len(repeats)} run(s) repeat another exactly (same config less the seed, "
                 "same evidence) and count once") if repeats else ""
     result.note = "; ".join(filter(None, [result.note, repeated, spec.caveat]))
