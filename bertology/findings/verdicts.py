@@ -226,16 +226,12 @@ def judge(spec: FindingSpec, runs: list[Run]) -> FindingResult:
     tests = result.tests
     result.p_holds = max(t.p_holds for t in tests)  # intersection-union: every part must hold
     result.p_fails = min(1.0, len(tests) * min(t.p_fails for t in tests))  # Bonferroni: any
-    result.raw, result.note = classify(result, ALPHA)
+    result.raw, result.note = classify(result, ALPHA, repeated=bool(repeats))
     failed = [g.describe() for g, t in zip(spec.guards, result.guard_tests)
               if not t.p_holds < ALPHA / 2]
     if failed:  # the comparison cannot discriminate: no verdict on the claim, either way
         result.raw = "uninformative"
         result.note = f"guard not met: {'; '.join(failed)}"
-    if repeats and result.raw == "underpowered" and any(t.estimate.n < 2 for t in tests):
-        result.note = ("the seeds do not reach this measurement (their runs repeat it "
-                       "exactly), so more seeds cannot resolve it: replicate what varies it "
-                       "(another checkpoint, e.g. a pretraining seed)")
     repeated = (f"{len(repeats)} run(s) repeat another exactly (same config less the seed, "
                 "same evidence) and count once") if repeats else ""
     result.note = "; ".join(filter(None, [result.note, repeated, spec.caveat]))
@@ -271,12 +267,18 @@ def independent_runs(spec: FindingSpec, runs: list[Run]) -> tuple[list[Run], lis
     return kept, repeats
 
 
-def classify(result: FindingResult, alpha: float) -> tuple[str, str]:
+def classify(result: FindingResult, alpha: float, repeated: bool = False) -> tuple[str, str]:
     """The verdict at level alpha (two-sided), and what an unresolved one would need: seeds,
-    or items where the noise every seed shares (one evaluation set) is what keeps it open."""
+    or items where the noise every seed shares (one evaluation set) is what keeps it open.
+    repeated: some of the runs repeated another exactly and were counted once."""
     if any(math.isnan(t.estimate.mean) for t in result.tests):
         return "inconclusive", "the evidence is undefined on these runs (see the figure)"
     if any(t.estimate.n < 2 for t in result.tests):  # before "holds": one seed never resolves
+        if repeated:  # the seeds do not reach the measurement: more of them repeat it again
+            return "underpowered", ("the seeds do not reach this measurement (their runs "
+                                    "repeat it exactly), so more seeds cannot resolve it: "
+                                    "replicate what varies it (another checkpoint, e.g. a "
+                                    "pretraining seed)")
         return "underpowered", ("one seed measures no seed-to-seed variance (item replicates "
                                 "do not stand in for it): run more seeds")
     if result.p_holds < alpha / 2:
