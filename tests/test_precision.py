@@ -173,3 +173,29 @@ def test_timing_a_real_run_leaves_it_unchanged_and_is_cached(monkeypatch, tmp_pa
 def test_the_matmul_timer_reports_a_plausible_rate():
     rate = precision.matmul_flops_per_s(256, 256, 256, torch.float32, repeats=3)
     assert 1e8 < rate < 1e14
+
+
+LOG_PREFIX = len("[2026-11-27 20:40:55,664][bertology.training.precision][INFO] - ")
+
+
+def test_every_precision_line_fits_the_log_contract(monkeypatch, tmp_path):
+    """Each branch of the choice, on a CPU with every native-bf16 flag and on a GPU with a long
+    name, is one log line under the 200 characters of tests/test_logs.py; the method is in the
+    record, not the line."""
+    native(monkeypatch, flags=("amx_bf16", "avx512_bf16", "amx_tile"))
+    deep = tmp_path / ("a-long-cache-directory-name" * 4)
+    timed = precision.choose("auto", CPU, FakeProbe({"no": 0.0259, "bf16": 0.0477}), deep)
+    cached = precision.choose("auto", CPU, NeverTimed(), deep)
+    several = precision.choose("auto", CPU, FakeProbe({"no": 1, "bf16": 1}, {"other": 1}),
+                               tmp_path / "cold", processes=16)
+    untimed = precision.choose("auto", CPU, None, deep)
+    assert timed.method and cached.cached and cached.cache_file == timed.cache_file
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name",
+                        lambda device=None: "NVIDIA H100 80GB HBM3 with a long marketing name")
+    gpu = precision.choose("auto", torch.device("cuda"), None, deep)
+    lines = [precision.describe(c) for c in (timed, cached, several, untimed, gpu)]
+    assert "fp32 0.0259 s/step, bf16 0.0477 s/step" in lines[0] and "cached" in lines[1]
+    for line in lines:
+        assert LOG_PREFIX + len(line) < 200, line
+        assert "interleaved" not in line and str(deep) not in line

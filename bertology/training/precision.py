@@ -1,32 +1,28 @@
 """trainer.mixed_precision=auto: the faster of fp32 and bf16 autocast, chosen by timing whole
 training steps of the run's own model, batches and objective.
 
-Why whole steps: which precision is faster depends on the shape. On the project's Xeon (AMX,
-`amx_bf16` in /proc/cpuinfo) bf16 autocast made a size=tiny BERT step 1.7x slower and size=mini
-and size=small steps 1.2x and 1.4-1.7x faster (issue 29, 2 threads, 30,522 vocab, batch 32): at
-tiny the casts around each matmul and the non-matmul work (LayerNorm, softmax, GELU, dropout,
-the optimizer) outweigh the faster products. An earlier `auto` timed one bf16 and one fp32
-matmul, which AMX runs 6-12x faster in bf16 (`matmul_flops_per_s`), and chose bf16 at every
-size; the matmul won and the tiny step lost.
+Why whole steps: which precision is faster depends on the shape. On a CPU with AMX, bf16
+matmuls run several times faster than fp32 ones, yet at small widths the casts around each
+matmul and the non-matmul work (LayerNorm, softmax, GELU, dropout, the optimizer) can make a
+bf16 step slower than an fp32 one (measured per size in bench/RESULTS.md). Timing one matmul
+would choose bf16 everywhere; timing the step chooses per shape.
 
 So, where the device has native bf16 (a CUDA GPU that supports it, or a CPU whose flags show
 amx_bf16 or avx512_bf16), `auto` runs WARMUP then REPEATS interleaved steps in each precision on
 a copy of the model with a fresh optimizer (the run's own weights, optimizer and data position
-are untouched; dropout draws from the generator the loop reseeds at every step) and keeps bf16
-only when its median step is more than NOISE faster: within the noise fp32 is kept, as it
-loses nothing in accuracy. The answer is cached per machine (CPU model and flags or GPU name,
-torch version) and shape (model class and encoder sizes, sequence length, batch, objective) in
-<cache dir>/precision/, so later runs of that shape do not pay for it; every run logs both
-timings and its choice and writes them to precision.json in its run dir. A resumed run keeps
-the precision it began in. The copy runs eager: under trainer.compile the timing is of the
-uncompiled step.
+are untouched) and keeps bf16 only when its median step is more than NOISE faster: within the
+noise fp32 is kept, as it loses nothing in accuracy. The answer is cached per machine (CPU
+model and flags or GPU name, torch version) and shape (model class and encoder sizes, sequence
+length, batch, objective) in <cache dir>/precision/. Every run logs its choice and both
+timings in one short line and writes the whole record (method and cache file included) to
+precision.json in its run dir. A resumed run keeps the precision it began in. The copy runs
+eager: under trainer.compile the timing is of the uncompiled step.
 
-Where the CPU has no native bf16 (AVX2 only, e.g. AMD EPYC before Zen 4), oneDNN emulates bf16
-matmuls through fp32, so bf16 cannot be faster: `auto` is fp32 without timing and says why.
-A run of several processes does not time (the processes would have to agree on one answer):
-it uses a cached answer for its shape if there is one, else fp32 on a CPU and bf16 on a GPU.
-bf16 also cost ELECTRA's discriminator about 0.03 of held-out balanced accuracy at the sanity
-budget (docs/pipelines.md, ELECTRA notes): `trainer.mixed_precision=no` or `bf16` forces one.
+Where the CPU has no native bf16 (AVX2 only), oneDNN emulates bf16 matmuls through fp32, so
+bf16 cannot be faster: `auto` is fp32 without timing and says why. A run of several processes
+does not time (the processes would have to agree on one answer): it uses a cached answer for
+its shape if there is one, else fp32 on a CPU and bf16 on a GPU. bf16 can cost accuracy
+(ELECTRA's discriminator, docs/pipelines.md): `trainer.mixed_precision=no` or `bf16` forces one.
 """
 
 from __future__ import annotations
@@ -52,6 +48,8 @@ PROBE_BATCHES = 2  # distinct batches the timed steps take in turn
 NOISE = 0.05  # bf16 must be this much faster (median step) to be chosen
 NATIVE_BF16_FLAGS = ("amx_bf16", "avx512_bf16")  # x86 flags of bf16 matrix instructions
 CPUINFO = Path("/proc/cpuinfo")
+METHOD = (f"median of {REPEATS} interleaved whole steps per precision, each after {WARMUP} "
+          f"warm-up; bf16 only when more than {NOISE:.0%} faster")
 
 
 def matmul_flops_per_s(rows: int, inner: int, cols: int, dtype: torch.dtype,
@@ -98,7 +96,7 @@ def native_bf16(device: torch.device) -> tuple[bool, str]:
         return False, f"{torch.cuda.get_device_name(device)} does not support bf16"
     found = sorted(set(NATIVE_BF16_FLAGS) & cpu_flags())
     if found:
-        return True, f"this CPU has native bf16 ({', '.join(found)})"
+        return True, f"native bf16: {', '.join(found)}"
     return False, "no native bf16 on this CPU (no amx_bf16 or avx512_bf16): emulated, not timed"
 
 
@@ -155,6 +153,8 @@ class Choice:
     cached: bool = False
     machine: dict = field(default_factory=dict)
     shape: dict = field(default_factory=dict)
+    method: str = ""  # how the timings were taken (precision.json; the log line leaves it out)
+    cache_file: str = ""  # where the timed answer is cached
 
 
 def measure(time_step: Callable[[str], float], warmup: int = WARMUP,
@@ -216,34 +216,36 @@ def choose(requested: str, device: torch.device, probe: Probe | None, cache_dir:
     path = _cache_file(cache_dir, machine, shape) if cache_dir is not None else None
     cached = _read_cached(path) if path is not None else None
     if cached is not None:
-        return Choice(cached["precision"], requested, f"{why}; timed before ({path})",
-                      cached["fp32_step_s"], cached["bf16_step_s"], True, machine, shape)
+        return Choice(cached["precision"], requested, why, cached["fp32_step_s"],
+                      cached["bf16_step_s"], True, machine, shape, cached.get("method", ""),
+                      str(path))
     if processes > 1:
         base.precision = "bf16" if device.type == "cuda" else "no"
-        base.reason = (f"{why}; not timed in a run of {processes} processes (run one process "
-                       "once to time this shape), the device's default")
+        base.reason = f"{why}; not timed in a {processes}-process run: the device's default"
         return base
     times = measure(probe.make_timer(device))
     base.fp32_step_s, base.bf16_step_s = times["no"], times["bf16"]
     base.precision = decide(times["no"], times["bf16"])
-    base.reason = (f"{why}; median of {REPEATS} interleaved steps each after {WARMUP} warm-up, "
-                   f"bf16 chosen only when more than {NOISE:.0%} faster")
+    base.method = METHOD
+    base.cache_file = str(path or "")
     if path is not None:
         _write_json(path, {"precision": base.precision, "fp32_step_s": base.fp32_step_s,
-                           "bf16_step_s": base.bf16_step_s, "machine": machine,
+                           "bf16_step_s": base.bf16_step_s, "method": METHOD, "machine": machine,
                            "shape": shape, "timed_at": time.strftime("%Y-%m-%dT%H:%M:%S")})
     return base
 
 
 def describe(choice: Choice) -> str:
-    """One log line: the choice, both timings, and why."""
+    """One short log line: the choice, both median timings where it timed, and why. How the
+    steps were timed is in precision.json (`method`) and docs/pipelines.md, not in the line:
+    a log line stays within the log contract (tests/test_logs.py) on every CPU."""
     name = {"no": "fp32", "bf16": "bf16", "fp16": "fp16"}[choice.precision]
     line = f"mixed precision {choice.requested}: {name}"
     if choice.fp32_step_s:
         line += (f" (fp32 {statistics.median(choice.fp32_step_s):.4f} s/step, bf16 "
                  f"{statistics.median(choice.bf16_step_s):.4f} s/step"
                  f"{', cached' if choice.cached else ''})")
-    return f"{line}: {choice.reason}"
+    return f"{line}; {choice.reason}"
 
 
 def resolve_precision(cfg, probe: Probe | None = None, out_dir: Path | None = None,
@@ -257,8 +259,8 @@ def resolve_precision(cfg, probe: Probe | None = None, out_dir: Path | None = No
     record = out_dir / "precision.json" if out_dir is not None else None
     began = _began_in(record) if cfg.mixed_precision == "auto" else None
     if began is not None:
-        log.info("mixed precision auto: %s, as this run began (%s)",
-                 "fp32" if began == "no" else began, record)
+        log.info("mixed precision auto: %s, as this run began (its precision.json)",
+                 "fp32" if began == "no" else began)
         return began
     if cache_dir is None:
         cache_dir = Path(os.environ.get("BERTOLOGY_CACHE_DIR")
