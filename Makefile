@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 TORCH   ?= torch==2.13.0
 export BERTOLOGY_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: help setup test test-slow lint bench reproduce clean
+.PHONY: help setup test test-slow tables lint bench reproduce clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -19,11 +19,18 @@ setup:  ## create .venv and install bertology (editable, dev extras) with the CP
 
 TESTS   ?= tests
 
-test:  ## fast test suite (everything not marked slow; TESTS= picks files)
+test:  ## fast test suite, under 3 minutes on 2 cores (everything not marked slow; TESTS= picks files)
 	$(BIN)/pytest -q -m "not slow" $(TESTS)
 
-test-slow:  ## the slow end-to-end tests
-	$(BIN)/pytest -q -m slow
+# The measuring tests write docs/reliability.md's tables; `make tables` runs all of them (fast
+# and slow), so test-slow leaves their files out. make test + test-slow + tables = every test.
+MEASURING := $(shell $(PY) tests/reliability_tables.py --list)
+
+test-slow:  ## the slow tests (end-to-end runs, whole sweeps), less the measuring ones
+	$(BIN)/pytest -q -m slow $(addprefix --ignore=,$(MEASURING))
+
+tables:  ## run the measuring tests (all of them) and write their tables into docs/reliability.md
+	$(BIN)/python tests/reliability_tables.py
 
 lint:  ## ruff
 	$(BIN)/ruff check bertology tests bench

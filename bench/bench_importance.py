@@ -33,15 +33,15 @@ from hydra import compose, initialize_config_dir  # noqa: E402
 from scipy.stats import spearmanr  # noqa: E402
 from transformers import AutoModelForSequenceClassification  # noqa: E402
 
-from bertology.config.finetune import load_finetune_config  # noqa: E402
+from bertology.config.finetune_config import load_finetune_config  # noqa: E402
 from bertology.data.tasks import load_task  # noqa: E402
 from bertology.data.tokenizers import load_pretrained_tokenizer  # noqa: E402
 from bertology.pipelines import finetune  # noqa: E402
-from bertology.pruning.context import build_importance_batches, task_loss_fn  # noqa: E402
 from bertology.pruning.importance import (  # noqa: E402
     compute_ablation_importance,
     compute_gradient_importance,
 )
+from bertology.pruning.prune_context import build_importance_batches, task_loss_fn  # noqa: E402
 
 
 def compose_finetune(overrides: list[str]):

@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parent
 sys.path.insert(0, str(REPO))
 import bench_pretrain as base  # noqa: E402
 
-from bertology.config.pretrain import load_pretrain_config  # noqa: E402
+from bertology.config.pretrain_config import load_pretrain_config  # noqa: E402
 from bertology.data.corpora import build_corpus  # noqa: E402
 from bertology.data.tokenizers import load_or_train_tokenizer  # noqa: E402
 from bertology.models.build import build_config  # noqa: E402

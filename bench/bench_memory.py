@@ -30,7 +30,7 @@ STEPS = 20
 
 def measure(fraction: float) -> dict:
     """In this (child) process: one full epoch of the stream, then a short training run."""
-    from bertology.config.pretrain import load_pretrain_config
+    from bertology.config.pretrain_config import load_pretrain_config
     from bertology.data.corpora import build_corpus
     from bertology.data.stream import Cursor, PretrainData
     from bertology.data.tokenizers import load_or_train_tokenizer

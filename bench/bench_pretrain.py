@@ -67,8 +67,8 @@ REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("BERTOLOGY_DATA_DIR", str(REPO.parent / "shared" / "data"))
 os.environ.setdefault("WANDB_MODE", "offline")
 
-from bertology.config.files import resolve_checkpoint  # noqa: E402
-from bertology.config.pretrain import load_pretrain_config  # noqa: E402
+from bertology.config.path_checks import resolve_checkpoint  # noqa: E402
+from bertology.config.pretrain_config import load_pretrain_config  # noqa: E402
 from bertology.data.corpora import build_corpus  # noqa: E402
 from bertology.data.tokenizers import load_pretrained_tokenizer  # noqa: E402
 from bertology.models.build import build_config  # noqa: E402
@@ -83,7 +83,7 @@ from bertology.training.precision import (  # noqa: E402
 
 SEQ_LEN, BATCH = 128, 32
 # BERT's uncased WordPiece (BERT §A.2), as MiniLM ships it; bertology resolves the hub id to the
-# installed package offline (config/files.py LOCAL_MIRRORS)
+# installed package offline (config/path_checks.py LOCAL_MIRRORS)
 TOKENIZER = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_STEPS = {"mini": 30, "small": 15, "base": 4}  # base (12x768) is slow on 2 cores
 DOC_MARGIN = 1.25  # the HF arms read this many times the documents their steps need

@@ -1,6 +1,6 @@
 """`python -m bertology` is the `bertology` command."""
 
-from bertology.cli import main
+from bertology.cli.entry import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

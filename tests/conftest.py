@@ -4,7 +4,6 @@ on a plain clone), an isolated tokenizer cache, the composed config."""
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -62,6 +61,17 @@ def pytest_collection_modifyitems(config, items) -> None:
                 reason=f"needs the full data: run `bertology data fetch {sets}` and set "
                        "BERTOLOGY_DATA_DIR to its data root (only the excerpts in "
                        "tests/fixtures/data are here)"))
+
+
+def fast_sample(cases, every: int, ids: list[str] | None = None) -> list:
+    """Parameters of a generated walk of which every `every`-th case stays in `make test` and
+    the others are marked slow: a sample is what an edit needs; CI runs them all."""
+    params = []
+    for i, case in enumerate(cases):
+        values = case if isinstance(case, tuple) else (case,)
+        marks = () if i % every == 0 else (pytest.mark.slow,)
+        params.append(pytest.param(*values, marks=marks, id=None if ids is None else ids[i]))
+    return params
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -139,30 +149,28 @@ def negation_model(tmp_path_factory) -> Path:
 # ---------------------------------------------------------------- the reliability tables
 
 
-RELIABILITY = REPO / "outputs" / "reliability"
+TABLES_ENV = "BERTOLOGY_RELIABILITY_TABLES"  # set by tests/reliability_tables.py alone
 
 
-def _table_rows(path: Path) -> list[list[str]]:
-    """The body rows of a markdown table written by write_markdown_table (escaped pipes kept)."""
-    if not path.exists():
-        return []
-    lines = path.read_text().splitlines()[2:]
-    return [[cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]] for line in lines]
+def tables_wanted() -> bool:
+    """Whether this run writes the reliability tables (tests/reliability_tables.py runs it)."""
+    return bool(os.environ.get(TABLES_ENV))
 
 
 def write_markdown_table(name: str, header: list[str], rows: list[list[str]]) -> None:
-    """outputs/reliability/<name>: what docs/reliability.md shows. Rows update
-    those of an earlier session by their first two cells, so `make test` and `make test-slow`
-    together fill one table."""
-    if not rows:
+    """<dir>/<name>, a table docs/reliability.md shows, written only when the measuring tests
+    run under tests/reliability_tables.py (which names the dir in BERTOLOGY_RELIABILITY_TABLES
+    and runs every test of those files): a `make test`, or a `-k` run, writes no table, so a
+    table never holds part of a run. Rows with the same first two cells keep the last."""
+    if not tables_wanted() or not rows:
         return
-    path = RELIABILITY / name
-    table = {tuple(row[:2]): row for row in _table_rows(path)}
-    for row in rows:
-        table[tuple(row[:2])] = [cell.replace("|", "\\|") for cell in row]
-    RELIABILITY.mkdir(parents=True, exist_ok=True)
+    folder = os.environ[TABLES_ENV]
+    table = {tuple(row[:2]): [cell.replace("|", "\\|") for cell in row] for row in rows}
+    path = Path(folder) / name
+    previous = path.read_text().splitlines()[2:] if path.exists() else []
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in table.values()]
+    lines += previous + ["| " + " | ".join(row) + " |" for row in table.values()]
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
 
 

@@ -43,11 +43,12 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from bertology.findings.catalog import runs_of
-from bertology.findings.evidence import REDUCTIONS, Evidence
-from bertology.findings.results import Run, find_runs
-from bertology.findings.verdicts import Comparison, FindingSpec
 from bertology.run.replicates import compute_mean_replicates, write_replicates
+from bertology.run.rundir import RunDir
+from bertology.study.catalog import runs_of
+from bertology.study.evidence import REDUCTIONS, Evidence
+from bertology.study.results import find_runs
+from bertology.study.verdicts import Comparison, FindingSpec
 
 LAYERS = 7  # embeddings + 6 layers (MiniLM)
 SEEDS = (0, 1, 2)
@@ -164,7 +165,7 @@ class World:
             raise ValueError(f"the targets contradict each other (residual {worst:.2g})")
         return values
 
-    def runs(self) -> list[Run]:
+    def runs(self) -> list[RunDir]:
         """3 seeds of every arm, as the report reads finished runs (see write)."""
         keys = sorted({key for _, key in self.index})
         columns = [self.index[(arm, k)] for arm in self.arms for k in keys]  # (arms × keys)
@@ -179,7 +180,7 @@ class World:
             for n_arm, arm in enumerate(self.arms):
                 part = slice(n_arm * len(keys), (n_arm + 1) * len(keys))
                 metrics = dict(zip(keys, value[columns[part]].tolist()))
-                run = Run(Path(f"arm{n_arm}_seed{seed}"), metrics, self.config(seed, arm))
+                run = RunDir(Path(f"arm{n_arm}_seed{seed}"), metrics, self.config(seed, arm))
                 run.__dict__["replicates"] = dict(zip(keys, replicates[:, part].T))
                 runs.append(run)
         return runs_of(self.spec, runs)
@@ -210,8 +211,8 @@ class World:
         return np.array([find(i) for i in range(len(parent))])
 
     def config(self, seed: int, arm: Arm) -> dict:
-        """The run's saved config: its seed, study and the arm's `where` choices."""
-        config: dict = {"seed": seed, "study": {"name": self.spec.studies[0]}}
+        """The run's saved config: its seed, study label and the arm's `where` choices."""
+        config: dict = {"seed": seed, "label": self.spec.studies[0]}
         for dotted, value in arm:  # `where` keys are dotted paths into the config
             *parents, leaf = dotted.split(".")
             node = config
@@ -220,7 +221,7 @@ class World:
             node[leaf] = value
         return config
 
-    def write(self, root: Path) -> list[Run]:
+    def write(self, root: Path) -> list[RunDir]:
         """The runs as folders under root, as Hydra and the pipelines leave them; read back."""
         for run in self.runs():
             path = root / run.path

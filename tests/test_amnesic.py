@@ -379,6 +379,7 @@ def read_table(path) -> list[dict]:
         return list(csv.DictReader(handle))
 
 
+@pytest.mark.slow
 def test_pipeline_on_a_checkpoint_with_an_mlm_head(tmp_path, synthetic_tokenizer):
     save_bert(tmp_path, synthetic_tokenizer)
     metrics = run_probe(tmp_path / "model", tmp_path)
@@ -414,6 +415,7 @@ def test_pipeline_on_a_checkpoint_with_an_mlm_head(tmp_path, synthetic_tokenizer
             r["directions_removed"] for r in rows if r["setting"] == s and r["condition"] == "inlp")
 
 
+@pytest.mark.slow
 def test_the_masked_setting_fits_inlp_on_mask_states(tmp_path, synthetic_tokenizer, monkeypatch):
     """At layer 0 of a BERT without position embeddings, a token's state is
     LayerNorm(word embedding + segment-A embedding): the masked setting's INLP must see only

@@ -13,10 +13,10 @@ from conftest import compose_config
 from bertology.analysis import attention, dependency_heads
 from bertology.analysis.attention import PATTERNS, STATS
 from bertology.data.probe_sentences import ProbeSentence
-from bertology.findings.catalog import load_catalog
-from bertology.findings.results import Run
-from bertology.findings.verdicts import judge
 from bertology.run.replicates import REPLICATES, read_replicates
+from bertology.run.rundir import RunDir
+from bertology.study.catalog import load_catalog
+from bertology.study.verdicts import judge
 
 
 def build_map(word_rows: np.ndarray) -> np.ndarray:
@@ -328,5 +328,5 @@ def test_probe_attention_end_to_end(tmp_path, synthetic_tokenizer):
         assert np.isfinite(columns[key]).all(), key
         assert columns[key].mean() == pytest.approx(metrics[key], abs=0.05), key
     for finding in ("special_heads", "dependency_heads"):
-        result = judge(load_catalog()[finding], [Run(out, metrics, {"seed": 0})])
+        result = judge(load_catalog()[finding], [RunDir(out, metrics, {"seed": 0})])
         assert all(test.estimate.items for test in result.tests), finding

@@ -98,6 +98,7 @@ def _run(tmp_path, overrides):
     return metrics, [r for r in rows if "train/lr" in r]
 
 
+@pytest.mark.slow
 def test_flop_budget_stops_the_run_and_the_lr_reaches_zero(tmp_path):
     metrics, rows = _run(tmp_path, ["trainer.max_steps=1000", "trainer.max_flops=1e11",
                                     "trainer.log_every=1"])
@@ -111,6 +112,7 @@ def test_flop_budget_stops_the_run_and_the_lr_reaches_zero(tmp_path):
     assert decay == sorted(decay, reverse=True) and decay[-1] < 0.15 * max(decay)
 
 
+@pytest.mark.slow
 def test_time_budget_stops_the_run(tmp_path):
     metrics, _ = _run(tmp_path, ["trainer.max_steps=100000", "trainer.max_time_s=3"])
     assert metrics["train/steps"] < 100000

@@ -32,9 +32,9 @@ import numpy as np
 import pytest
 from fake_runs import EQUAL, ITEM_SD, ITEMS, LAYERS, SEED_SD, SEEDS, SHARED_ITEM_SD, World
 
-from bertology.findings.catalog import load_catalog
-from bertology.findings.evidence import Evidence
-from bertology.findings.verdicts import Comparison, FindingSpec, judge, parse_finding
+from bertology.study.catalog import load_catalog
+from bertology.study.evidence import Evidence
+from bertology.study.verdicts import Comparison, FindingSpec, judge, parse_finding
 
 CATALOG = load_catalog()
 DISTANCE = 0.1  # how far past its margin a made-true or made-false comparison sits

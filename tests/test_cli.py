@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from conftest import REPO, compose_config, run_cli
 
-from bertology.cli import CONFIG_CHECKS, PIPELINES, main
-from bertology.config.pretrain import load_pretrain_config
+from bertology.cli.entry import CONFIG_CHECKS, PIPELINES, main
+from bertology.config.pretrain_config import load_pretrain_config
 from bertology.errors import UserError
 
 
@@ -32,6 +32,7 @@ def _group_options(group: str) -> list[str]:
     return sorted(p.stem for p in (REPO / "conf" / group).glob("*.yaml"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("group", ["model", "size", "objective", "data", "trainer", "logger"])
 def test_every_group_option_composes_and_checks(group):
     for option in _group_options(group):
@@ -50,9 +51,10 @@ def test_every_group_option_composes_and_checks(group):
         assert config is not None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("group", ["task", "model", "trainer"])
 def test_every_finetune_option_composes_and_checks(group, monkeypatch):
-    from bertology.config.finetune import load_finetune_config
+    from bertology.config.finetune_config import load_finetune_config
 
     # some/checkpoint stands for a hub id; offline (as in CI) the check would ask for it in
     # the local cache, which test_bad_inputs covers

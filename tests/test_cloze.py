@@ -255,6 +255,7 @@ def pretrained_dir(tmp_path_factory):
     return model_dir
 
 
+@pytest.mark.slow
 def test_cloze_end_to_end(pretrained_dir, tmp_path):
     more = ["analysis.cloze.max_items=2", "analysis.cloze.batch_size=64",
             "analysis.cloze.blimp_paradigms=[anaphor_gender_agreement,passive_1]"]

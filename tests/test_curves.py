@@ -1,4 +1,4 @@
-"""The report's layer curves across runs (findings/curves.py): a sweep over a pretraining run's
+"""The report's layer curves across runs (study/curves.py): a sweep over a pretraining run's
 checkpoints becomes one probe curve per checkpoint, seeds averaged, named by what differs."""
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from bertology.findings.curves import (
+from bertology.pipelines import report
+from bertology.run.rundir import RunDir
+from bertology.study.curves import (
     compute_layer_curves,
     differing_labels,
     plot_layer_curves,
     shorten_paths,
 )
-from bertology.findings.results import Run
-from bertology.pipelines import report
 
 RUN = "/x/outputs/pretrain/2026-11-26/01-00-00"
 ACCURACY = "probe/layer_*/accuracy"
@@ -33,15 +33,15 @@ def probe_metrics(values: list[float]) -> dict[str, float]:
     return {f"probe/layer_{i:02d}/accuracy": v for i, v in enumerate(values)}
 
 
-def sweep_runs() -> list[Run]:
+def sweep_runs() -> list[RunDir]:
     """Three checkpoints; step_10 with two seeds. Written out of training order."""
     return [
-        Run(Path("/r/2"), probe_metrics([0.9, 0.95, 0.97]), config(f"{RUN}/model", 0)),
-        Run(Path("/r/1a"), probe_metrics([0.5, 0.6, 0.65]),
+        RunDir(Path("/r/2"), probe_metrics([0.9, 0.95, 0.97]), config(f"{RUN}/model", 0)),
+        RunDir(Path("/r/1a"), probe_metrics([0.5, 0.6, 0.65]),
             config(f"{RUN}/checkpoints/step_10", 0)),
-        Run(Path("/r/0"), probe_metrics([0.3, 0.35, 0.4]),
+        RunDir(Path("/r/0"), probe_metrics([0.3, 0.35, 0.4]),
             config(f"{RUN}/checkpoints/step_2", 0)),
-        Run(Path("/r/1b"), probe_metrics([0.7, 0.8, 0.75]),
+        RunDir(Path("/r/1b"), probe_metrics([0.7, 0.8, 0.75]),
             config(f"{RUN}/checkpoints/step_10", 1)),
     ]
 
@@ -80,12 +80,12 @@ def test_curves_average_seeds_and_sort_in_training_order():
 
 
 def test_runs_without_the_metric_make_no_curve():
-    runs = [*sweep_runs(), Run(Path("/r/f"), {"eval/accuracy": 0.8}, config("/r/f", 0))]
+    runs = [*sweep_runs(), RunDir(Path("/r/f"), {"eval/accuracy": 0.8}, config("/r/f", 0))]
     assert len(compute_layer_curves(runs, ACCURACY)) == 3
 
 
 def test_a_figure_per_task_with_two_curves_or_more(tmp_path):
-    alone = Run(Path("/r/n"), probe_metrics([0.2, 0.3, 0.4]), config("/r/m", 0, task="ner"))
+    alone = RunDir(Path("/r/n"), probe_metrics([0.2, 0.3, 0.4]), config("/r/m", 0, task="ner"))
     figures = plot_layer_curves([*sweep_runs(), alone], tmp_path)
     assert figures == {"probe accuracy per layer on synthetic_pos":
                        "plots/layers_accuracy_synthetic_pos.png"}  # ner has one curve: none
@@ -93,7 +93,7 @@ def test_a_figure_per_task_with_two_curves_or_more(tmp_path):
     assert (tmp_path / "plots" / "layers_accuracy_synthetic_pos.pdf").stat().st_size > 0
 
 
-def write_run(path: Path, run: Run) -> None:
+def write_run(path: Path, run: RunDir) -> None:
     (path / ".hydra").mkdir(parents=True)
     (path / ".hydra" / "config.yaml").write_text(yaml.safe_dump(run.config))
     (path / "metrics.json").write_text(json.dumps(run.metrics))

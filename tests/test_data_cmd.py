@@ -19,7 +19,7 @@ import pytest
 from conftest import DATA_DIR
 from omegaconf import OmegaConf
 
-from bertology.cli import main
+from bertology.cli.entry import main
 from bertology.config.compose import CONF_DIR
 from bertology.config.data_sets import DEFAULT_DATA_DIR, check_set, data_root, load_manifest
 from bertology.data.cloze_suites import load_cprag
@@ -166,7 +166,7 @@ def test_a_part_that_is_not_a_prefix_is_refused_then_refetched(server, root, mon
 
 
 def main_raising(*args: str) -> None:
-    from bertology.data.command import main as data_main
+    from bertology.cli.data_command import main as data_main
 
     data_main(list(args))
 

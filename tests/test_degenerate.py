@@ -21,7 +21,7 @@ import torch
 from conftest import write_markdown_table
 from transformers import BertConfig, BertForMaskedLM
 
-from bertology import cli
+from bertology.cli import entry as cli
 
 ROWS: list[list[str]] = []
 pytestmark = pytest.mark.usefixtures("fresh_logging", "one_thread")

@@ -19,7 +19,12 @@ from transformers import (
     BertForSequenceClassification,
 )
 
-from bertology.config.distill import KDConfig, StudentConfig, choose_layers, load_distill_config
+from bertology.config.distill_config import (
+    KDConfig,
+    StudentConfig,
+    choose_layers,
+    load_distill_config,
+)
 from bertology.config.groups import HeadConfig, SizeConfig, TrainerConfig
 from bertology.errors import UserError
 from bertology.models.student import build_student, default_layer_map
@@ -242,6 +247,7 @@ def test_the_student_reloads_in_plain_transformers(distill_run):
     assert [model.config.id2label[p] for p in predicted] == [r["predicted"] for r in rows]
 
 
+@pytest.mark.slow
 def test_tinybert_terms_train_a_narrower_random_student(negation_model, tmp_path):
     metrics = run_distill(tmp_path, [
         f"teacher.name_or_path={negation_model}", "trainer.max_steps=8", "student.init=random",
@@ -251,6 +257,7 @@ def test_tinybert_terms_train_a_narrower_random_student(negation_model, tmp_path
     assert metrics["distill/student/parameters"] < metrics["distill/teacher/parameters"]
 
 
+@pytest.mark.slow
 def test_with_no_teacher_one_is_fine_tuned_first(tmp_path):
     metrics = run_distill(tmp_path, ["task.num_sentences=300", "teacher.trainer.epochs=1",
                                      "trainer.max_steps=4"])

@@ -16,7 +16,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from transformers import AutoModelForMaskedLM, AutoModelForPreTraining
 
 from bertology.config.groups import ObjectiveConfig
-from bertology.models.electra import build_electra_pair, electra_configs
+from bertology.models.electra_pair import build_electra_pair, electra_configs
 from bertology.objectives import OBJECTIVES
 from bertology.objectives.electra import (
     class_counts,

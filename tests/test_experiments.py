@@ -13,7 +13,7 @@ import pytest
 from conftest import REPO, compose_config
 from omegaconf import OmegaConf
 
-from bertology.config.pretrain import load_pretrain_config
+from bertology.config.pretrain_config import load_pretrain_config
 from bertology.pipelines import pretrain
 
 BUNDLES = sorted(p.stem for p in (REPO / "conf" / "experiment").glob("pretrain_*.yaml"))
@@ -47,6 +47,7 @@ def test_bundle_header_gives_the_command_that_runs_it(bundle):
     assert f"bertology pretrain -m experiment={bundle}" in text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bundle", BUNDLES)
 def test_every_job_of_a_bundle_composes_and_differs(bundle):
     jobs = [load_pretrain_config(compose_config("pretrain", job)) for job in sweep_jobs(bundle)]
@@ -84,7 +85,7 @@ def test_a_bundle_sweeps_from_the_command_line(tmp_path):
 
 
 def test_table7_bundle_sweeps_every_feature_choice_on_a_frozen_minilm():
-    from bertology.config.finetune import load_finetune_config
+    from bertology.config.finetune_config import load_finetune_config
     from bertology.config.groups import FEATURES
 
     configs = [load_finetune_config(compose_config("finetune", job))

@@ -24,7 +24,7 @@ import pytest
 from conftest import write_markdown_table
 from safetensors.torch import load_file
 
-from bertology import cli
+from bertology.cli import entry as cli
 from bertology.pipelines import report
 from bertology.run import tracking
 from bertology.run.rundir import is_finished, read_status, run_status
@@ -172,6 +172,7 @@ def test_sigterm_writes_a_checkpoint_exits_143_and_resumes(tmp_path):
 # ---------------------------------------------------------------- damaged checkpoint
 
 
+@pytest.mark.slow
 def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(tmp_path):
     run_dir = tmp_path / "run"
     assert main(PRETRAIN, run_dir) == 0
@@ -214,6 +215,7 @@ def test_a_non_finite_loss_stops_with_a_clear_message(tmp_path, capsys):
 # ---------------------------------------------------------------- failed writes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EROFS], ids=["disk-full", "read-only"])
 def test_a_failed_checkpoint_write_is_one_line_and_keeps_earlier_ones(code, tmp_path, capsys,
                                                                      monkeypatch):
@@ -244,6 +246,7 @@ def test_a_failed_checkpoint_write_is_one_line_and_keeps_earlier_ones(code, tmp_
 # ---------------------------------------------------------------- W&B failures
 
 
+@pytest.mark.slow
 def test_wandb_online_failure_falls_back_offline(tmp_path, monkeypatch):
     real_init = tracking._init_wandb
 
@@ -331,6 +334,7 @@ def test_same_seed_same_metrics_other_seed_other_metrics(args, tmp_path):
 # ---------------------------------------------------------------- secrets
 
 
+@pytest.mark.slow
 def test_no_secret_reaches_the_run_dir(tmp_path, monkeypatch, capsys):
     secret = "0123456789abcdef0123456789abcdef01234567"  # the shape of a W&B API key
     monkeypatch.setenv("WANDB_API_KEY", secret)
@@ -415,6 +419,7 @@ def fail_writes(monkeypatch, write: Write) -> None:
     monkeypatch.setattr(builtins, "open", failing_open)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("write", WRITES, ids=[w.kind for w in WRITES])
 def test_a_failed_write_of_each_kind_is_one_line_exit_1(write, tmp_path, capsys, monkeypatch):
     fail_writes(monkeypatch, write)
@@ -496,6 +501,7 @@ def small_tmpfs(tmp_path):
     subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
+@pytest.mark.slow
 def test_a_pretrain_into_a_full_file_system(small_tmpfs):
     """`bertology pretrain` (the real console script, its own process) into a file system that
     fills up mid-run: one line, exit 1, the last checkpoint loadable, and a rerun elsewhere

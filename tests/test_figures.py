@@ -14,13 +14,12 @@ import matplotlib.figure
 import numpy as np
 import pytest
 from conftest import compose_config
-from omegaconf import OmegaConf
-from test_report import FINDING, write_run
+from test_report import FINDING, run_report, write_run
 
 from bertology.analysis import amnesic, attention, cloze
-from bertology.pipelines import probe, report
+from bertology.pipelines import probe
 from bertology.pruning import compression, head_pruning
-from bertology.pruning.context import Curve
+from bertology.pruning.prune_context import Curve
 from bertology.run import figures
 
 
@@ -96,6 +95,7 @@ def layer_rows(seeds: int) -> list[dict]:
             for model in ("model", "random") for layer in range(4) for seed in range(seeds)]
 
 
+@pytest.mark.slow
 def test_layer_curves_say_what_their_band_is(tmp_path, drawn):
     figures.plot_layer_curves(layer_rows(3), ["accuracy", "selectivity"], "probe", tmp_path,
                               "curves", baselines=[{"model": "majority", "accuracy": 0.3}])
@@ -112,6 +112,7 @@ def test_layer_curves_say_what_their_band_is(tmp_path, drawn):
     assert check_house_style(tmp_path, drawn) == 9
 
 
+@pytest.mark.slow
 def test_heatmaps_bars_and_pruning_curves(tmp_path, drawn):
     figures.plot_head_heatmap(np.random.default_rng(0).random((3, 4)), "heads", tmp_path,
                               "heads")
@@ -146,6 +147,7 @@ def test_heatmaps_bars_and_pruning_curves(tmp_path, drawn):
     assert check_house_style(tmp_path, drawn) == 3
 
 
+@pytest.mark.slow
 def test_a_real_probe_run_draws_every_probe_figure_in_house_style(tmp_path, drawn):
     cfg = compose_config("probe", [
         "analysis=[linear,structural,attention,geometry,position]", "task=synthetic_pos",
@@ -170,6 +172,6 @@ def test_the_report_draws_each_finding_in_house_style(tmp_path, drawn):
                   seed, FINDING)
         write_run(tmp_path / "runs" / f"c{seed}", {f"probe/layer_{n:02d}/accuracy": 0.5 + n / 10
                                                    for n in range(4)}, seed, curve)
-    report.run(OmegaConf.create({"runs": [str(tmp_path / "runs")]}), tmp_path / "report")
+    run_report(tmp_path / "runs", tmp_path / "report", FINDING, curve)
     assert len(drawn) == 2
     assert check_house_style(tmp_path / "report", drawn) == 1

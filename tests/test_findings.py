@@ -13,24 +13,22 @@ from conftest import REPO, compose_config
 from omegaconf import OmegaConf
 from test_experiments import sweep_jobs
 
-from bertology.cli import CONFIG_CHECKS, PIPELINES
-from bertology.config.files import MADE_BY_THE_RUN
-from bertology.findings.catalog import load_catalog, runs_of
-from bertology.findings.evidence import Evidence, evaluate
-from bertology.findings.results import Run, find_runs
-from bertology.findings.verdicts import evidence_of, selects
+from bertology.cli.entry import CONFIG_CHECKS, PIPELINES
+from bertology.config.path_checks import MADE_BY_THE_RUN
 from bertology.pipelines import load_pipeline
-from bertology.reproduce import studies as reproduce
+from bertology.run.rundir import RunDir
+from bertology.study import schedule as reproduce
+from bertology.study.catalog import FINDINGS, load_catalog, load_studies, runs_of
+from bertology.study.evidence import Evidence, evaluate
+from bertology.study.results import find_runs
+from bertology.study.verdicts import evidence_of, selects
 
 EXPERIMENTS = REPO / "conf" / "experiment"
 STUDIES = sorted(p.stem.removeprefix("study_") for p in EXPERIMENTS.glob("study_*.yaml"))
 CATALOG = load_catalog()
+STUDY = load_studies()
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-def pipeline_of(bundle: str) -> str:
-    return reproduce.pipeline_of(EXPERIMENTS / f"{bundle}.yaml")
 
 
 def evidences(spec) -> list[Evidence]:
@@ -43,8 +41,9 @@ def test_every_finding_says_what_it_is_about():
     vectors per word type too, and two claims about fine-tuning hold on a model fine-tuned from
     random weights (the twin null), so they are claims about the method. The catalog says so
     explicitly in each yaml (the parser's default is not relied on)."""
-    for path in EXPERIMENTS.glob("finding_*.yaml"):
-        assert OmegaConf.load(path).finding.get("about") in ("model", "method"), path.name
+    for path in sorted(FINDINGS.glob("*.yaml")):
+        if path.name != "studies.yaml":
+            assert OmegaConf.load(path).get("about") in ("model", "method"), path.name
     method = {spec.id for spec in CATALOG.values() if spec.about == "method"}
     assert method == {"control_memorised", "random_init_strong", "mlp_less_selective",
                       "finetuning_top_layers", "special_token_gradients"}
@@ -52,45 +51,54 @@ def test_every_finding_says_what_it_is_about():
 
 def test_the_suite_has_thirty_findings_over_its_studies():
     assert len(CATALOG) >= 30
-    assert {s for spec in CATALOG.values() for s in spec.studies} == set(STUDIES)
+    assert {s for spec in CATALOG.values() for s in spec.studies} == set(STUDIES) == set(STUDY)
+
+
+def test_conf_experiment_holds_what_a_pipeline_runs_and_no_finding():
+    """The runner's bundles carry no claim: a finding lives in conf/findings/ alone, and a
+    study bundle only files its runs under its label (the runner never reads it)."""
+    assert not list(EXPERIMENTS.glob("finding_*.yaml"))
+    for study in STUDIES:
+        cfg = compose_config(STUDY[study].pipeline, [f"experiment=study_{study}"])
+        assert cfg.label == study and "study" not in cfg and "finding" not in cfg
 
 
 @pytest.mark.parametrize("finding", sorted(CATALOG))
 def test_a_finding_names_its_claim_and_source_and_composes(finding):
     spec = CATALOG[finding]
     assert spec.claim and spec.source and "survey" in spec.source
-    pipeline = pipeline_of(f"study_{spec.studies[0]}")
-    cfg = compose_config(pipeline, [f"experiment=finding_{finding}", "seed=0"])
-    assert cfg.finding.id == finding and cfg.study.name == spec.studies[0]
-    text = (EXPERIMENTS / f"finding_{finding}.yaml").read_text()
-    assert "Finding:" in text and "Test:" in text  # the header says what is tested
+    study = STUDY[spec.studies[0]]
+    cfg = compose_config(study.pipeline, [f"experiment={study.bundle}", "seed=0"])
+    assert cfg.label == study.name
+    text = (FINDINGS / f"{finding}.yaml").read_text()
+    assert text.startswith("# Test:")  # the header says what is tested
+    assert " ".join(text.split()).count(spec.claim) == 1  # the claim is stated once
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("study", STUDIES)
 def test_every_job_of_a_study_passes_its_checks(study):
-    pipeline = pipeline_of(f"study_{study}")
-    block = OmegaConf.to_container(compose_config(pipeline, [f"experiment=study_{study}"]).study)
+    pipeline = STUDY[study].pipeline
     # the shared SST-2 model is made by an earlier job of `make reproduce`, as the run's own
     reproduce_overrides = [o.replace("{sst2_model}", f"'{MADE_BY_THE_RUN}'")
-                           for o in block["reproduce"]]
+                           for o in STUDY[study].reproduce]
     jobs = []
     for overrides in sweep_jobs(f"study_{study}", pipeline):
         job = compose_config(pipeline, [*overrides, *reproduce_overrides])
         CONFIG_CHECKS[pipeline](job)
-        jobs.append(Run(Path(study), {}, OmegaConf.to_container(job, resolve=True)))
+        jobs.append(RunDir(Path(study), {}, OmegaConf.to_container(job, resolve=True)))
     for spec in CATALOG.values():  # each side of each finding picks some job of the sweep
         for side in evidences(spec):
             if study in spec.studies and not any(selects(j, side) for j in jobs):
                 assert len(spec.studies) > 1, f"{spec.id}: {side.describe()} picks no job"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("study", STUDIES)
 def test_a_study_runs_one_step_and_yields_what_its_findings_read(study, tmp_path):
-    pipeline = pipeline_of(f"study_{study}")
-    smoke = OmegaConf.to_container(
-        compose_config(pipeline, [f"experiment=study_{study}"]).study.smoke)
+    pipeline = STUDY[study].pipeline
     cfg = compose_config(pipeline, [f"experiment=study_{study}", "seed=0", "logger=none",
-                                    *smoke])
+                                    *STUDY[study].smoke])
     run_dir = tmp_path / "run"
     (run_dir / ".hydra").mkdir(parents=True)
     OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")  # as Hydra saves a run's config
@@ -171,6 +179,7 @@ def test_reproduce_runs_a_step_after_the_steps_it_waits_for_and_alone_steps_alon
 
 @pytest.mark.parametrize("args, says", [(["--lanes", "0"], "--lanes 0 must be 1 or more"),
                                         (["--only", "no_such_finding"], "no finding matches")])
+@pytest.mark.slow
 def test_reproduce_refuses_bad_arguments_in_one_line_before_any_step(args, says, tmp_path):
     import subprocess
     import sys

@@ -38,6 +38,7 @@ def pos_run(tmp_path_factory):
                                    "trainer.lr=2e-3"])
 
 
+@pytest.mark.slow
 def test_default_run_writes_the_output_contract(pos_run):
     out, metrics = pos_run
     assert json.loads((out / "metrics.json").read_text()) == pytest.approx(metrics)
@@ -57,6 +58,7 @@ def test_a_random_tiny_bert_learns_pos_far_above_the_majority_tag(pos_run):
     assert metrics["eval/accuracy"] > majority + 0.4, (metrics["eval/accuracy"], majority)
 
 
+@pytest.mark.slow
 def test_seeds_report_mean_std_median_and_best(tmp_path):
     metrics = run_finetune(tmp_path, ["task=synthetic_negation", "task.num_sentences=600",
                                       "trainer.epochs=1", "seeds=[0,1,2]"])
@@ -70,6 +72,7 @@ def test_seeds_report_mean_std_median_and_best(tmp_path):
     assert (tmp_path / "model" / "model.safetensors").read_bytes() == best_model.read_bytes()
 
 
+@pytest.mark.slow
 def test_minilm_finetunes_on_sst2(tmp_path):
     metrics = run_finetune(tmp_path, ["model=minilm", "task=sst2",
                                       "trainer.max_train_examples=96", "trainer.epochs=1",
@@ -81,6 +84,7 @@ def test_minilm_finetunes_on_sst2(tmp_path):
     assert len(read_jsonl(tmp_path / "predictions.jsonl")) == 64
 
 
+@pytest.mark.slow
 def test_minilm_feature_based_ner_reads_the_second_to_last_layer(tmp_path):
     metrics = run_finetune(tmp_path, ["model=minilm", "task=conll03", "head.mode=feature",
                                       "head.features=second_to_last", "trainer.lr=1e-2",
@@ -96,6 +100,7 @@ def test_minilm_feature_based_ner_reads_the_second_to_last_layer(tmp_path):
         "second_to_last"
 
 
+@pytest.mark.slow
 def test_minilm_squad_runs_end_to_end(tmp_path):
     metrics = run_finetune(tmp_path, ["model=minilm", "task=squad", "task.max_seq_length=192",
                                       "task.max_query_length=32",
@@ -129,6 +134,7 @@ def test_a_pretrained_checkpoint_beats_the_same_architecture_from_random_init(tm
     assert scores["pretrained"]["eval/accuracy_median"] > scores["random"]["eval/accuracy_best"]
 
 
+@pytest.mark.slow
 def test_a_finetune_sweep_from_the_command_line(tmp_path):
     """`bertology finetune -m head.pooling=cls,mean`: one run dir per job, each finished."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}

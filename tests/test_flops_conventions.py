@@ -18,7 +18,7 @@ from transformers import BertConfig
 
 from bertology.config.groups import ObjectiveConfig, TrainerConfig
 from bertology.errors import UserError
-from bertology.models.electra import electra_configs
+from bertology.models.electra_pair import electra_configs
 from bertology.objectives import OBJECTIVES
 from bertology.objectives.electra import electra_flops, electra_flops_app_d
 from bertology.objectives.span import span_flops_app_d
@@ -126,6 +126,7 @@ def test_the_convention_picks_each_objectives_count(synthetic_tokenizer):
         TrainerConfig(flops_convention="electa")
 
 
+@pytest.mark.slow
 def test_a_flop_budget_by_app_d_stops_by_it(tmp_path):
     overrides = ["logger=none", "trainer=smoke", "data.num_sentences=800", "data.eval_docs=20",
                  "trainer.max_steps=1000", "trainer.max_flops=5e10", "trainer.log_every=1",

@@ -187,6 +187,7 @@ def real_pairs(tokenizer, tokenized, input_format: str, task: str, max_len: int 
     return examples
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", ["nsp", "sop"])
 @pytest.mark.parametrize("input_format", PAIR_FORMATS)
 def test_pair_labels_are_balanced_on_the_corpus(synthetic_tokenizer, tokenized, input_format,

@@ -26,19 +26,19 @@ from bertology.analysis.geometry import (
     compute_sentence_of,
     sample_pairs,
 )
-from bertology.config.probe import GeometrySettings
+from bertology.config.probe_config import GeometrySettings
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import UserError
-from bertology.findings.catalog import load_catalog
-from bertology.findings.evidence import reduce_slope
-from bertology.findings.results import Run
-from bertology.findings.verdicts import judge
 from bertology.run.replicates import (
     REPLICATES,
     bootstrap_indices,
     read_replicates,
     resample_counts,
 )
+from bertology.run.rundir import RunDir
+from bertology.study.catalog import load_catalog
+from bertology.study.evidence import reduce_slope
+from bertology.study.verdicts import judge
 
 
 def random_pairs(sentences: int, words_per_sentence: int, count: int = 2000) -> np.ndarray:
@@ -208,6 +208,7 @@ def probe(tmp_path, overrides: list[str]):
     return run(cfg, out), out
 
 
+@pytest.mark.slow
 def test_geometry_runs_end_to_end_on_a_tiny_random_model(tmp_path):
     metrics, out = probe(tmp_path, ["init=random"])  # a random tiny BERT: no pretraining
     rows = read_table(out / "tables" / "geometry_synthetic_pos.csv")
@@ -240,7 +241,7 @@ def test_geometry_run_writes_replicates_for_the_model_and_its_random_twin(tmp_pa
                 assert reps.mean() == pytest.approx(metrics[key], abs=0.02), key
                 assert 0.0 < reps.std() < 0.1, key
     for finding in ("anisotropy", "self_similarity"):
-        result = judge(load_catalog()[finding], [Run(out, metrics, {"seed": 0})])
+        result = judge(load_catalog()[finding], [RunDir(out, metrics, {"seed": 0})])
         assert all(test.estimate.items for test in result.tests), finding
 
 
@@ -256,6 +257,7 @@ def save_tiny_bert(path, tokenizer, seed: int) -> str:
     return str(path)
 
 
+@pytest.mark.slow
 def test_geometry_compares_two_checkpoints_with_cka(tmp_path, synthetic_tokenizer):
     first = save_tiny_bert(tmp_path / "first", synthetic_tokenizer, seed=10)
     second = save_tiny_bert(tmp_path / "second", synthetic_tokenizer, seed=11)

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO, run_cli
 
-from bertology.cli import PIPELINES, main
-from bertology.config.completion import query
+from bertology.cli.completion import query
+from bertology.cli.entry import PIPELINES, main
 from bertology.config.options import (
     EXPERIMENT,
     all_groups,
@@ -156,6 +156,7 @@ def bash_complete(tmp_path: Path, words: list[str], cword: int) -> list[str]:
     return [w for w in result.stdout.splitlines() if w]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
 def test_bash_completes_pipelines_options_and_keys(tmp_path):
     assert bash_complete(tmp_path, ["bertology", "pre"], 1) == ["pretrain"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from conftest import compose_config
 
-from bertology.config.pretrain import load_pretrain_config
+from bertology.config.pretrain_config import load_pretrain_config
 from bertology.pipelines import pretrain
 
 STUDY = ["experiment=pretrain_input_format", "logger=none", "trainer=smoke",
@@ -23,6 +23,7 @@ def tokens_per_step(tmp_path, input_format: str) -> float:
     return metrics["train/tokens"] / metrics["train/steps"]
 
 
+@pytest.mark.slow
 def test_doc_sentences_trains_on_full_sentences_tokens_per_step(tmp_path):
     full = tokens_per_step(tmp_path, "full_sentences")
     doc = tokens_per_step(tmp_path, "doc_sentences")

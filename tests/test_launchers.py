@@ -67,7 +67,7 @@ def test_a_preempted_submitit_job_checkpoints_and_the_requeued_job_resumes(signu
     the job finishes its step, writes a checkpoint, and hands over to submitit, which requeues
     it (the local executor restarts it, as SLURM would); the requeued job resumes and ends with
     the metrics of a run never interrupted."""
-    from bertology import cli
+    from bertology.cli import entry as cli
 
     budget = ["trainer=smoke", "trainer.max_steps=60", "trainer.save_every=5"]
     sweep_dir = tmp_path / "sweep"
@@ -155,13 +155,14 @@ def agent_command(sweep_config: dict, args: dict, monkeypatch, tmp_path) -> list
     return captured[0]
 
 
+@pytest.mark.slow
 def test_the_wandb_sweep_file_drives_the_cli_with_hydra_overrides(tmp_path, monkeypatch,
                                                                    fresh_logging, fake_wandb):
     import itertools
 
     import yaml
 
-    from bertology import cli
+    from bertology.cli import entry as cli
 
     sweep_config = yaml.safe_load(WANDB_SWEEP.read_text())
     grid = sweep_config["parameters"]

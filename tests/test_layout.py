@@ -30,9 +30,9 @@ LAYERS = [
     {"models"},
     {"training"},
     {"objectives", "evaluation"},  # evaluation: task metrics and scoring a task model
-    {"analysis", "pruning", "findings"},
-    {"pipelines"},  # and pipelines/runs_table.py, `bertology runs` (below the cli that calls it)
-    {"cli", "reproduce"},  # reproduce/: `make reproduce`, runs bertology in subprocesses
+    {"analysis", "pruning", "study"},  # study/: reads run dirs, never a model (see below)
+    {"pipelines"},
+    {"cli", "reproduce"},  # reproduce/: the shim of `python -m bertology.reproduce`
     {"__main__"},
 ]
 LAYER_OF = {unit: i for i, units in enumerate(LAYERS) for unit in units}
@@ -120,6 +120,39 @@ def test_no_pipeline_imports_another():
             assert not others, f"{module} imports {others}; run it through pipelines.nested"
 
 
+# The study wing reads finished run dirs; it never builds a model, so it stays off the torch side.
+STUDY_MAY_IMPORT = {"errors", "families", "config", "run", "study"}
+TORCH_SIDE = ("torch", "transformers", "accelerate", "datasets", "sklearn", "wandb")
+
+
+def test_the_study_wing_imports_nothing_from_the_torch_side():
+    wrong = sorted(f"{module} -> {target}" for module, targets in graph().items()
+                   if unit(module) == "study" for target in targets
+                   if unit(target) not in STUDY_MAY_IMPORT)
+    assert not wrong, "the study imports the runner's model side:\n" + "\n".join(wrong)
+    study = sorted(m for m in modules() if unit(m) == "study")
+    code = (f"import importlib, json, sys\nfor m in {study!r}: importlib.import_module(m)\n"
+            f"print(json.dumps(sorted(m for m in {TORCH_SIDE!r} if m in sys.modules)))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            cwd=REPO, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == [], result.stdout
+
+
+def test_no_two_modules_share_a_name():
+    """A name says one thing: `context.py` twice, or a module named like the standard
+    library's, makes a reader (and a traceback) ambiguous."""
+    names: dict[str, list[str]] = {}
+    for module in modules():
+        leaf = module.rsplit(".", 1)[-1]
+        if leaf not in ("bertology", "__main__") and module.count(".") >= 1:
+            names.setdefault(leaf, []).append(module)
+    twice = {leaf: found for leaf, found in names.items() if len(found) > 1}
+    assert not twice, f"modules that share a name: {twice}"
+    shadowing = sorted(m for m in modules() if m.rsplit(".", 1)[-1] in sys.stdlib_module_names)
+    assert not shadowing, f"modules named like the standard library's: {shadowing}"
+
+
 def test_every_folder_says_what_lives_there():
     for init in PACKAGE.rglob("__init__.py"):
         doc = ast.get_docstring(ast.parse(init.read_text()))
@@ -172,7 +205,7 @@ def test_the_wheel_lists_every_package():
 
 NO_TORCH = """
 import json, sys
-from bertology import cli
+from bertology.cli import entry as cli
 codes = [cli.main(["--help"])]
 for args in {cases}:
     codes.append(cli.main(args))
@@ -253,6 +286,7 @@ attn_implementation: sdpa
 """
 
 
+@pytest.mark.slow
 def test_a_new_family_is_its_yaml_and_its_row(tmp_path, monkeypatch, fresh_logging):
     """With only ERNIE's row (monkeypatched into FAMILIES) and its YAML (in a copy of conf/),
     every pipeline that builds or reads a model runs on it end to end."""

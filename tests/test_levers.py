@@ -48,6 +48,7 @@ def with_and_without(lever: str, tmp_path) -> tuple[dict, dict]:
     return metrics[0], metrics[1]
 
 
+@pytest.mark.slow
 def test_prefetching_batches_leaves_the_metrics_unchanged(tmp_path):
     inline, ahead = with_and_without("trainer.prefetch_batches=3", tmp_path)
     assert without_wall_clock(ahead) == without_wall_clock(inline)

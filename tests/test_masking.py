@@ -22,7 +22,7 @@ import torch
 from conftest import compose_config
 
 from bertology.config.groups import DataConfig, ObjectiveConfig
-from bertology.config.pretrain import load_pretrain_config
+from bertology.config.pretrain_config import load_pretrain_config
 from bertology.data.corpora import build_corpus
 from bertology.data.formats import Specials, build_examples
 from bertology.data.stream import Cursor, PretrainData

@@ -15,7 +15,7 @@ from scipy.special import logsumexp, softmax
 from sklearn.linear_model import LogisticRegression
 
 from bertology.analysis import mdl, probe_fits, probes
-from bertology.config.probe import LinearSettings, MLPSettings
+from bertology.config.probe_config import LinearSettings, MLPSettings
 from bertology.pipelines import probe
 
 LOG2_3 = math.log2(3)
@@ -143,6 +143,7 @@ def test_the_control_task_code_is_longer_than_the_task_code_when_only_the_label_
         row["control_codelength_kbits"] - row["codelength_kbits"])
 
 
+@pytest.mark.slow
 def test_a_run_with_mdl_reports_task_and_control_codes_per_layer(tmp_path):
     cfg = compose_config("probe", [
         "logger=none", "init=random", "seeds=[0]", "max_train_sentences=200",

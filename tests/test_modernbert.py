@@ -37,7 +37,7 @@ def test_the_recipe_is_modernberts():
     # the user's own rate still wins over the family's default
     assert compose_config("pretrain", ["model=modernbert", "objective.mask_prob=0.2"]
                           ).objective.mask_prob == 0.2
-    from bertology.config.pretrain import load_pretrain_config
+    from bertology.config.pretrain_config import load_pretrain_config
     from bertology.models.build import build_config
 
     config = load_pretrain_config(cfg)
@@ -169,7 +169,7 @@ def test_a_student_copies_teacher_layers_with_their_attention_kinds():
     other weights."""
     from transformers import ModernBertForSequenceClassification
 
-    from bertology.config.distill import StudentConfig
+    from bertology.config.distill_config import StudentConfig
     from bertology.config.groups import SizeConfig
     from bertology.models.student import build_student
 
@@ -226,6 +226,7 @@ def run_pipeline(pipeline: str, out: Path, *overrides: str) -> dict:
     return load_pipeline(pipeline)(compose_config(pipeline, ["logger=none", *overrides]), out)
 
 
+@pytest.mark.slow
 def test_the_pipelines_run_on_the_pretrained_checkpoint(modernbert_run, tmp_path,
                                                         fresh_logging):
     """finetune (classification, tagging), probe (hidden states, attention), prune (heads
@@ -264,7 +265,7 @@ def test_local_windows_are_read_only_where_a_sentence_fits(synthetic_tokenizer):
     are exactly those whose tokens lie inside it, and a BERT model is read as before."""
     from transformers import BertConfig
 
-    from bertology.analysis.windows import SentenceSubset, within_windows
+    from bertology.analysis.window_subsets import SentenceSubset, within_windows
     from bertology.data.probe_sentences import ProbeSentence
     from bertology.models.windows import local_reach
 
@@ -320,7 +321,7 @@ def test_flops_count_the_gated_ffn_and_the_local_windows():
 
 
 def test_the_electra_flops_convention_is_refused_for_modernbert():
-    from bertology.config.pretrain import load_pretrain_config
+    from bertology.config.pretrain_config import load_pretrain_config
     from bertology.errors import UserError
 
     with pytest.raises(UserError, match="flops_convention=kaplan"):
@@ -375,6 +376,7 @@ def test_attention_importance_reads_only_sequences_inside_the_window():
                                    "confidence", end_token_id=3)
 
 
+@pytest.mark.slow
 def test_prune_reads_special_token_gradients_and_attention_scores(modernbert_run, tmp_path,
                                                                   fresh_logging):
     """Clark et al.'s special-token gradients and Voita et al.'s confidence on a fine-tuned
@@ -393,6 +395,7 @@ def test_prune_reads_special_token_gradients_and_attention_scores(modernbert_run
     assert any(key.startswith("prune/heads/confidence/") for key in pruned)
 
 
+@pytest.mark.slow
 def test_probe_reads_trees_geometry_and_cloze_from_modernbert(modernbert_run, tmp_path,
                                                               fresh_logging):
     """The probes that read hidden states (structural, geometry) and the MLM head (cloze:
@@ -474,6 +477,7 @@ def test_attention_maps_are_matched_only_inside_the_window_a_pair_shares():
     assert matched_reaches(everywhere, config, [0, 4]) == ([None], None)
 
 
+@pytest.mark.slow
 def test_a_modernbert_teacher_distils_with_matched_local_maps(tmp_path, fresh_logging, caplog):
     """distill with TinyBERT's attention term from a ModernBERT teacher with local layers: the
     run says which pairs are windowed, and a student that is the teacher's first two layers
@@ -483,7 +487,7 @@ def test_a_modernbert_teacher_distils_with_matched_local_maps(tmp_path, fresh_lo
 
     from transformers import ModernBertForSequenceClassification
 
-    from bertology.config.distill import StudentConfig
+    from bertology.config.distill_config import StudentConfig
     from bertology.config.groups import SizeConfig
     from bertology.models.student import build_student, default_layer_map
     from bertology.models.windows import matched_reaches

@@ -40,14 +40,12 @@ from conftest import compose_config
 from omegaconf import OmegaConf
 
 from bertology.analysis.features import Features
-from bertology.findings.catalog import load_catalog, runs_of
-from bertology.findings.results import find_runs
-from bertology.findings.verdicts import ABOUT, correct_suite, judge
 from bertology.pipelines import load_pipeline
-from bertology.reproduce.studies import pipeline_of
+from bertology.study.catalog import load_catalog, load_studies, runs_of
+from bertology.study.results import find_runs
+from bertology.study.verdicts import ABOUT, correct_suite, judge
 
 CATALOG = load_catalog()
-EXPERIMENTS = Path(__file__).resolve().parent.parent / "conf" / "experiment"
 SEEDS = (0, 1, 2)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -56,7 +54,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def run_study(study: str, root: Path, overrides: list[str], seeds=SEEDS,
               arms: list[list[str]] = ([],)) -> None:
     """Every arm × seed of a study into root/<n>, each with its saved config (as Hydra)."""
-    pipeline = pipeline_of(EXPERIMENTS / f"study_{study}.yaml")
+    pipeline = load_studies()[study].pipeline
     for index, (arm, seed) in enumerate((a, s) for a in arms for s in seeds):
         cfg = compose_config(pipeline, [f"experiment=study_{study}", f"seed={seed}",
                                         "logger=none", *overrides, *arm])
@@ -112,8 +110,9 @@ def random_features(model, model_fingerprint, tokenizer, sentences, cache_dir, p
                     map_offsets, num_heads=heads)
 
 
+@pytest.mark.slow
 def test_probing_findings_do_not_hold_on_random_features(tmp_path, monkeypatch):
-    monkeypatch.setattr("bertology.analysis.context.extract_or_load", random_features)
+    monkeypatch.setattr("bertology.analysis.probe_context.extract_or_load", random_features)
     monkeypatch.setattr("bertology.analysis.numeracy.extract_or_load", random_features)
     sizes = ["max_train_sentences=80", "max_eval_sentences=40",
              "analysis.attention.max_sentences=40", "analysis.attention.min_dependents=5",
@@ -239,7 +238,7 @@ MODEL_ONLY = ("model",)  # on the twin, findings about a method may hold
 def random_minilm(tmp_path_factory) -> Path:
     """all-MiniLM-L6-v2's architecture and tokenizer with fresh weights, saved as a
     checkpoint: the random-init twin of the probe studies' model."""
-    from bertology.analysis.context import load_encoder, random_like
+    from bertology.analysis.probe_context import load_encoder, random_like
 
     model, tokenizer = load_encoder(MINILM, attention=False)
     path = tmp_path_factory.mktemp("random_minilm")
@@ -262,6 +261,7 @@ def random_minilm_finetuned(tmp_path_factory, random_minilm) -> Path:
 TWIN_SIZES = ["max_train_sentences=80", "max_eval_sentences=40"]
 
 
+@pytest.mark.slow
 def test_layer_trends_do_not_hold_on_the_random_init_twin(tmp_path, random_minilm):
     """Issue 28's case, small: the trends over depth an untrained MiniLM shows too
     (anisotropy +0.040 [+0.021, +0.060] held on it as a slope against 0)."""
@@ -292,7 +292,7 @@ def random_modernbert(tmp_path_factory) -> Path:
     import torch
     from transformers import ModernBertConfig, ModernBertForMaskedLM
 
-    from bertology.analysis.context import load_encoder
+    from bertology.analysis.probe_context import load_encoder
 
     _, tokenizer = load_encoder(MINILM, attention=False)
     ids = {"pad_token_id": tokenizer.pad_token_id, "cls_token_id": tokenizer.cls_token_id,
@@ -308,6 +308,7 @@ def random_modernbert(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_layer_and_head_findings_do_not_hold_on_a_random_init_modernbert(tmp_path,
                                                                          random_modernbert):
     """The twin null for the fifth family's own analysis paths (rotary positions, pre-norm,

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from conftest import compose_config
 
-from bertology.analysis import context
+from bertology.analysis import probe_context as context
 from bertology.analysis.features import Features
 from bertology.analysis.position import correct_by_sentence
-from bertology.findings.evidence import reduce_slope
 from bertology.run.replicates import REPLICATES, read_replicates
+from bertology.study.evidence import reduce_slope
 
 QUIET = ["analysis=position", "logger=none", "init=random", "seeds=[0,1]",
          "max_train_sentences=200", "max_eval_sentences=80"]

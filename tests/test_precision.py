@@ -24,7 +24,7 @@ def native(monkeypatch, flags=("fpu", "avx2", "amx_bf16")):
     monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset(flags))
 
 
-class FakeProbe:
+class FakeTrial:
     """A run whose steps take the given seconds in each precision; counts the calls."""
 
     def __init__(self, seconds: dict[str, float], shape: dict | None = None):
@@ -66,7 +66,7 @@ def test_a_cpu_without_native_bf16_gets_fp32_without_timing(monkeypatch, tmp_pat
 ])
 def test_auto_keeps_the_faster_precision(monkeypatch, tmp_path, fp32, bf16, expected):
     native(monkeypatch)
-    probe = FakeProbe({"no": fp32, "bf16": bf16})
+    probe = FakeTrial({"no": fp32, "bf16": bf16})
     choice = precision.choose("auto", CPU, probe, tmp_path)
     assert choice.precision == expected
     assert choice.fp32_step_s == [fp32] * precision.REPEATS
@@ -84,23 +84,23 @@ def test_the_decision_reads_medians_so_one_slow_step_does_not_decide():
 
 def test_a_cached_answer_is_not_timed_again_and_the_cache_is_per_shape(monkeypatch, tmp_path):
     native(monkeypatch)
-    first = precision.choose("auto", CPU, FakeProbe({"no": 1.0, "bf16": 0.5}), tmp_path)
+    first = precision.choose("auto", CPU, FakeTrial({"no": 1.0, "bf16": 0.5}), tmp_path)
     assert first.precision == "bf16" and not first.cached
     again = precision.choose("auto", CPU, NeverTimed(), tmp_path)  # same machine and shape
     assert again.precision == "bf16" and again.cached
     assert again.fp32_step_s == first.fp32_step_s
-    other = FakeProbe({"no": 1.0, "bf16": 2.0}, shape={"model": "fake", "seq_length": 512})
+    other = FakeTrial({"no": 1.0, "bf16": 2.0}, shape={"model": "fake", "seq_length": 512})
     assert precision.choose("auto", CPU, other, tmp_path).precision == "no"
     assert other.calls  # a new shape is timed
     # another machine (other flags) does not read this machine's answer
     native(monkeypatch, flags=("amx_bf16", "avx512_bf16"))
-    assert precision.choose("auto", CPU, FakeProbe({"no": 1.0, "bf16": 3.0}),
+    assert precision.choose("auto", CPU, FakeTrial({"no": 1.0, "bf16": 3.0}),
                             tmp_path).precision == "no"
 
 
 def test_the_run_dir_records_both_timings_and_the_choice(monkeypatch, tmp_path, caplog):
     native(monkeypatch)
-    probe = FakeProbe({"no": 0.2, "bf16": 0.1})
+    probe = FakeTrial({"no": 0.2, "bf16": 0.1})
     with caplog.at_level(logging.INFO, logger="bertology.training.precision"):
         chosen = precision.resolve_precision(AUTO, probe, tmp_path, tmp_path / "cache")
     assert chosen == "bf16"
@@ -113,11 +113,11 @@ def test_the_run_dir_records_both_timings_and_the_choice(monkeypatch, tmp_path, 
 
 def test_a_resumed_auto_run_keeps_the_precision_it_began_in(monkeypatch, tmp_path):
     native(monkeypatch)
-    precision.resolve_precision(AUTO, FakeProbe({"no": 0.2, "bf16": 0.1}), tmp_path,
+    precision.resolve_precision(AUTO, FakeTrial({"no": 0.2, "bf16": 0.1}), tmp_path,
                                 tmp_path / "cache")
     (tmp_path / "checkpoints" / "step_250").mkdir(parents=True)
     # the machine now times fp32 faster (a fresh cache), yet the run continues in bf16
-    assert precision.resolve_precision(AUTO, FakeProbe({"no": 0.1, "bf16": 0.2}), tmp_path,
+    assert precision.resolve_precision(AUTO, FakeTrial({"no": 0.1, "bf16": 0.2}), tmp_path,
                                        tmp_path / "fresh") == "bf16"
 
 
@@ -144,6 +144,7 @@ RUN = ["logger=none", "trainer=smoke", "trainer.max_steps=6", "trainer.log_every
        "data.num_sentences=300", "data.eval_docs=10"]
 
 
+@pytest.mark.slow
 def test_timing_a_real_run_leaves_it_unchanged_and_is_cached(monkeypatch, tmp_path):
     """auto on a (pretended) native-bf16 CPU times real steps of the run's model on a copy:
     the run then trains exactly as one forced to the chosen precision, and the next run of
@@ -184,9 +185,9 @@ def test_every_precision_line_fits_the_log_contract(monkeypatch, tmp_path):
     record, not the line."""
     native(monkeypatch, flags=("amx_bf16", "avx512_bf16", "amx_tile"))
     deep = tmp_path / ("a-long-cache-directory-name" * 4)
-    timed = precision.choose("auto", CPU, FakeProbe({"no": 0.0259, "bf16": 0.0477}), deep)
+    timed = precision.choose("auto", CPU, FakeTrial({"no": 0.0259, "bf16": 0.0477}), deep)
     cached = precision.choose("auto", CPU, NeverTimed(), deep)
-    several = precision.choose("auto", CPU, FakeProbe({"no": 1, "bf16": 1}, {"other": 1}),
+    several = precision.choose("auto", CPU, FakeTrial({"no": 1, "bf16": 1}, {"other": 1}),
                                tmp_path / "cold", processes=16)
     untimed = precision.choose("auto", CPU, None, deep)
     assert timed.method and cached.cached and cached.cache_file == timed.cache_file

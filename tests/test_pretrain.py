@@ -16,8 +16,8 @@ from conftest import compose_config
 from safetensors.torch import load_model
 from transformers import AutoModelForMaskedLM, AutoModelForPreTraining, AutoTokenizer
 
-from bertology.config.files import resolve_checkpoint
-from bertology.config.pretrain import load_pretrain_config
+from bertology.config.path_checks import resolve_checkpoint
+from bertology.config.pretrain_config import load_pretrain_config
 from bertology.errors import UserError
 from bertology.pipelines import pretrain
 from bertology.run.replicates import read_replicates
@@ -83,6 +83,7 @@ def test_model_dir_reloads_in_plain_transformers_with_identical_logits(bert_run)
     assert type(masked_lm).__name__ == "BertForMaskedLM"
 
 
+@pytest.mark.slow
 def test_roberta_run(tmp_path):
     metrics = run_pretrain(tmp_path, ["model=roberta", "trainer.max_steps=20",
                                       "trainer.log_every=5"])
@@ -203,6 +204,7 @@ def test_sweep_over_the_four_variants_learns_and_saves_loadable_models(tmp_path)
         "electra"
 
 
+@pytest.mark.slow
 def test_downstream_fine_tunes_model_and_reports_its_scores(tmp_path):
     cfg = compose_config("pretrain", [
         "logger=none", "trainer.max_steps=4", "trainer.batch_size=4", "trainer.eval_batches=1",

@@ -16,7 +16,7 @@ from schema_walk import mlm_checkpoint
 
 from bertology.analysis import features as feats
 from bertology.analysis import probe_fits, probes
-from bertology.config.probe import (
+from bertology.config.probe_config import (
     ANALYSIS_SETTINGS,
     MLM_ANALYSES,
     LinearSettings,
@@ -25,12 +25,12 @@ from bertology.config.probe import (
 )
 from bertology.data.probe_sentences import ProbeSentence, load_probe_sentences
 from bertology.errors import UserError
-from bertology.findings.catalog import load_catalog
-from bertology.findings.evidence import reduce_slope
-from bertology.findings.results import Run
-from bertology.findings.verdicts import judge
 from bertology.pipelines import probe
 from bertology.run.replicates import REPLICATES, bootstrap_indices, read_replicates
+from bertology.run.rundir import RunDir
+from bertology.study.catalog import load_catalog
+from bertology.study.evidence import reduce_slope
+from bertology.study.verdicts import judge
 
 # init=random: a random tiny BERT of size=, not the default pretrain run's checkpoint (80 s)
 QUIET = ["logger=none", "init=random", "seeds=[0]", "max_train_sentences=300",
@@ -286,7 +286,7 @@ def test_noise_features_give_layer_slope_intervals_that_cover_zero():
 def judged_with_items(out: Path, metrics: dict, finding: str) -> list[bool]:
     """Whether each comparison of a catalogued finding, judged on this one run, drew item
     replicates into its estimate (statistics.Estimate.items)."""
-    result = judge(load_catalog()[finding], [Run(out, metrics, {"seed": 0})])
+    result = judge(load_catalog()[finding], [RunDir(out, metrics, {"seed": 0})])
     return [test.estimate.items for test in result.tests]
 
 
@@ -371,6 +371,7 @@ def test_pos_probes_beat_the_majority_tag_and_their_control_matches_them(linear_
         assert abs(metrics[f"probe/layer_{layer:02d}/selectivity"]) < 0.05
 
 
+@pytest.mark.slow
 def test_a_second_analysis_reads_the_cache_instead_of_the_model(linear_run, tmp_path,
                                                                 monkeypatch):
     _, cache, _ = linear_run

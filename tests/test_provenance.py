@@ -16,8 +16,8 @@ import torch
 import transformers
 from conftest import REPO
 
-from bertology import cli
-from bertology.run.files import UMASK
+from bertology.cli import entry as cli
+from bertology.run.atomic import UMASK
 from bertology.run.provenance import read_cpu, read_git, write_env
 
 pytestmark = pytest.mark.usefixtures("fresh_logging")

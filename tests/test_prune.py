@@ -15,7 +15,7 @@ import torch
 from conftest import NEGATION, compose_config, run_cli
 from transformers import AutoModelForSequenceClassification, BertConfig, BertModel
 
-from bertology.config.prune import load_prune_config
+from bertology.config.prune_config import load_prune_config
 from bertology.errors import UserError
 from bertology.pipelines import prune
 from bertology.pruning.heads import HeadGates, build_gates, kept_heads, load_pruned
@@ -104,6 +104,7 @@ def read_csv(path: Path) -> list[dict]:
         return list(csv.DictReader(handle))
 
 
+@pytest.mark.slow
 def test_heads_curves_start_at_the_original_and_mask_in_steps(prune_run):
     out, metrics = prune_run
     rows = read_csv(out / "tables" / "head_pruning.csv")
@@ -126,6 +127,7 @@ def test_heads_curves_start_at_the_original_and_mask_in_steps(prune_run):
         assert (out / "plots" / f"{plot}.png").stat().st_size > 0
 
 
+@pytest.mark.slow
 def test_removed_heads_give_the_masked_logits_and_reload(prune_run, negation_model):
     out, metrics = prune_run
     assert metrics["prune/removal/max_logit_diff"] < 1e-5
@@ -147,6 +149,7 @@ def test_removed_heads_give_the_masked_logits_and_reload(prune_run, negation_mod
         assert torch.allclose(pruned(**batch).logits, expected, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_layers_magnitude_and_int8_are_measured(prune_run):
     out, metrics = prune_run
     layers = read_csv(out / "tables" / "layer_dropping.csv")
@@ -162,6 +165,7 @@ def test_layers_magnitude_and_int8_are_measured(prune_run):
         metrics["prune/int8/accuracy"] - metrics["prune/original/accuracy"])
 
 
+@pytest.mark.slow
 def test_the_compression_matrix_has_every_combination_and_a_pareto_front(prune_run):
     out, metrics = prune_run
     rows = read_csv(out / "tables" / "compression_matrix.csv")
@@ -192,6 +196,7 @@ def test_bad_config_is_a_user_error(overrides, words):
         load_prune_config(compose_config("prune", overrides))
 
 
+@pytest.mark.slow
 def test_a_schedule_removing_every_head_is_one_line_exit_2(tmp_path):
     # size=tiny has 2 layers × 2 heads: 0.9 of 4 rounds to all 4
     result = run_cli("prune", "logger=none", *TASK, "task.num_sentences=300",

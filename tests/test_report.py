@@ -15,26 +15,49 @@ from conftest import REPO, run_cli
 from omegaconf import OmegaConf
 
 from bertology.errors import UserError
-from bertology.findings import catalog
-from bertology.findings.evidence import REDUCTIONS
-from bertology.findings.results import find_runs
-from bertology.findings.verdicts import judge, parse_finding
 from bertology.pipelines import report
 from bertology.run.replicates import write_replicates
+from bertology.study import catalog
+from bertology.study.evidence import REDUCTIONS
+from bertology.study.results import find_runs
+from bertology.study.verdicts import judge, parse_finding
 
 FINDING = {"id": "demo", "claim": "a beats b", "source": "a paper, Table 1",
            "compare": {"a": "eval/a", "b": "eval/b", "expect": "greater"}}
 
 
+def study_of(finding: dict) -> str:
+    return finding.get("study") or finding["id"]
+
+
 def write_run(path: Path, metrics: dict, seed: int, finding: dict | None = None,
               replicates: dict | None = None, **config) -> Path:
+    """A finished run dir as a pipeline leaves it; with a finding, labelled with its study."""
     (path / ".hydra").mkdir(parents=True)
-    (path / ".hydra" / "config.yaml").write_text(
-        yaml.safe_dump({"seed": seed, **config, **({"finding": finding} if finding else {})}))
+    label = {"label": study_of(finding)} if finding else {}
+    (path / ".hydra" / "config.yaml").write_text(yaml.safe_dump({"seed": seed, **config,
+                                                                 **label}))
     (path / "metrics.json").write_text(json.dumps(metrics))
     if replicates:
         write_replicates(path, "test", replicates)
     return path
+
+
+def write_findings(folder: Path, *findings: dict) -> Path:
+    """The user's own findings, as `bertology report findings=<folder>` reads them."""
+    folder.mkdir(parents=True)
+    for finding in findings:
+        (folder / f"{finding['id']}.yaml").write_text(
+            yaml.safe_dump({**finding, "study": study_of(finding)}))
+    return folder
+
+
+def run_report(runs: Path, out: Path, *findings: dict) -> dict[str, float]:
+    """`bertology report <runs> findings=<a folder of these findings>` into out."""
+    config = {"runs": [str(runs)]}
+    if findings:
+        config["findings"] = str(write_findings(out.parent / f"{out.name}_findings", *findings))
+    return report.run(OmegaConf.create(config), out)
 
 
 def judge_runs(tmp_path: Path, pairs: list[tuple[float, float]], finding=FINDING):
@@ -155,7 +178,7 @@ def test_report_pipeline_writes_markdown_tables_and_figures(tmp_path):
     judge_runs(runs, [(0.8, 0.7), (0.81, 0.7), (0.79, 0.71)])
     write_run(runs / "plain", {"eval/accuracy": 0.5}, 0)  # a run of no finding: aggregated
     out = tmp_path / "report"
-    metrics = report.run(OmegaConf.create({"runs": [str(runs)]}), out)
+    metrics = run_report(runs, out, FINDING)
     assert metrics["report/findings"] == 1 and metrics["report/raw/holds"] == 1
     assert metrics["report/corrected/holds"] == 1  # Holm over one finding changes nothing
     text = (out / "REPORT.md").read_text()
@@ -185,7 +208,7 @@ def test_holm_over_the_report_can_overturn_a_raw_verdict(tmp_path):
         write_run(tmp_path / "runs" / f"a{seed}", {"eval/a": a, "eval/b": b}, seed, clear)
     for seed, (e, f) in enumerate([(0.52, 0.50), (0.47, 0.50), (0.51, 0.50)]):
         write_run(tmp_path / "runs" / f"e{seed}", {"eval/e": e, "eval/f": f}, seed, null)
-    report.run(OmegaConf.create({"runs": [str(tmp_path / "runs")]}), tmp_path / "out")
+    run_report(tmp_path / "runs", tmp_path / "out", edge, clear, null)
     with (tmp_path / "out" / "tables" / "findings.csv").open() as handle:
         rows = {r["finding"]: r for r in csv.DictReader(handle)}
     assert float(rows["edge"]["p_holds"]) == pytest.approx(0.0175, abs=1e-3)
@@ -202,20 +225,18 @@ def test_a_study_serves_every_finding_of_the_catalog(tmp_path):
         {**FINDING, "id": "three", "study": "other"})}
     for seed in range(3):
         write_run(tmp_path / str(seed), {"eval/a": 0.8 + seed / 100, "eval/b": 0.7}, seed,
-                  study={"name": "demo_study"})
+                  label="demo_study")
     pairs = catalog.findings_for(find_runs([tmp_path]), specs)
     assert [spec.id for spec, runs in pairs] == ["one", "two"]
     assert all(len(runs) == 3 for _, runs in pairs)
 
 
-def test_every_catalog_finding_names_its_study_and_composes_with_it():
-
-    specs = catalog.load_catalog()
-    assert specs, "conf/experiment holds no finding"
+def test_every_catalog_finding_names_a_study_of_the_catalogue():
+    specs, studies = catalog.load_catalog(), catalog.load_studies()
+    assert specs, "conf/findings holds no finding"
     for spec in specs.values():
-        assert spec.studies, f"{spec.id}: no study"
-        path = REPO / "conf" / "experiment" / f"finding_{spec.id}.yaml"
-        assert path.exists(), f"{spec.id}: the file is not named finding_<id>.yaml"
+        assert spec.studies and set(spec.studies) <= set(studies), spec.id
+        assert (REPO / "conf" / "findings" / f"{spec.id}.yaml").exists(), spec.id
 
 
 def test_no_runs_is_a_user_error(tmp_path):
@@ -223,9 +244,12 @@ def test_no_runs_is_a_user_error(tmp_path):
         find_runs([tmp_path])
 
 
+@pytest.mark.slow
 def test_cli_takes_dirs_as_arguments(tmp_path):
     judge_runs(tmp_path / "runs", [(0.8, 0.7), (0.81, 0.7), (0.82, 0.71)])
-    result = run_cli("report", str(tmp_path / "runs"), "hydra.run.dir=out", cwd=tmp_path)
+    findings = write_findings(tmp_path / "mine", FINDING)
+    result = run_cli("report", str(tmp_path / "runs"), f"findings={findings}",
+                     "hydra.run.dir=out", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "**holds**" in (tmp_path / "out" / "REPORT.md").read_text()
     missing = run_cli("report", str(tmp_path / "nowhere"), cwd=tmp_path)
@@ -290,14 +314,13 @@ def test_the_headline_counts_claims_about_the_model(tmp_path):
     method = {**FINDING, "id": "probe_fact", "about": "method", "study": "s"}
     model = {**FINDING, "id": "model_fact", "about": "model", "study": "s"}
     for seed, (a, b) in enumerate([(0.80, 0.70), (0.82, 0.71), (0.81, 0.69)]):
-        write_run(tmp_path / "runs" / str(seed), {"eval/a": a, "eval/b": b}, seed,
-                  study={"name": "s"})
+        write_run(tmp_path / "runs" / str(seed), {"eval/a": a, "eval/b": b}, seed, label="s")
     cat = {"probe_fact": parse_finding(method), "model_fact": parse_finding(model)}
     runs = find_runs([tmp_path / "runs"])
     results = [judge(spec, runs) for spec in cat.values()]
     report.correct_suite(results)
-    from bertology.findings.html import write_html
-    from bertology.findings.reporting import write_report
+    from bertology.study.report_html import write_html
+    from bertology.study.reporting import write_report
     figures = {r.id: "x.png" for r in results}
     (tmp_path / "x.png").write_bytes(b"\x89PNG")
     text = write_report(results, [], runs, tmp_path, figures).read_text()

@@ -13,10 +13,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf
-from test_report import FINDING, write_run
+from test_report import FINDING, run_report, write_run
 
-from bertology.pipelines import report
 from bertology.run import figures
 from bertology.run.index import write_run_index
 
@@ -55,7 +53,7 @@ def html_report(tmp_path) -> Path:
     for seed, (a, b) in enumerate([(0.8, 0.7), (0.81, 0.7), (0.79, 0.71)]):
         write_run(tmp_path / "runs" / f"demo{seed}", {"eval/a": a, "eval/b": b}, seed, FINDING)
         write_run(tmp_path / "runs" / f"tricky{seed}", {"eval/a": a, "eval/b": b}, seed, tricky)
-    report.run(OmegaConf.create({"runs": [str(tmp_path / "runs")]}), tmp_path / "report")
+    run_report(tmp_path / "runs", tmp_path / "report", FINDING, tricky)
     return tmp_path / "report" / "REPORT.html"
 
 

@@ -12,13 +12,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
-from bertology.findings.catalog import load_catalog
-from bertology.reproduce import encoders, matrix
-from bertology.reproduce import studies as reproduce
-from bertology.reproduce.summary import write_summary
-
-REPO = reproduce.REPO
+from bertology.study import encoders, matrix
+from bertology.study import schedule as reproduce
+from bertology.study.catalog import load_catalog
+from bertology.study.summary import write_summary
 
 
 def record_commands(monkeypatch) -> list[list[str]]:
@@ -91,6 +90,7 @@ def test_changed_pretraining_settings_never_reuse_an_encoder(tmp_path, monkeypat
 @pytest.mark.parametrize("args, says", [
     (["--encoders", "bert"], "--encoders must name minilm"),
     (["--encoders", "minilm", "gpt2"], "--encoders gpt2 is not an encoder")])
+@pytest.mark.slow
 def test_bad_encoders_are_one_line_and_exit_2_before_any_step(args, says, tmp_path):
     out = tmp_path / "out"
     done = subprocess.run([sys.executable, "-m", "bertology.reproduce", "--out", str(out),
@@ -108,7 +108,7 @@ def test_the_matrix_rows_are_the_findings_that_read_a_swappable_encoder():
     for finding in rows:
         assert set(catalog[finding].studies) <= set(encoders.ENCODER_STUDIES)
     for study in encoders.ENCODER_STUDIES:  # each reads MiniLM unless told another encoder
-        bundle = (reproduce.EXPERIMENTS / f"study_{study}.yaml").read_text()
+        bundle = (REPO / "conf" / "experiment" / f"study_{study}.yaml").read_text()
         assert "override /model: minilm" in bundle, study
 
 

@@ -7,7 +7,7 @@ import csv
 import subprocess
 import sys
 
-from bertology.reproduce.summary import write_summary
+from bertology.study.summary import write_summary
 
 FIELDS = ["finding", "about", "raw_verdict", "corrected_verdict"]
 ROWS = [("a", "model", "holds", "holds"), ("b", "model", "holds", "underpowered"),
@@ -39,7 +39,7 @@ def test_counts_per_kind_raw_and_holm_and_the_findings_behind_them(tmp_path):
 
 
 def test_a_dir_without_a_report_is_one_line_and_exit_2(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "bertology.reproduce.summary", str(tmp_path)],
+    done = subprocess.run([sys.executable, "-m", "bertology.study.summary", str(tmp_path)],
                           capture_output=True, text=True)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "findings.csv not found" in done.stderr

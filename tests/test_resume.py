@@ -17,7 +17,7 @@ import pytest
 from conftest import write_markdown_table
 from omegaconf import OmegaConf
 
-from bertology import cli
+from bertology.cli import entry as cli
 from bertology.errors import UserError
 from bertology.run.resume import (
     CHANGES,
@@ -97,6 +97,7 @@ def rerun(killed: Path, tmp_path: Path, args: list[str]) -> tuple[int, Path]:
     return main([*PRETRAIN, "trainer.max_steps=400", *args], run_dir), run_dir
 
 
+@pytest.mark.slow
 def test_resume_with_another_lr_is_refused_and_the_dir_untouched(killed_run, tmp_path, capsys):
     run_dir = copy_of(killed_run, tmp_path)
     before = fingerprint(run_dir)
@@ -112,6 +113,7 @@ def test_resume_with_another_lr_is_refused_and_the_dir_untouched(killed_run, tmp
                  f"{len(before)} files of the run dir byte- and mtime-identical ({saved} kept)"])
 
 
+@pytest.mark.slow
 def test_several_changes_are_all_named(killed_run, tmp_path, capsys):
     code, _ = rerun(killed_run, tmp_path, ["trainer.lr=1e-3", "trainer.batch_size=4",
                                            "seed=3", "trainer.log_every=1"])
@@ -138,6 +140,7 @@ def test_result_neutral_keys_and_a_longer_budget_resume(short_run, tmp_path):
                  "resume_changes.json as result-neutral"])
 
 
+@pytest.mark.slow
 def test_a_lower_budget_is_refused(killed_run, tmp_path, capsys):
     code, _ = rerun(killed_run, tmp_path, ["trainer.max_steps=300"])
     assert code == 2

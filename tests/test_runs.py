@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from bertology import cli
-from bertology.pipelines.runs_table import matches
+from bertology.cli import entry as cli
+from bertology.cli.runs_command import matches
 
 pytestmark = pytest.mark.usefixtures("fresh_logging")
 

@@ -1,4 +1,4 @@
-"""The generated bad-input suite (issue 20): every leaf key of every pipeline's config, walked
+"""The generated bad-input suite: every leaf key of every pipeline's config, walked
 from the composed configs (tests/schema_walk.py), is fed values derived from its own value and
 kind, never from a hand list:
 
@@ -14,6 +14,12 @@ Each must be refused by `bertology <pipeline> ...` (cli.main, in process) with e
 line naming the key, before Hydra is handed the run (so before any model, data set or nested
 run), and with no traceback. A case the schema accepts on purpose is listed in ACCEPTED with the
 reason; a new key whose bad values are accepted, and not listed, fails the suite.
+
+The whole walk composes every option of every group (~225 Hydra compositions, half a minute
+before the first case runs), so it is made only where its cases are run: `make test`
+(`-m "not slow"`) walks each pipeline's default config and runs every 25th of its cases; any
+other run (`make tables`, `-m slow`, a plain `pytest`) walks everything and runs every case not
+deselected (pytest_generate_tests below).
 """
 
 from __future__ import annotations
@@ -26,10 +32,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import write_markdown_table
+from conftest import fast_sample, tables_wanted, write_markdown_table
 from schema_walk import PIPELINES, walk
 
-from bertology import cli
+from bertology.cli import entry as cli
 
 # The keys that name files or folders, by kind. dir/file: read; out: written (created if
 # missing); model: a checkpoint dir with config.json (or a hub id); files: a list of files.
@@ -146,10 +152,38 @@ def accepted(key: str, case: str) -> str | None:
     return None
 
 
-LEAVES = walk()
-CASES = [(leaf, case, value) for leaf in LEAVES
-         for case, value in (path_cases(PATH_KEYS[leaf.key], Path("<tmp>"))
-                             if leaf.key in PATH_KEYS else value_cases(leaf.value))]
+def cases_of(leaves) -> list[tuple]:
+    return [(leaf, case, value) for leaf in leaves
+            for case, value in (path_cases(PATH_KEYS[leaf.key], Path("<tmp>"))
+                                if leaf.key in PATH_KEYS else value_cases(leaf.value))]
+
+
+def case_id(leaf, case, _value) -> str:
+    return f"{leaf.pipeline}:{leaf.key}:{case}"
+
+
+def fast_run(config) -> bool:
+    """The run is `make test`'s: slow tests deselected."""
+    return (config.getoption("markexpr") or "").replace(" ", "") == "notslow"
+
+
+def pytest_generate_tests(metafunc):
+    """The generated cases, from the walk this run needs (module docstring)."""
+    if "case" not in metafunc.fixturenames:
+        return
+    if fast_run(metafunc.config):
+        cases = cases_of(walk(every_option=False))[::25]
+        params = [pytest.param(*c, id=case_id(*c)) for c in cases]
+    elif metafunc.function.__name__ == "test_console_script_refuses_a_sample":
+        cases = cases_of(walk())
+        cases = cases[:: max(1, len(cases) // 24)]  # every k-th case: ~24, all pipelines
+        params = [pytest.param(*c, id=case_id(*c)) for c in cases]
+    else:
+        cases = cases_of(walk())
+        params = fast_sample(cases, 25, ids=[case_id(*c) for c in cases])
+    metafunc.parametrize("leaf,case,value", params)
+
+
 RESULTS: list[tuple[str, str, str, str]] = []
 
 
@@ -180,8 +214,6 @@ def materialise(value: object, tmp: Path) -> object:
     return value
 
 
-@pytest.mark.parametrize("leaf,case,value", CASES,
-                         ids=[f"{leaf.pipeline}:{leaf.key}:{case}" for leaf, case, _ in CASES])
 def test_bad_value_is_refused_before_work(leaf, case, value, refusing_cli, capsys):
     bad = ("+" if leaf.added else "") + override(leaf.key, materialise(value, refusing_cli))
     reason = accepted(leaf.key, case)
@@ -200,21 +232,22 @@ def test_bad_value_is_refused_before_work(leaf, case, value, refusing_cli, capsy
     assert group in err and name in err, f"the error does not name {leaf.key}: {err}"
 
 
+@pytest.mark.slow
 def test_every_pipeline_and_key_is_walked():
-    counts = Counter(leaf.pipeline for leaf in LEAVES)
+    counts = Counter(leaf.pipeline for leaf in walk())
     assert set(counts) == set(PIPELINES)
     assert all(counts[p] >= 50 for p in PIPELINES if p != "report"), counts
     stale = [pattern for pattern, _ in ACCEPTED
-             if not any(fnmatch.fnmatchcase(leaf.key, pattern) for leaf in LEAVES)]
+             if not any(fnmatch.fnmatchcase(leaf.key, pattern) for leaf in walk())]
     assert not stale, f"ACCEPTED lists keys the schema no longer has: {stale}"
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _write_table():
     yield
-    if not RESULTS:
+    if not RESULTS or not tables_wanted():
         return
-    keys = Counter(leaf.pipeline for leaf in LEAVES)
+    keys = Counter(leaf.pipeline for leaf in walk())
     rows = []
     for pipeline in PIPELINES:
         mine = [r for r in RESULTS if r[0] == pipeline]
@@ -232,12 +265,7 @@ def test_the_output_location_must_be_writable(refusing_cli, capsys):
     assert re.search(r"not a (folder|directory)", err), err
 
 
-SAMPLE = CASES[:: max(1, len(CASES) // 24)]  # every k-th case: ~24, all pipelines
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("leaf,case,value", SAMPLE,
-                         ids=[f"{leaf.pipeline}:{leaf.key}:{case}" for leaf, case, _ in SAMPLE])
 def test_console_script_refuses_a_sample(leaf, case, value, tmp_path):
     """The same cases through the installed `bertology` script, as a user meets them: exit 2,
     one line, no traceback, and no run dir left behind."""

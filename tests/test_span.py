@@ -27,7 +27,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from transformers import AutoModelForMaskedLM
 
 from bertology.config.groups import DataConfig, ModelConfig, ObjectiveConfig, SizeConfig
-from bertology.config.pretrain import load_pretrain_config
+from bertology.config.pretrain_config import load_pretrain_config
 from bertology.data.corpora import build_corpus
 from bertology.data.formats import Specials, build_examples, count_tokens
 from bertology.errors import UserError
@@ -366,6 +366,7 @@ def test_token_counts_are_the_corpus_unigram_counts_without_specials(synthetic_t
     assert counts.sum() > 1000
 
 
+@pytest.mark.slow
 def test_random_replacements_follow_the_corpus_unigram(synthetic_tokenizer, examples):
     """SpanBERT's code draws its random tokens from the corpus, not uniformly over the
     vocabulary. With every span replaced by random tokens (ratios 0/1/0), the masked positions
@@ -440,6 +441,7 @@ def test_run_saves_the_trained_head_and_a_plain_masked_lm(span_run, synthetic_to
         assert torch.equal(plain(**inputs).logits, trained.eval()(**inputs).logits)
 
 
+@pytest.mark.slow
 def test_resumed_run_restores_the_head_and_ends_the_same(tmp_path, caplog):
     """Checkpoints hold the SBO head with the model: a run resumed from step 6 ends exactly
     as the run that went straight through."""

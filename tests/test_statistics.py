@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from bertology.findings.evidence import Evidence, evaluate
-from bertology.findings.statistics import (
+from bertology.run.replicates import REPLICATES, bootstrap_indices, compute_ratio_replicates
+from bertology.study.evidence import Evidence, evaluate
+from bertology.study.stats import (
     Estimate,
     SignTest,
     TTest,
@@ -22,8 +23,7 @@ from bertology.findings.statistics import (
     holm,
     one_sided_p,
 )
-from bertology.findings.verdicts import FindingResult, FindingSpec, classify, correct_suite
-from bertology.run.replicates import REPLICATES, bootstrap_indices, compute_ratio_replicates
+from bertology.study.verdicts import FindingResult, FindingSpec, classify, correct_suite
 
 SPEC = FindingSpec("demo", "a claim", "a paper", ())
 T975 = {2: 4.302653, 3: 3.182446}  # t quantiles from a printed table (Student's t, 0.975)

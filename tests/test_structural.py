@@ -31,20 +31,20 @@ from bertology.analysis.tree_scores import (
     score_linear_baseline,
     score_parts,
 )
-from bertology.config.probe import StructuralSettings
+from bertology.config.probe_config import StructuralSettings
 from bertology.data import synthetic
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import UserError
-from bertology.findings.catalog import load_catalog
-from bertology.findings.evidence import reduce_slope
-from bertology.findings.results import Run
-from bertology.findings.verdicts import judge
 from bertology.run.replicates import (
     REPLICATES,
     bootstrap_indices,
     read_replicates,
     resample_counts,
 )
+from bertology.run.rundir import RunDir
+from bertology.study.catalog import load_catalog
+from bertology.study.evidence import reduce_slope
+from bertology.study.verdicts import judge
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -249,6 +249,7 @@ def test_uuas_replicates_pool_the_drawn_sentences_edges_by_hand():
     assert score_parts("depth", depth, weights)["root_acc"] == pytest.approx([1, 0, 0.5])
 
 
+@pytest.mark.slow
 def test_noise_predictions_give_layer_slope_intervals_that_cover_zero():
     """Random distances drawn afresh for every 'layer' (independent of the trees): UUAS and
     DSpr. do not change with depth, so the 95% interval of each layer slope covers 0."""
@@ -330,6 +331,7 @@ def test_a_task_without_trees_is_a_user_error(tmp_path):
         run(ctx, StructuralSettings())
 
 
+@pytest.mark.slow
 def test_probe_pipeline_writes_table_plot_and_metrics(tmp_path):
     from bertology.pipelines import probe
 
@@ -361,5 +363,5 @@ def test_probe_pipeline_writes_table_plot_and_metrics(tmp_path):
             assert columns[key].mean() == pytest.approx(metrics[key], abs=0.03), key
             assert columns[key].std() < 0.15, key
     for finding in ("structural_beats_baseline", "syntax_layers"):
-        result = judge(load_catalog()[finding], [Run(tmp_path / "run", metrics, {"seed": 0})])
+        result = judge(load_catalog()[finding], [RunDir(tmp_path / "run", metrics, {"seed": 0})])
         assert all(test.estimate.items for test in result.tests), finding

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from conftest import compose_config
 
-from bertology.cli import CONFIG_CHECKS, main
-from bertology.config.sweep import check_no_repeats, sweep_jobs
+from bertology.cli.entry import CONFIG_CHECKS, main
+from bertology.cli.sweep import check_no_repeats, sweep_jobs
 from bertology.errors import UserError
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import DATA_DIR, compose_config
 
-from bertology.config.finetune import load_finetune_config
+from bertology.config.finetune_config import load_finetune_config
 from bertology.data.encode import IGNORE, encode
 from bertology.data.hub_tasks import load_hub
 from bertology.data.tasks import load_task
@@ -24,7 +24,7 @@ def task_config(name: str, *overrides: str):
 
 @pytest.fixture(scope="module")
 def minilm_tokenizer():
-    from bertology.config.files import resolve_checkpoint
+    from bertology.config.path_checks import resolve_checkpoint
     from bertology.data.tokenizers import load_pretrained_tokenizer
 
     return load_pretrained_tokenizer(resolve_checkpoint(MINILM))
@@ -56,6 +56,7 @@ def test_conll03_skips_docstart_and_reads_bio_tags():
     assert all("-DOCSTART-" not in e["words"] for e in data.train + data.eval)
 
 
+@pytest.mark.slow
 def test_ud_pos_reads_syntactic_words():
     data = load_task(task_config("ud_pos"), DATA_DIR)
     assert all(len(e["words"]) == len(e["tags"]) for e in data.eval)
@@ -74,6 +75,7 @@ def full(name: str, data_set: str, *counts):
     return pytest.param(name, *counts, marks=pytest.mark.data(data_set), id=name)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, train, evaluation, words", [
     full("sst2", "glue_sst2", 67349, 872, None),
     full("mrpc", "glue_mrpc", 3668, 408, None),

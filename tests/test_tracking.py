@@ -68,11 +68,12 @@ def test_auto_mode_is_offline_unless_logged_in(tmp_path, monkeypatch, env, netrc
     assert tracking._wandb_mode(LoggerConfig(name="wandb")) == expected
 
 
+@pytest.mark.slow
 def test_sweep_jobs_are_grouped_and_tagged_in_wandb(tmp_path, monkeypatch, fresh_logging,
                                                     fake_wandb):
     """Each job of a multirun is its own W&B run, in a group named by the sweep dir and tagged
     with the overrides it was launched with; each run is finished."""
-    from bertology import cli
+    from bertology.cli import entry as cli
 
     calls = fake_wandb.calls
     monkeypatch.chdir(tmp_path)

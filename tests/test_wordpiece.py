@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections import Counter
 
+import pytest
 from conftest import DATA_DIR
 
 from bertology.config.groups import DataConfig
@@ -64,6 +65,7 @@ print(json.dumps(train_tokenizer(corpus, "wordpiece", 2000).get_vocab(), sort_ke
 """
 
 
+@pytest.mark.slow
 def test_two_processes_learn_the_same_vocabulary(synthetic_tokenizer):
     """The bug this learner exists for: tokenizers' trainer numbered pieces in hash order, so a
     second process learned another vocabulary and the same seed gave other results."""

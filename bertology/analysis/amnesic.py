@@ -5,29 +5,12 @@ on it. Elazar et al. remove the linearly decodable labels from layer l with INLP
 al., 2020), let the rest of the network run on the projected states, and measure how much the
 masked-LM's predictions change: top-1 accuracy and D_KL(p_original ‖ p_amnesic) of its output
 distributions. The control removes as many random directions, measured the same way: a change
-beyond the control's is the model's use of the property.
+beyond the control's is the model's use of the property. Elazar et al.'s two settings, normal
+and masked, each fitting INLP on the states it is applied to, with the projection where their
+code puts it; unlike their code, `mask_prob` of the words are masked in one forward pass.
 
-Two settings, as Elazar et al.'s; each fits INLP on the states it is applied to:
-- normal: the input as it is; INLP is fit on the states of the labelled words, and the effect
-  is on the MLM's prediction of each (unmasked) word itself at its own position.
-- masked: `mask_prob` of the words are replaced by the mask token; INLP is fit on the states at
-  those [MASK] positions (the label is the hidden word's), and the effect is on the MLM's
-  prediction of the hidden word there.
-Positions are labelled words of a single sub-word: a whole-word prediction with no leak from
-the word's other sub-words, as Elazar et al.'s word-level tasks (words of several sub-words are
-never masked), and only labelled ones, whose property INLP removes (synthetic_agreement labels
-only the verbs). Elazar et al. mask one word per copy of the sentence (their code's
-lm_masked_encoding); here `mask_prob` of the words are masked at once, as in pre-training, so
-one forward pass serves a sentence.
-
-Where the projection sits: on the output of hidden layer l (0 = embeddings), for every token,
-masked or not, as Elazar et al. do; for the last layer, on the output of the MLM head's
-transform (dense, GELU, LayerNorm), directly before the decoder, as their code does (its
-`last_state_after_batch_norm`). Fitting reads the states at the same place.
-
-Metrics, per setting: amnesic/<setting>/mlm_accuracy, …/<inlp|random>/{mlm_accuracy, drop, kl},
-…/probe_accuracy_before, …/probe_accuracy_after, …/random/probe_accuracy, …/majority_accuracy,
-…/directions_removed.
+The settings, the positions scored, where the projection sits and the metrics:
+docs/probing.md, "Amnesic probing: settings and placement".
 """
 
 from __future__ import annotations
@@ -43,7 +26,6 @@ import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from bertology.analysis.context import ProbeContext
 from bertology.analysis.features import encode_words, word_spans
 from bertology.analysis.inlp import (
     INLPResult,
@@ -54,7 +36,8 @@ from bertology.analysis.inlp import (
     split_dev,
     subsample_words,
 )
-from bertology.config.probe import AmnesicSettings
+from bertology.analysis.probe_context import ProbeContext
+from bertology.config.probe_config import AmnesicSettings
 from bertology.data.encode import IGNORE
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import require

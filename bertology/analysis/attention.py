@@ -1,47 +1,18 @@
 """What attention heads look at (Clark et al., 2019, "What does BERT look at?") and what
 their maps look like (Kovaleva et al., 2019, "Revealing the dark secrets of BERT"), read
-from the word-level maps that features.py extracts once ([CLS] at row/column 0, [SEP] at
-n + 1, attention to a word summed over its sub-words, from a word averaged).
+from the word-level maps that features.py extracts once.
 
-Per head (layer 1 … L, head 0 … H-1), averaged over the word rows of the first
-max_sentences eval sentences ([CLS]/[SEP] rows left out, as the brief asks):
-- mean attention to [CLS], to [SEP], to punctuation (UPOS PUNCT; without UPOS, words made of
-  punctuation characters only), to the word itself, to the previous and to the next word
-  (prev/next over the rows that have a previous/next word, so a head that always looks one
-  word back scores prev = 1), and the entropy of each row in nats (natural log, as Clark et
-  al.'s notebook);
-- dependency heads (§4.2, dependency_heads.py): each relation's best head against the best
-  fixed offset;
-- with compare_to: 1 − the mean cosine between the two models' flattened maps per head.
-Item replicates resample the sentences: each head's statistics are recomputed as Σ sums /
-Σ rows over the resampled sentences, so the per-layer means and the share of special heads
-(whose mass on [CLS], [SEP] and punctuation exceeds 0.5) get a sampling error.
+Per head: mean attention to [CLS], [SEP], punctuation, the word itself, the previous and the
+next word, and each row's entropy; dependency heads (Clark et al. §4.2, dependency_heads.py);
+with compare_to, how far each head's maps moved. Item replicates resample the sentences, so the
+per-layer means and the share of special heads get a sampling error. Kovaleva et al.'s five
+classes (their Figure 1) come from a fixed rule on three masses of each map (diagonal,
+vertical, block), not from their CNN on 400 hand-labelled maps, which are not public: the rule
+is not validated against labelled maps, so its shares are not comparable with the paper's, and
+the log and the figure say so.
 
-Kovaleva et al.'s five classes. They trained a CNN on 400 hand-labelled maps; this module
-uses a fixed rule on three masses of the word rows of one map (each row sums to 1):
-- D (diagonal): mass on the words at |i − j| ≤ 1 (the word and its two neighbours);
-- V (vertical): mass on [CLS], [SEP] and punctuation columns outside that band, i.e. the
-  same few columns in every row (Kovaleva's vertical stripes; Clark's [SEP]/punct heads);
-- B (block): mass inside the row's own block. Blocks are maximal runs of consecutive word
-  rows whose neighbouring rows share at least SAME_BLOCK_OVERLAP of their mass
-  (Σ_j min(a_ij, a_i+1,j)): rows of a block attend alike, Kovaleva's squares. Kovaleva's
-  blocks were the two segments of a sentence pair; for the single sentences probed here a
-  block is a contiguous span of words attending within itself, the whole sentence being the
-  widest one (broad within-sentence attention is "block", as intra-segment attention was).
-This rule has not been validated against labelled maps (Kovaleva et al.'s 400 are not
-public), so its shares are not comparable with the paper's; the log and the figure say so.
-The rule, first match wins:
-  vertical_diagonal  D ≥ MIXED_PART and V ≥ MIXED_PART and D + V ≥ DOMINANT
-  diagonal           D ≥ DOMINANT
-  vertical           V ≥ DOMINANT
-  block              B ≥ DOMINANT
-  heterogeneous      otherwise (scattered, input-dependent attention)
-DOMINANT = 0.6: the pattern holds a clear majority of the mass, leaving room for the diffuse
-background of trained maps. MIXED_PART = 0.25: both components hold at least a quarter,
-enough to be visible side by side as in Kovaleva's Figure 1. SAME_BLOCK_OVERLAP = 0.5: two
-rows share more than half their mass. Maps of sentences under KOVALEVA_MIN_WORDS words are
-not classified: in a 5-word sentence the ±1 band alone covers 3 of 5 words, so even uniform
-attention would put half its mass there.
+The statistics and the rule with its thresholds: docs/probing.md, "Attention: per-head
+statistics and Kovaleva classes".
 """
 
 from __future__ import annotations
@@ -55,8 +26,8 @@ import numpy as np
 from bertology.analysis.dependency_heads import run_dependencies
 from bertology.analysis.features import iter_attention_maps
 from bertology.analysis.head_similarity import compute_head_distances
-from bertology.analysis.windows import SentenceSubset, within_windows
-from bertology.config.probe import AttentionSettings
+from bertology.analysis.window_subsets import SentenceSubset, within_windows
+from bertology.config.probe_config import AttentionSettings
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import require
 from bertology.models.windows import log_fitting

@@ -1,6 +1,6 @@
-"""Data an estimator cannot use (issue 31): checked before the expensive step, from the
-sentences alone, so a run refuses in one line (UserError) or skips the part it cannot estimate
-with a note, instead of failing in scikit-learn after minutes of extraction.
+"""Data an estimator cannot use: checked before the expensive step, from the sentences alone,
+so a run refuses in one line (UserError) or skips the part it cannot estimate with a note,
+instead of failing in scikit-learn after minutes of extraction.
 
 A skip is a warning in the log that starts "skipped:" and a metric `<scope>/skipped/<part>`
 = 1.0 in metrics.json, so a report reader sees what is missing and why.

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bertology.analysis.features import iter_attention_maps
-from bertology.config.probe import AttentionSettings
+from bertology.config.probe_config import AttentionSettings
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.run.replicates import bootstrap_indices, compute_ratio_replicates, write_replicates
 from bertology.run.tables import write_table
@@ -91,10 +91,9 @@ def build_dependency_row(relation: str, select: RelationCounts,
     """Clark et al.'s Table 1 row: the best head in either direction vs the best offset.
 
     Both are chosen on `select` and scored on `score` (held-out sentences): the best of
-    2·L·H heads scored on the sentences it was picked on is biased upwards (issue 19 measured
-    MiniLM's nsubj at 0.610 on the choosing half, 0.520 on the other), and so, less, is the
-    best of 10 offsets. Without `score` both are scored where chosen, as Clark et al. report
-    them."""
+    2·L·H heads scored on the sentences it was picked on is biased upwards (the numbers:
+    docs/findings.md, "How verdicts are decided"), and so, less, is the best of 10 offsets.
+    Without `score` both are scored where chosen, as Clark et al. report them."""
     score = select if score is None else score
     chosen = compute_head_rates(select)
     direction = max(chosen, key=lambda d: chosen[d].max())

@@ -24,7 +24,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import require
-from bertology.run.files import write_dir_atomic
+from bertology.run.atomic import write_dir_atomic
 
 log = logging.getLogger(__name__)
 

@@ -1,31 +1,16 @@
-"""How contextual are the representations? Ethayarajh (2019), per layer, on the eval split.
+"""How contextual are the representations? Ethayarajh (2019), per layer, on the eval split:
+anisotropy (the baseline the other measures are read against), self-similarity,
+intra-sentence similarity and maximum explainable variance (MEV). Each is computed on the
+model, on the same architecture with random weights (what pretraining adds) and, with
+compare_to=, on a second checkpoint; linear CKA (Kornblith et al., 2019) compares the model's
+layers with the random model's and with the second checkpoint's.
 
-- anisotropy: the mean cosine similarity of uniformly random words from different contexts;
-  the baseline against which the two measures below are read (a cone-shaped space makes any
-  two vectors similar).
-- self-similarity: the mean pairwise cosine of one word type's vectors across the sentences it
-  occurs in (1: the representation ignores context), averaged over types.
-- intra-sentence similarity: the mean cosine between each word and its sentence's mean vector.
-- maximum explainable variance (MEV): the share of a type's occurrence matrix that its first
-  singular vector explains (1: a static embedding would do).
-Each is computed on the model, on the same architecture with random weights (what pretraining
-adds) and, with compare_to=, on a second checkpoint; linear CKA (Kornblith et al., 2019)
-compares the model's layers with the random model's and with the second checkpoint's.
+Item replicates (run/replicates.py) resample the eval sentences as clusters, a sentence's words
+moving together: each measure is recomputed on the resampled corpus by weighting its original
+terms by how often each sentence was drawn. MEV and CKA have no replicates.
 
-Item replicates (run/replicates.py) resample the eval sentences: resample r draws sentence s
-m_rs times, and each measure is recomputed on the resampled corpus by weighting its original
-terms, a sentence's words moving together (a cluster bootstrap):
-- anisotropy: the pair sample is a uniform draw of cross-sentence word pairs; a pair of words
-  from sentences a and b occurs m_ra·m_rb times among the resampled corpus's pairs, so the
-  replicate is the pairs' mean cosine under those weights;
-- self-similarity: a type's occurrences in the resampled sentences, each m_rs times; the mean
-  cosine over pairs of occurrences from different sentences (Σ_j≠k m_j m_k cos_jk /
-  Σ_j≠k m_j m_k). Two copies of one drawn sentence are one context, not two (their cosine 1
-  would inflate the measure); a type left in under two sentences drops out of the average;
-- intra-sentence similarity: a per-sentence mean, so the weighted mean of those;
-- the adjusted measures subtract the same resample's anisotropy; the seeds' mean is taken
-  resample by resample. MEV (an eigen-decomposition per type and resample) and CKA (a d × d
-  cross-covariance per resample) have no replicates.
+The measures and how each is resampled: docs/probing.md, "Geometry: measures and their
+replicates".
 """
 
 from __future__ import annotations
@@ -38,9 +23,9 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm.auto import tqdm
 
-from bertology.analysis.context import ProbeContext
 from bertology.analysis.features import Features
-from bertology.config.probe import GeometrySettings
+from bertology.analysis.probe_context import ProbeContext
+from bertology.config.probe_config import GeometrySettings
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import require
 from bertology.run.figures import plot_layer_curves

@@ -38,8 +38,8 @@ def fit_linear_probe(x: np.ndarray, y: np.ndarray, seed: int) -> LogisticRegress
     """A multinomial logistic-regression probe (Ravfogel et al. allow any linear classifier;
     lbfgs is far faster than LinearSVC here). Convergence warnings are expected on the late
     INLP rounds, where nothing is left to separate. One BLAS thread: these matrices are small,
-    and OpenBLAS threads contending with torch's made a 20000 × 384 fit 7× slower (5.1 s vs
-    0.8 s on 2 cores)."""
+    and OpenBLAS threads contending with torch's slow a fit several times over (docs/probing.md,
+    "One thread per probe fit")."""
     probe = LogisticRegression(max_iter=PROBE_MAX_ITER, random_state=seed)
     with warnings.catch_warnings(), threadpool_limits(1, user_api="blas"):
         warnings.simplefilter("ignore", ConvergenceWarning)

@@ -22,7 +22,7 @@ import torch
 from sklearn.preprocessing import StandardScaler
 from torch import nn
 
-from bertology.config.probe import LinearSettings
+from bertology.config.probe_config import LinearSettings
 
 # Voita & Titov (2020) §3.2: the online code's block boundaries, as shares of the train set
 MDL_FRACTIONS = (0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.0625, 0.125, 0.25, 0.5, 1.0)
@@ -30,8 +30,9 @@ MDL_FRACTIONS = (0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.0625, 0.125, 0.25, 
 
 @contextmanager
 def one_torch_thread():
-    """One intra-op thread while a small probe fits, as fit_logistic's one BLAS thread: on
-    the shared 2-core machine an online code's fits ran ten times faster so."""
+    """One intra-op thread while a small probe fits, as fit_logistic's one BLAS thread: more
+    threads contend and slow the online code's many small fits (docs/probing.md, "One thread
+    per probe fit")."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

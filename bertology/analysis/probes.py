@@ -35,7 +35,7 @@ from bertology.analysis.degenerate import require_classes, require_units, skippe
 from bertology.analysis.features import Features
 from bertology.analysis.mdl import compute_mdl_metrics
 from bertology.analysis.probe_fits import FITS, MDL_FITS, compute_accuracy
-from bertology.config.probe import LinearSettings, MLPSettings
+from bertology.config.probe_config import LinearSettings, MLPSettings
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import require
 from bertology.run.figures import plot_layer_curves
@@ -260,7 +260,7 @@ def run_probes(ctx, settings, kind: str, prefix: str) -> dict[str, float]:
 
 
 def check_units(ctx, settings, names: list[str], prefix: str) -> tuple[object, dict[str, float]]:
-    """What the probes need, from the sentences alone (issue 31): labelled units in both
+    """What the probes need, from the sentences alone: labelled units in both
     splits and two classes among the train units (else one line); and two classes among every
     seed's control labels, else the control task is skipped with a note (one word type, or a
     draw that gave every type one label, leaves it nothing to learn)."""

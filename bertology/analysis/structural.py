@@ -27,8 +27,8 @@ import torch
 from torch.nn.utils.rnn import pad_sequence
 from tqdm.auto import tqdm
 
-from bertology.analysis.context import device
 from bertology.analysis.features import Features
+from bertology.analysis.probe_context import device
 from bertology.analysis.tree_scores import (
     METRICS,
     PARTS,
@@ -38,7 +38,7 @@ from bertology.analysis.tree_scores import (
     score_linear_baseline,
     score_parts,
 )
-from bertology.config.probe import StructuralSettings
+from bertology.config.probe_config import StructuralSettings
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import require
 from bertology.run.figures import layer_means, plot_layer_curves
@@ -167,7 +167,7 @@ def require_trees(sentences: list[ProbeSentence], task: str) -> None:
 
 def require_pairs(splits: dict[str, list[ProbeSentence]], task: str) -> None:
     """The probes fit distances between word pairs and depths below the root: a split of
-    one-word sentences has neither (issue 31), checked before any extraction."""
+    one-word sentences has neither, checked before any extraction."""
     for split, sentences in splits.items():
         require(any(len(s.words) >= 2 for s in sentences), f"task={task}: every {split} "
                 "sentence has one word; structural probes need word pairs (sentences of two "

@@ -13,8 +13,8 @@ from typing import Any, Union
 from omegaconf import DictConfig, OmegaConf
 
 from bertology.config.data_sets import DEFAULT_DATA_DIR
-from bertology.config.files import check_writable_folder
 from bertology.config.options import did_you_mean
+from bertology.config.path_checks import check_writable_folder
 from bertology.errors import UserError, require
 
 
@@ -171,29 +171,23 @@ def check_seeds(seeds: list[int] | None, key: str = "seeds") -> None:
 @dataclass
 class TrainingRunKeys:
     """The top-level keys of a pipeline that trains (pretrain, prune, distill; finetune adds
-    its own): the seed, whether to resume, and a bundle's study or finding block."""
+    its own): the seed, whether to resume, and the run's label."""
 
     seed: int = 0
     resume: str | bool = "auto"  # auto: resume a run dir that has checkpoints
-    study: dict | None = None  # conf/experiment/study_*.yaml: the study a run belongs to
-    finding: dict | None = None  # conf/experiment/finding_*.yaml: the claim it tests
+    label: str | None = None  # see check_label
 
     def __post_init__(self) -> None:
         check_seed(self.seed, "seed")
         one_of(str(self.resume).lower(), RESUME, "resume")
-        if self.study is not None:
-            build_group(StudySettings, self.study, "study")
+        check_label(self.label)
 
 
-@dataclass
-class StudySettings:
-    """A study bundle's block (conf/experiment/study_*.yaml), read by `bertology report` and
-    `make reproduce` (findings/catalog.py)."""
-
-    name: str = "???"  # the study's name; each finding_*.yaml names the study it reads
-    smoke: list[str] | None = None  # overrides of the tests' end-to-end run (test_findings.py)
-    reproduce: list[str] | None = None  # overrides of `make reproduce` (the CPU budget)
-    alone: bool = False  # make reproduce runs it with no other study beside it (it times latency)
+def check_label(label: object) -> None:
+    """`label`: a name the run is filed under (a study bundle sets its study's name). The runner
+    records it in the run's config and never reads it; `bertology report` groups runs by it."""
+    require(label is None or (isinstance(label, str) and label.strip() != ""),
+            f"label={label!r}: give a non-empty name or leave it out")
 
 
 def check_nested(load: typing.Callable[[DictConfig], Any], cfg: DictConfig, what: str) -> Any:

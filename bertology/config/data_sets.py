@@ -1,6 +1,6 @@
 """The real data sets under the data root: what each is, its files and their sha256 sums
 (data_sets.json, the manifest, computed from the shared data folder the tests and CI read), and
-checks of a data root against it. `bertology data` (data/command.py) lists, fetches and
+checks of a data root against it. `bertology data` (cli/data_command.py) lists, fetches and
 verifies them; files.py names the set to fetch when a reader finds one missing.
 
 Each set is a folder <data root>/<set>/ in the layout the readers read (tasks.py, corpora.py,

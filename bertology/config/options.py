@@ -20,7 +20,8 @@ from bertology.config.compose import CONF_DIR
 # that is in it (masking and input_format: model.*; mask_mix: objective.*).
 OPTIONAL_GROUPS = {"pretrain": ("input_format", "masking", "mask_mix", "mask_rate")}
 HYDRA_GROUPS = ("hydra/launcher",)  # bertology's own Hydra options (the SLURM launcher)
-NOT_GROUPS = ("wandb_sweep",)  # folders of conf/ that hold other tools' files (W&B sweeps)
+NOT_GROUPS = ("wandb_sweep", "findings")  # folders of conf/ that are not config groups (W&B
+# sweeps; the study's catalogue, read by bertology/study/catalog.py)
 EXPERIMENT = "experiment"
 DESCRIPTION_WIDTH = 96
 # A sentence ends at a full stop before a capital, unless the stop ends "App.", "Fig.", ...
@@ -87,8 +88,8 @@ def describe_option(group: str, option: str, width: int = DESCRIPTION_WIDTH) -> 
 @cache
 def experiment_pipelines(name: str) -> frozenset[str]:
     """The pipelines an experiment bundle runs with: those its header runs it with (`bertology
-    probe -m experiment=<name>`), else those of the header's other commands (a finding that
-    reads two studies' runs), else those of the bundle it extends; empty when none says."""
+    probe -m experiment=<name>`), else those of the header's other commands, else those of the
+    bundle it extends; empty when none says."""
     text = (CONF_DIR / EXPERIMENT / f"{name}.yaml").read_text()
     header = "\n".join(line for line in text.splitlines() if line.startswith("#"))
     direct = set(re.findall(rf"bertology (\w+)\b[^\n]*experiment={re.escape(name)}\b", header))

@@ -20,7 +20,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from bertology.config.files import data_fix
+from bertology.config.path_checks import data_fix
 from bertology.data.tasks import read_lines
 from bertology.errors import UserError, require
 

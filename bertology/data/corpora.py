@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from bertology.config.files import data_fix, expand_files, under_root
 from bertology.config.groups import DataConfig
+from bertology.config.path_checks import data_fix, expand_files, under_root
 from bertology.data import synthetic
 from bertology.errors import UserError, require
 

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bertology.config.files import data_fix, missing_data, reads_local_files
 from bertology.config.groups import TaskConfig
+from bertology.config.path_checks import data_fix, missing_data, reads_local_files
 from bertology.data import synthetic
 from bertology.data.corpora import read_text, resolve_path
 from bertology.data.hub_tasks import load_hub
@@ -314,7 +314,7 @@ def load_task(task: TaskConfig, data_dir: Path, max_train_examples: int | None =
 
 def check_train_classes(task: TaskConfig, train: list[dict], labels: list[str]) -> None:
     """A classifier needs two classes to learn from: on one it learns a constant, and its eval
-    accuracy (that class's share of the eval split) would read as a result (issue 31)."""
+    accuracy (that class's share of the eval split) would read as a result."""
     if task.kind == "classification":
         seen = {example["label"] for example in train}
     elif task.kind == "tagging":

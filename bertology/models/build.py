@@ -14,7 +14,7 @@ from bertology import families
 from bertology.config.groups import ModelConfig, SizeConfig
 from bertology.errors import UserError, require
 from bertology.families import FAMILIES, Family
-from bertology.models.electra import ElectraPair, build_electra_pair, electra_configs
+from bertology.models.electra_pair import ElectraPair, build_electra_pair, electra_configs
 from bertology.models.spanbert import attach_sbo_head
 from bertology.models.weights import load_safetensors_model
 

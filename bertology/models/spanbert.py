@@ -98,7 +98,7 @@ def has_sbo_head(model: nn.Module) -> bool:
 
 
 @contextmanager
-def _without_sbo_head(model: nn.Module):
+def without_sbo_head(model: nn.Module):
     """The model as plain transformers knows it, for the length of a save_pretrained."""
     head = getattr(model, ATTRIBUTE)
     delattr(model, ATTRIBUTE)
@@ -106,16 +106,6 @@ def _without_sbo_head(model: nn.Module):
         yield model
     finally:
         setattr(model, ATTRIBUTE, head)
-
-
-def save_pretrained(model: PreTrainedModel, path: Path) -> None:
-    """save_pretrained; a SpanBERT model's SBO head goes beside the weights, not into them."""
-    if not has_sbo_head(model):
-        model.save_pretrained(path)
-        return
-    with _without_sbo_head(model):
-        model.save_pretrained(path)
-    save_sbo_head(getattr(model, ATTRIBUTE), Path(path))
 
 
 def save_sbo_head(head: SpanBoundaryHead, path: Path) -> None:

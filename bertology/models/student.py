@@ -16,7 +16,7 @@ import re
 import torch
 from transformers import PretrainedConfig, PreTrainedModel
 
-from bertology.config.distill import StudentConfig, choose_layers
+from bertology.config.distill_config import StudentConfig, choose_layers
 from bertology.config.groups import SizeConfig
 from bertology.errors import require
 from bertology.families import family_of_checkpoint

@@ -29,7 +29,7 @@ from bertology.config.groups import HeadConfig
 from bertology.errors import UserError, require
 from bertology.families import family_of_checkpoint
 from bertology.models.weights import load_safetensors_model
-from bertology.run.files import write_dir_atomic
+from bertology.run.atomic import write_dir_atomic
 
 log = logging.getLogger(__name__)
 

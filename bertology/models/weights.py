@@ -1,4 +1,4 @@
-"""The one way weights are loaded from a checkpoint: safetensors only, no remote code.
+"""The one way weights are saved and loaded: safetensors only, no remote code.
 
 A `.bin`/`.pt` checkpoint is a pickle, which can run code when loaded, so it is refused rather
 than opened; a hub model's `trust_remote_code` stays off (a user who wants either converts the
@@ -7,11 +7,30 @@ checkpoint first). A missing, truncated or corrupted weights file is a one-line 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from safetensors import SafetensorError
+from transformers import PreTrainedModel
 
 from bertology.errors import UserError
+from bertology.models.spanbert import (
+    ATTRIBUTE,
+    has_sbo_head,
+    save_sbo_head,
+    without_sbo_head,
+)
+
+
+def save_model(model: PreTrainedModel, path: Path) -> None:
+    """save_pretrained (safetensors); a SpanBERT model's SBO head goes beside the weights, not
+    into them, so plain transformers loads the encoder."""
+    if not has_sbo_head(model):
+        model.save_pretrained(path)
+        return
+    with without_sbo_head(model):
+        model.save_pretrained(path)
+    save_sbo_head(getattr(model, ATTRIBUTE), Path(path))
 
 
 def load_safetensors_model(auto_class: Any, name_or_path: Any, **kwargs: Any) -> Any:

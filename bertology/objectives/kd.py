@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertology.config.distill import KDConfig
+from bertology.config.distill_config import KDConfig
 from bertology.data.encode import IGNORE, build_collate
 from bertology.models.task_model import INPUT_KEYS, TaskModel
 from bertology.training.flops import encoder_flops

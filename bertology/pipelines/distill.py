@@ -16,9 +16,9 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from transformers import PretrainedConfig
 
-from bertology.config.distill import DistillConfig, check_layer_map, load_distill_config
-from bertology.config.files import resolve_checkpoint
+from bertology.config.distill_config import DistillConfig, check_layer_map, load_distill_config
 from bertology.config.groups import HeadConfig
+from bertology.config.path_checks import resolve_checkpoint
 from bertology.data.encode import encode
 from bertology.data.stream import InMemoryExamples
 from bertology.data.tasks import TaskData, load_task
@@ -38,7 +38,7 @@ from bertology.models.task_model import (
 from bertology.models.windows import matched_reaches
 from bertology.objectives import kd
 from bertology.pipelines.nested import run_nested
-from bertology.run.files import write_predictions
+from bertology.run.atomic import write_predictions
 from bertology.run.replicates import write_replicates
 from bertology.run.tracking import build_tracker
 from bertology.training.budget import resolve_budget

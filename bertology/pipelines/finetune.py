@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 import logging
 import os
 import shutil
@@ -20,9 +19,9 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from transformers import PretrainedConfig, PreTrainedTokenizerBase
 
-from bertology.config.files import resolve_checkpoint
-from bertology.config.finetune import FinetuneConfig, load_finetune_config
+from bertology.config.finetune_config import FinetuneConfig, load_finetune_config
 from bertology.config.groups import TrainerConfig
+from bertology.config.path_checks import resolve_checkpoint
 from bertology.data.corpora import Corpus, text_corpus
 from bertology.data.encode import encode
 from bertology.data.perturb import shuffle_words
@@ -48,13 +47,14 @@ from bertology.models.task_model import (
     write_task_model,
 )
 from bertology.objectives import task as task_objective
-from bertology.run.files import write_dir_atomic, write_json_atomic, write_predictions
+from bertology.run.atomic import write_dir_atomic, write_json_atomic, write_predictions
 from bertology.run.replicates import (
     average_replicates,
     compute_mean_replicates,
     read_replicates,
     write_replicates,
 )
+from bertology.run.rundir import RunDir
 from bertology.run.tracking import build_tracker
 from bertology.training.budget import resolve_budget
 from bertology.training.checkpoint import check_resume
@@ -108,8 +108,9 @@ class SeedContext:
 
 def run_seed(ctx: SeedContext, seed: int, seed_dir: Path) -> dict[str, float]:
     """Train and evaluate one seed in seed_dir; a seed that finished before is read back."""
-    if (seed_dir / "metrics.json").exists() and seed_dir.name == str(seed):
-        return json.loads((seed_dir / "metrics.json").read_text())
+    done = RunDir(seed_dir)
+    if done.finished and seed_dir.name == str(seed):
+        return done.metrics
     seed_dir.mkdir(parents=True, exist_ok=True)
     config = ctx.config
     torch.manual_seed(seed)  # the new head's initial weights depend on the seed only

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from bertology.config.files import resolve_checkpoint
-from bertology.config.pretrain import PretrainConfig, load_pretrain_config
+from bertology.config.path_checks import resolve_checkpoint
+from bertology.config.pretrain_config import PretrainConfig, load_pretrain_config
 from bertology.data.corpora import Corpus, build_corpus
 from bertology.data.formats import compute_tokens_per_sequence, count_tokens
 from bertology.data.stream import PretrainData
@@ -25,11 +25,11 @@ from bertology.models.build import (
     checkpoint_family,
     count_parameters,
 )
-from bertology.models.electra import ElectraPair
-from bertology.models.spanbert import save_pretrained
+from bertology.models.electra_pair import ElectraPair
+from bertology.models.weights import save_model
 from bertology.objectives import OBJECTIVES
 from bertology.pipelines.nested import run_nested
-from bertology.run.files import write_dir_atomic
+from bertology.run.atomic import write_dir_atomic
 from bertology.run.processes import is_main_process, world_size
 from bertology.run.replicates import read_replicates, write_replicates
 from bertology.run.tracking import build_tracker
@@ -190,5 +190,5 @@ def write_model(model, tokenizer, path: Path) -> None:
 
 
 def write_pretrained(model, tokenizer, path: Path) -> None:
-    save_pretrained(model, path)  # safetensors (+ SpanBERT's SBO head beside it)
+    save_model(model, path)  # safetensors (+ SpanBERT's SBO head beside it)
     tokenizer.save_pretrained(path)

@@ -24,10 +24,10 @@ from bertology.analysis import (
     probes,
     structural,
 )
-from bertology.analysis.context import Encoder, ProbeContext, device, keep_whole
 from bertology.analysis.features import fingerprint_model
-from bertology.config.files import resolve_checkpoint
-from bertology.config.probe import ProbeConfig, load_probe_config
+from bertology.analysis.probe_context import Encoder, ProbeContext, device, keep_whole
+from bertology.config.path_checks import resolve_checkpoint
+from bertology.config.probe_config import ProbeConfig, load_probe_config
 from bertology.data.corpora import text_corpus
 from bertology.data.probe_sentences import ProbeSplits, load_probe_sentences
 from bertology.data.tokenizers import load_or_train_tokenizer
@@ -41,7 +41,7 @@ from bertology.run.tracking import build_tracker
 log = logging.getLogger(__name__)
 
 # analysis name -> run(ctx, settings) -> metrics; in sync with conf/analysis/*.yaml and
-# config/probe.py's ANALYSIS_SETTINGS (tests/test_probe.py checks both)
+# config/probe_config.py's ANALYSIS_SETTINGS (tests/test_probe.py checks both)
 ANALYSES = {
     "linear": probes.run_linear,
     "mlp": probes.run_mlp,
@@ -109,7 +109,7 @@ def resolve_model_path(config: ProbeConfig) -> ProbeConfig:
 def pretrain_default_model(config: ProbeConfig) -> None:
     """No model.name_or_path (and init=pretrained): the default `bertology pretrain` of
     model=/size= is the model to probe, run once into cache_dir/pretrained/<key of its
-    config> (~80 s on 2 cores) and reused by every later probe, as features are."""
+    config> and reused by every later probe, as features are."""
     if config.pretrain_cfg is None:
         return
     settings = {k: v for k, v in OmegaConf.to_container(config.pretrain_cfg).items()

@@ -13,9 +13,9 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from bertology.config.files import resolve_checkpoint
 from bertology.config.groups import HeadConfig
-from bertology.config.prune import PruneConfig, load_prune_config
+from bertology.config.path_checks import resolve_checkpoint
+from bertology.config.prune_config import PruneConfig, load_prune_config
 from bertology.data.encode import encode
 from bertology.data.tasks import load_task
 from bertology.data.tokenizers import load_pretrained_tokenizer, tokenizer_options
@@ -31,8 +31,8 @@ from bertology.models.task_model import (
 )
 from bertology.pipelines.nested import run_nested
 from bertology.pruning import attention_gradients, compression, head_pruning
-from bertology.pruning.context import PruneContext, build_importance_batches
 from bertology.pruning.heads import load_pruned, read_pruned_heads
+from bertology.pruning.prune_context import PruneContext, build_importance_batches
 from bertology.run.index import write_run_index
 from bertology.run.replicates import write_replicates
 from bertology.run.tracking import build_tracker
@@ -40,7 +40,7 @@ from bertology.run.tracking import build_tracker
 log = logging.getLogger(__name__)
 
 # experiment name -> run(ctx) -> metrics, in the order they run (removal reuses the heads
-# experiment's masks; the matrix reuses removal's model); config/prune.py's EXPERIMENTS has
+# experiment's masks; the matrix reuses removal's model); config/prune_config.py's EXPERIMENTS has
 # the same keys.
 EXPERIMENTS = {
     "heads": head_pruning.run_heads,

@@ -1,9 +1,9 @@
 """bertology report: run dirs → REPORT.md, REPORT.html, tables and figures, with a verdict
 per survey finding.
 
-runs → the findings they can judge (findings/catalog.py) → a raw verdict per finding
-(findings/verdicts.py) → Holm's correction over all of them → a figure per finding, and one
-per task of the probe's layer curves across runs (a checkpoint sweep; findings/curves.py) →
+runs → the findings they can judge (study/catalog.py) → a raw verdict per finding
+(study/verdicts.py) → Holm's correction over all of them → a figure per finding, and one
+per task of the probe's layer curves across runs (a checkpoint sweep; study/curves.py) →
 REPORT.md, REPORT.html (self-contained: figures inlined), tables/findings.csv and
 tables/metrics.csv.
 """
@@ -15,30 +15,34 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from bertology.config.report import load_report_config
+from bertology.config.report_config import load_report_config
 from bertology.errors import UserError
-from bertology.findings.catalog import findings_for
-from bertology.findings.curves import plot_layer_curves
-from bertology.findings.html import write_html
-from bertology.findings.reporting import (
+from bertology.run.atomic import write_json_atomic
+from bertology.run.tables import write_table
+from bertology.study.catalog import findings_for, load_catalog
+from bertology.study.curves import plot_layer_curves
+from bertology.study.report_html import write_html
+from bertology.study.reporting import (
     finding_rows,
     metric_rows,
     plot_finding,
     verdict_counts,
     write_report,
 )
-from bertology.findings.results import find_runs
-from bertology.findings.verdicts import FindingResult, correct_suite, judge
-from bertology.run.files import write_json_atomic
-from bertology.run.tables import write_table
+from bertology.study.results import find_runs
+from bertology.study.verdicts import FindingResult, correct_suite, judge
 
 log = logging.getLogger(__name__)
 
 
 def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
-    roots = load_report_config(cfg)
-    runs = [r for r in find_runs(roots) if out_dir not in r.path.parents and r.path != out_dir]
-    results, skipped = judge_all(runs)
+    config = load_report_config(cfg)
+    runs = [r for r in find_runs(config.runs)
+            if out_dir not in r.path.parents and r.path != out_dir]
+    catalog = load_catalog()
+    if config.findings is not None:  # the user's own, beside the survey's
+        catalog.update(load_catalog(config.findings))
+    results, skipped = judge_all(runs, catalog)
     correct_suite(results)
     write_table(out_dir, "metrics", metric_rows(runs))
     write_table(out_dir, "findings", finding_rows(results))
@@ -56,11 +60,11 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     return metrics
 
 
-def judge_all(runs) -> tuple[list[FindingResult], list[tuple[str, str]]]:
-    """Every finding the runs can judge; one whose evidence is missing from them is listed
-    with the reason instead of failing the report."""
+def judge_all(runs, catalog) -> tuple[list[FindingResult], list[tuple[str, str]]]:
+    """Every finding of the catalog the runs can judge; one whose evidence is missing from
+    them is listed with the reason instead of failing the report."""
     results, skipped = [], []
-    for spec, spec_runs in findings_for(runs):
+    for spec, spec_runs in findings_for(runs, catalog):
         try:
             results.append(judge(spec, spec_runs))
         except UserError as err:

@@ -27,8 +27,8 @@ from bertology.data.encode import build_collate
 from bertology.errors import require
 from bertology.models.task_model import INPUT_KEYS
 from bertology.models.windows import fitting, log_fitting
-from bertology.pruning.context import PruneContext
 from bertology.pruning.importance import eager_attention, evaluating
+from bertology.pruning.prune_context import PruneContext
 from bertology.run.replicates import compute_mean_replicates
 
 log = logging.getLogger(__name__)

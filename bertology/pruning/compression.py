@@ -24,7 +24,6 @@ from bertology.config.groups import HeadConfig
 from bertology.errors import require
 from bertology.models.build import load_checkpoint_config
 from bertology.models.task_model import TaskModel, build_task_model, check_task_checkpoint
-from bertology.pruning.context import PruneContext, describe, save_curve_plot
 from bertology.pruning.head_pruning import build_pruned, masked_heads, removal_gates
 from bertology.pruning.heads import (
     LAYER_DROPPING,
@@ -34,6 +33,7 @@ from bertology.pruning.heads import (
     kept_heads,
     prune_heads,
 )
+from bertology.pruning.prune_context import PruneContext, describe, save_curve_plot
 from bertology.pruning.quantize import linear_weight_bytes, quantize_int8, size_on_disk
 from bertology.pruning.schedules import (
     compute_fraction_within_loss,

@@ -23,8 +23,8 @@ import torch
 from tqdm.auto import tqdm
 
 from bertology.models.task_model import TaskModel
-from bertology.pruning.context import Curve, PruneContext, describe, save_curve_plot
 from bertology.pruning.heads import HeadGates, build_gates, kept_heads, prune_heads
+from bertology.pruning.prune_context import Curve, PruneContext, describe, save_curve_plot
 from bertology.pruning.schedules import (
     compute_curve_area,
     compute_fraction_within_loss,

@@ -109,8 +109,8 @@ def compute_gradient_importance(model: nn.Module, batches: Iterable[Batch], loss
     """Michel et al.'s I_h = E_x |∂L(x)/∂ξ_h|: one forward + backward per example x.
 
     The absolute value is per example, as the paper's expectation has it: taken per batch,
-    examples whose gradients disagree in sign cancel (issue 19 measured the two rankings on
-    MiniLM/SST-2 with batches of 32 at a Spearman correlation of only 0.60). normalize:
+    examples whose gradients disagree in sign cancel, and the ranking changes with them (the
+    numbers: docs/probing.md, "Analyses and their papers"). normalize:
     divide each layer by its L2 norm, as Michel et al. do. gates: score a partly masked model
     (iterative pruning), default all heads on."""
     total, count = None, 0

@@ -1,2 +1,2 @@
-"""`make reproduce` (`python -m bertology.reproduce`): every study the findings read, at CPU
-scale, then `bertology report` over them; studies.py runs them, __main__.py is the entry."""
+"""`python -m bertology.reproduce` (what `make reproduce` runs): a shim kept for that command;
+the scheduler is bertology/study/schedule.py."""

@@ -1,6 +1,6 @@
-"""`python -m bertology.reproduce` (what `make reproduce` runs): bertology/reproduce/studies.py."""
+"""`python -m bertology.reproduce` (what `make reproduce` runs): bertology/study/schedule.py."""
 
-from bertology.reproduce.studies import main
+from bertology.study.schedule import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

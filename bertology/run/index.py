@@ -7,7 +7,7 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
-from bertology.run.files import write_text_atomic
+from bertology.run.atomic import write_text_atomic
 
 STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; max-width: 1400px; margin: 2em auto;

@@ -17,7 +17,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from bertology.run.files import read_json, write_json_atomic
+from bertology.run.atomic import read_json, write_json_atomic
 from bertology.run.processes import world_size
 
 ENV = "env.json"

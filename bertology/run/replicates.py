@@ -26,7 +26,7 @@ from bertology.run.write_errors import writing
 
 REPLICATES = 400  # enough for a standard error to within ~4% (1 / sqrt(2R))
 # Fewest items a run is scored on: resamples of one item are all alike, an interval of zero
-# width that would read as certainty (issue 31; the probe and finetune pipelines check it)
+# width that would read as certainty (the probe and finetune pipelines check it)
 MIN_BOOTSTRAP_ITEMS = 2
 FOLDER = "replicates"
 

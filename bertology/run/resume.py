@@ -1,4 +1,4 @@
-"""A resume never mixes two configs (issue 31).
+"""A resume never mixes two configs.
 
 A run dir that holds training state (a `checkpoints/` dir anywhere under it, nested runs'
 included) continues only under the config it was started with: a key that changes the result
@@ -27,7 +27,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from bertology.errors import UserError
-from bertology.run.files import read_json, write_json_atomic
+from bertology.run.atomic import read_json, write_json_atomic
 
 log = logging.getLogger(__name__)
 

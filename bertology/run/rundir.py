@@ -1,10 +1,16 @@
-"""Run-directory integrity: a status file, and a lock so two runs never share a dir.
+"""A run directory: the one reader of a finished run dir (RunDir), its status file, and a lock so
+two runs never share a dir.
 
 `status.json` says running / finished / failed / interrupted (with the pid, the times and, for
 a stop, the one-line reason). `metrics.json` is written by the pipeline as its last act, and
 the status turns to finished only after it, so a dir whose status is not finished never counts
-as a result (report.find_runs and runs.find_runs ask `is_finished`). Dirs from before the
-status file existed count when they hold metrics.json.
+as a result (`finished_runs`). Dirs from before the status file existed count when they hold
+metrics.json.
+
+RunDir reads what a run wrote, each file once and only when asked: the composed config, Hydra's
+group choices and the override keys, the metrics, the item replicates and the status. The
+runner's `runs` table, the study's report and the pipelines that reuse a nested run all read
+run dirs through it.
 
 The lock is an flock on `<run dir>/.lock`, held while the job runs: the kernel drops it when
 the process dies, even by SIGKILL, so a killed run never leaves a stale lock behind.
@@ -18,10 +24,15 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from functools import cached_property
 from pathlib import Path
 
+import numpy as np
+from omegaconf import OmegaConf
+
 from bertology.errors import Interrupted, UserError
-from bertology.run.files import read_json, write_json_atomic
+from bertology.run.atomic import read_json, write_json_atomic
+from bertology.run.replicates import read_replicates
 
 STATUS = "status.json"
 LOCK = ".lock"
@@ -56,6 +67,102 @@ def finished_runs(roots: list[Path]) -> list[Path]:
     runs = {m.parent for root in roots for m in root.rglob("metrics.json")
             if (m.parent / ".hydra" / "config.yaml").exists() and is_finished(m.parent)}
     return sorted(runs)
+
+
+class RunDir:
+    """One run dir, read lazily: each file at most once, and only when asked. `metrics` and
+    `config` may be given (a table of runs made in memory, as tests do); otherwise they are
+    read from metrics.json and .hydra/config.yaml. An unreadable file is a UserError naming
+    it."""
+
+    def __init__(self, path: Path, metrics: dict[str, float] | None = None,
+                 config: dict | None = None):
+        self.path = Path(path)
+        if metrics is not None:
+            self.metrics = metrics
+        if config is not None:
+            self.config = config
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    def _read(self, name: str, read):
+        try:
+            return read(self.path / name)
+        except (OSError, ValueError) as err:
+            raise UserError(f"{self.path / name}: unreadable ({str(err).splitlines()[0]}); "
+                            "remove the run or rerun it") from err
+
+    @cached_property
+    def metrics(self) -> dict[str, float]:
+        metrics = self._read("metrics.json", lambda p: json.loads(p.read_text()))
+        return {key: float(value) for key, value in metrics.items()}
+
+    @cached_property
+    def config(self) -> dict:
+        """The composed config as plain containers (.hydra/config.yaml)."""
+        return self._read(".hydra/config.yaml",
+                          lambda p: OmegaConf.to_container(OmegaConf.load(p)))
+
+    @cached_property
+    def choices(self) -> dict[str, object]:
+        """Config group -> the option the run composed (`model` -> `electra`), from Hydra's
+        record; {} where there is none."""
+        path = self.path / ".hydra" / "hydra.yaml"
+        if not path.exists():
+            return {}
+        found = OmegaConf.select(self._read(".hydra/hydra.yaml", OmegaConf.load),
+                                 "hydra.runtime.choices")
+        return {} if found is None else dict(OmegaConf.to_container(found))
+
+    @cached_property
+    def overrides(self) -> list[str]:
+        """The override keys the run was started with (hydra.* left out), in order."""
+        if not (self.path / ".hydra" / "overrides.yaml").exists():
+            return []
+        keys: list[str] = []
+        for override in self._read(".hydra/overrides.yaml",
+                                   lambda p: OmegaConf.to_container(OmegaConf.load(p))):
+            key = str(override).split("=", 1)[0].lstrip("+~")
+            if not key.startswith("hydra.") and key not in keys:
+                keys.append(key)
+        return keys
+
+    @cached_property
+    def replicates(self) -> dict[str, np.ndarray]:
+        return read_replicates(self.path)
+
+    @property
+    def status(self) -> dict | None:
+        return read_status(self.path)
+
+    @property
+    def finished(self) -> bool:
+        return is_finished(self.path)
+
+    @property
+    def seed(self) -> int | None:
+        seed = self.config.get("seed")
+        return int(seed) if isinstance(seed, int) and not isinstance(seed, bool) else None
+
+    @property
+    def label(self) -> str | None:
+        """The label the run was filed under (`label=`; a study bundle sets its study's name).
+        The runner records it and never reads it; the study wing groups runs by it. A run
+        made before labels carries its study's name in a `study:` block instead."""
+        label = self.config.get("label")
+        if label is None and isinstance(self.config.get("study"), dict):
+            label = self.config["study"].get("name")
+        return label
+
+    def choice(self, key: str):
+        """The config's value at a dotted key, or None where the run has no such key."""
+        node = self.config
+        for part in key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return None
+            node = node[part]
+        return node
 
 
 def _try_lock(run_dir: Path) -> int | None:

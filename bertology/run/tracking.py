@@ -16,14 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from bertology.config.groups import LoggerConfig
-from bertology.run.files import write_json_atomic
+from bertology.run.atomic import write_json_atomic
 from bertology.run.write_errors import writing
 
 log = logging.getLogger(__name__)
 
 
 # Metric-name fragments that measure the machine, not the model: they differ between two runs
-# of the same config and seed, and everything else must not (issue 9's determinism bar).
+# of the same config and seed, and everything else must not (the determinism check:
+# docs/reliability.md, "Faults").
 WALL_CLOCK = ("per_s", "latency", "speedup", "_ms", "data_wait")
 
 

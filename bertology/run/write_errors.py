@@ -1,5 +1,5 @@
-"""The environment failing under a run (issue 31): a full disk, an I/O error, a forbidden or
-read-only dir, a folder removed while the run writes into it.
+"""The environment failing under a run: a full disk, an I/O error, a forbidden or read-only
+dir, a folder removed while the run writes into it.
 
 Writers wrap their writes in `writing(path)`, so every failure is an OSError that names the
 file, whichever library wrote it: safetensors raises SafetensorError("... (os error 28)") and

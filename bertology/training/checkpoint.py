@@ -28,7 +28,7 @@ import torch
 from safetensors.torch import load_model, save_model
 
 from bertology.errors import require
-from bertology.run.files import share_with_group
+from bertology.run.atomic import share_with_group
 from bertology.run.write_errors import as_os_error
 
 log = logging.getLogger(__name__)

@@ -59,7 +59,7 @@ from bertology.training.collectives import (
 from bertology.training.evaluate import HeldOut
 from bertology.training.flops import flops_counter
 from bertology.training.objective import Objective
-from bertology.training.precision import Probe, resolve_precision
+from bertology.training.precision import TimingTrial, resolve_precision
 from bertology.training.preemption import stop_signals
 from bertology.training.progress import BudgetBar, Window, format_step_line
 
@@ -137,8 +137,8 @@ def build_optimizer(model: torch.nn.Module, cfg: TrainerConfig,
         groups.setdefault((exempt, scale), []).append(param)
     groups = [{"params": params, "weight_decay": 0.0 if exempt else cfg.weight_decay,
                "lr_scale": scale} for (exempt, scale), params in sorted(groups.items())]
-    # The fused kernel, on CPU too: measured 11 ms a step against 59 ms for foreach and 40 ms
-    # for the per-tensor loop on 40 (256, 1024) matrices, 2 cores (bench/RESULTS.md).
+    # The fused kernel, on CPU too: the fastest of the three AdamW implementations there
+    # (bench/RESULTS.md, "Speed levers, one at a time").
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.adam_beta1, cfg.adam_beta2),
                              eps=cfg.adam_epsilon, fused=True)
 
@@ -178,8 +178,9 @@ def train(model: torch.nn.Module, objective: Objective, data: ExampleSource, cfg
     # each with its own precision, so the previous job's state is cleared (the distributed
     # state it sits on is kept).
     AcceleratorState._reset_state()
-    probe = Probe(model, objective, data, lambda copy: build_optimizer(copy, cfg, lr_scale), cfg)
-    precision = resolve_precision(cfg, probe, out_dir, cache_dir, processes=world_size(),
+    trial = TimingTrial(model, objective, data,
+                        lambda copy: build_optimizer(copy, cfg, lr_scale), cfg)
+    precision = resolve_precision(cfg, trial, out_dir, cache_dir, processes=world_size(),
                                   write=is_main_process())
     accelerator = Accelerator(mixed_precision=precision, **accelerator_options())
     check_shardable(cfg, accelerator.num_processes)

@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 
 WARMUP = 1  # untimed steps per precision first: oneDNN and the allocator build their kernels
 REPEATS = 3  # timed steps per precision, interleaved so a change in machine load hits both
-PROBE_BATCHES = 2  # distinct batches the timed steps take in turn
+TRIAL_BATCHES = 2  # distinct batches the timed steps take in turn
 NOISE = 0.05  # bf16 must be this much faster (median step) to be chosen
 NATIVE_BF16_FLAGS = ("amx_bf16", "avx512_bf16")  # x86 flags of bf16 matrix instructions
 CPUINFO = Path("/proc/cpuinfo")
@@ -110,10 +110,10 @@ def machine_key(device: torch.device) -> dict[str, str]:
             "threads": str(torch.get_num_threads()), "torch": torch.__version__}
 
 
-class Probe:
+class TimingTrial:
     """What `auto` needs of a run to time it: the shape its answer is cached under, and the
     step timer (built only when timing: it copies the model). The batches are the run's
-    first PROBE_BATCHES, drawn from a fresh iterator: the run's own data position is untouched."""
+    first TRIAL_BATCHES, drawn from a fresh iterator: the run's own data position is untouched."""
 
     def __init__(self, model: torch.nn.Module, objective, data,
                  make_optimizer: Callable[[torch.nn.Module], torch.optim.Optimizer], cfg):
@@ -129,7 +129,7 @@ class Probe:
 
             batches = iter_batches(self.data, self.objective, Cursor(0, 0), 0,
                                    self.cfg.batch_size)
-            self._batches = [next(batches)[0] for _ in range(PROBE_BATCHES)]
+            self._batches = [next(batches)[0] for _ in range(TRIAL_BATCHES)]
         return self._batches
 
     @property
@@ -200,7 +200,7 @@ def _read_cached(path: Path) -> dict | None:
     return cached if cached.get("precision") in ("no", "bf16") else None
 
 
-def choose(requested: str, device: torch.device, probe: Probe | None, cache_dir: Path | None,
+def choose(requested: str, device: torch.device, trial: TimingTrial | None, cache_dir: Path | None,
            processes: int = 1) -> Choice:
     """The precision a run trains in, with the evidence for it."""
     if requested != "auto":
@@ -208,10 +208,10 @@ def choose(requested: str, device: torch.device, probe: Probe | None, cache_dir:
     native, why = native_bf16(device)
     if not native:
         return Choice("no", requested, why)
-    if probe is None:  # no run to time (a caller outside the training loop)
+    if trial is None:  # no run to time (a caller outside the training loop)
         precision = "bf16" if device.type == "cuda" else "no"
         return Choice(precision, requested, f"{why}; nothing to time, the device's default")
-    machine, shape = machine_key(device), probe.shape
+    machine, shape = machine_key(device), trial.shape
     base = Choice("no", requested, why, machine=machine, shape=shape)
     path = _cache_file(cache_dir, machine, shape) if cache_dir is not None else None
     cached = _read_cached(path) if path is not None else None
@@ -223,7 +223,7 @@ def choose(requested: str, device: torch.device, probe: Probe | None, cache_dir:
         base.precision = "bf16" if device.type == "cuda" else "no"
         base.reason = f"{why}; not timed in a {processes}-process run: the device's default"
         return base
-    times = measure(probe.make_timer(device))
+    times = measure(trial.make_timer(device))
     base.fp32_step_s, base.bf16_step_s = times["no"], times["bf16"]
     base.precision = decide(times["no"], times["bf16"])
     base.method = METHOD
@@ -248,7 +248,7 @@ def describe(choice: Choice) -> str:
     return f"{line}; {choice.reason}"
 
 
-def resolve_precision(cfg, probe: Probe | None = None, out_dir: Path | None = None,
+def resolve_precision(cfg, trial: TimingTrial | None = None, out_dir: Path | None = None,
                       cache_dir: Path | None = None, device: torch.device | None = None,
                       processes: int = 1, write: bool = True) -> str:
     """The precision a run trains in: cfg.mixed_precision, with `auto` resolved (above). With
@@ -265,7 +265,7 @@ def resolve_precision(cfg, probe: Probe | None = None, out_dir: Path | None = No
     if cache_dir is None:
         cache_dir = Path(os.environ.get("BERTOLOGY_CACHE_DIR")
                          or Path.home() / ".cache" / "bertology").expanduser()
-    choice = choose(cfg.mixed_precision, device, probe, cache_dir, processes)
+    choice = choose(cfg.mixed_precision, device, trial, cache_dir, processes)
     if record is not None and write:
         log.info("%s", describe(choice))
         _write_json(record, asdict(choice))

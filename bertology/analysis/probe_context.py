@@ -1,0 +1,152 @@
+"""What every analysis reads: the sentences, the encoders and their cached features.
+
+Encoders are named: "model" (the checkpoint under study), "random" (the same architecture with
+fresh weights: the baseline that shows what pretraining adds) and "compare" (`compare_to=`, a
+second checkpoint, e.g. the model after fine-tuning). Each is loaded, and each split extracted,
+at most once per run, and only when an analysis asks.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from transformers import AutoModel, AutoModelForMaskedLM, PreTrainedModel, PreTrainedTokenizerBase
+
+from bertology.analysis.features import Features, extract_or_load, fingerprint_model, fits
+from bertology.config.path_checks import resolve_checkpoint
+from bertology.config.probe_config import ProbeConfig
+from bertology.data.probe_sentences import ProbeSentence, ProbeSplits
+from bertology.errors import UserError, require
+from bertology.families import family_of_checkpoint
+from bertology.models.build import load_checkpoint_config
+from bertology.models.weights import load_safetensors_model
+
+log = logging.getLogger(__name__)
+
+ENCODERS = ("model", "random", "compare")
+
+
+@dataclass
+class Encoder:
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+    fingerprint: str
+    name_or_path: str | None
+
+
+def device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def load_encoder(name_or_path: str, attention: bool) -> tuple[PreTrainedModel,
+                                                              PreTrainedTokenizerBase]:
+    """A checkpoint's encoder (AutoModel) and tokenizer; eager attention only when attention
+    maps are read (SDPA returns none, and is faster)."""
+    from bertology.data.tokenizers import load_pretrained_tokenizer, tokenizer_options
+
+    path = resolve_checkpoint(name_or_path)
+    config = load_checkpoint_config(path)
+    family_of_checkpoint(config.model_type, f"model.name_or_path={name_or_path!r}")
+    model = load_safetensors_model(AutoModel, path,
+                                   attn_implementation="eager" if attention else "sdpa")
+    tokenizer = load_pretrained_tokenizer(path, **tokenizer_options(config.model_type))
+    return model, tokenizer
+
+
+def random_like(model: PreTrainedModel, seed: int) -> PreTrainedModel:
+    """The same architecture and config with fresh weights (its initializer_range)."""
+    torch.manual_seed(seed)
+    config = copy.deepcopy(model.config)
+    return AutoModel.from_config(config, attn_implementation=config._attn_implementation)
+
+
+@dataclass
+class ProbeContext:
+    config: ProbeConfig
+    splits: ProbeSplits
+    out_dir: Path
+    attention: bool  # some analysis reads attention maps: extract them, with eager attention
+    encoders: dict[str, Encoder] = field(default_factory=dict)
+    _features: dict[tuple[str, str], Features] = field(default_factory=dict)
+    _mlm: tuple[PreTrainedModel, PreTrainedTokenizerBase] | None = None
+
+    def sentences(self, split: str) -> list[ProbeSentence]:
+        return self.splits.train if split == "train" else self.splits.eval
+
+    def encoder(self, which: str = "model") -> Encoder:
+        require(which in ENCODERS, f"unknown encoder {which!r}")
+        if which not in self.encoders:
+            self.encoders[which] = self._build_encoder(which)
+        return self.encoders[which]
+
+    def _build_encoder(self, which: str) -> Encoder:
+        if which == "random":
+            base = self.encoder("model")
+            model = random_like(base.model, self.config.seed + 1)
+            return Encoder(model.to(device()), base.tokenizer,
+                           fingerprint_model(model, "random"), None)
+        path = self.config.compare_to if which == "compare" else self.config.model.name_or_path
+        require(path is not None, "this analysis compares two checkpoints; set compare_to=<a "
+                "checkpoint dir or hub id> (e.g. the model/ of a finetune run)")
+        model, tokenizer = load_encoder(path, self.attention)
+        if which == "model" and self.config.init == "random":
+            model = random_like(model, self.config.seed)
+        log.info("%s encoder: %s (%d layers, %d heads)", which, path,
+                 model.config.num_hidden_layers, model.config.num_attention_heads)
+        return Encoder(model.to(device()), tokenizer, fingerprint_model(model, path), path)
+
+    def features(self, which: str = "model", split: str = "train") -> Features:
+        """Word-level hidden states of one encoder on one split, from the cache or extracted
+        now; with attention maps where an analysis reads them (the eval split of the model
+        and of compare_to; maps take ~(layers·heads·n²) floats a sentence, so no more)."""
+        key = (which, split)
+        if key not in self._features:
+            encoder = self.encoder(which)
+            attention = self.attention and split == "eval" and which != "random"
+            self._features[key] = extract_or_load(
+                encoder.model, encoder.fingerprint, encoder.tokenizer, self.sentences(split),
+                self.config.cache_dir, self.config.pooling, attention,
+                self.config.batch_size, self.config.task.max_seq_length,
+                desc=f"extract {which}/{split}")
+        return self._features[key]
+
+    def mlm_model(self) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+        """The checkpoint with its masked-LM head, for cloze and amnesic probing; a checkpoint
+        without one (e.g. all-MiniLM-L6-v2, an ELECTRA discriminator) is a UserError."""
+        if self._mlm is None:
+            self._mlm = self._load_mlm_model()
+        return self._mlm
+
+    def _load_mlm_model(self) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+        path = self.config.model.name_or_path
+        require(path is not None, "this analysis needs a checkpoint with an MLM head; set "
+                "model.name_or_path (e.g. the model/ of a bertology pretrain run)")
+        resolved = resolve_checkpoint(path)
+        model, info = load_safetensors_model(AutoModelForMaskedLM, resolved,
+                                             output_loading_info=True)
+        head = family_of_checkpoint(model.config.model_type).mlm_head.split(".")[0] + "."
+        head_missing = [k for k in info["missing_keys"] if k.startswith(head)]
+        if head_missing:
+            raise UserError(f"model.name_or_path={path!r} has no masked-LM head (missing "
+                            f"{head_missing[0]}); cloze and amnesic probing need one: use a "
+                            "bertology pretrain model/ dir (ELECTRA: its generator/)")
+        return model.to(device()).eval(), self.encoder("model").tokenizer
+
+
+def keep_whole(splits: ProbeSplits, tokenizers: list[PreTrainedTokenizerBase],
+               max_length: int) -> ProbeSplits:
+    """Drop sentences that some tokenizer would truncate: trees and word pairs need every
+    word (Hewitt & Manning likewise drop over-long sentences)."""
+    def whole(sentences: list[ProbeSentence], split: str) -> list[ProbeSentence]:
+        kept = [s for s in sentences if all(fits(t, s, max_length) for t in tokenizers)]
+        if len(kept) < len(sentences):
+            log.info("%s: %d of %d sentences exceed %d sub-words and are left out", split,
+                     len(sentences) - len(kept), len(sentences), max_length)
+        require(kept, f"no {split} sentence fits task.max_seq_length={max_length}; raise it")
+        return kept
+
+    return ProbeSplits(whole(splits.train, "train"), whole(splits.eval, "eval"))

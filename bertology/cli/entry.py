@@ -1,0 +1,314 @@
+"""`bertology <pipeline> [hydra overrides]`: one dispatch dict, one primary config per pipeline.
+
+Bad input (an unknown option, a value out of range, a missing file) is one line on stderr and
+exit status 2, with no traceback and no run directory left behind. A run that fails on its own
+(a non-finite loss, a failed write) is one line and exit 1, its dir kept and marked failed; a
+SIGTERM writes a checkpoint and exits 143, a Ctrl-C the same with 130 (bertology/errors.py,
+bertology/run/rundir.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import sys
+from contextlib import nullcontext
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from bertology.cli.completion import COMMANDS, completion_command
+from bertology.cli.help import format_help
+from bertology.cli.sweep import check_job, check_sweep
+from bertology.config.compose import CONF_DIR
+from bertology.config.distill_config import load_distill_config
+from bertology.config.finetune_config import load_finetune_config
+from bertology.config.options import did_you_mean
+from bertology.config.pretrain_config import load_pretrain_config
+from bertology.config.probe_config import load_probe_config
+from bertology.config.prune_config import load_prune_config
+from bertology.config.report_config import load_report_config
+from bertology.errors import (
+    EXIT_CTRL_C,
+    EXIT_FAILED,
+    EXIT_USER_ERROR,
+    Interrupted,
+    RunFailed,
+    UserError,
+)
+from bertology.pipelines import PIPELINES, load_pipeline
+from bertology.run.processes import is_main_process, run_dir_overrides
+from bertology.run.provenance import write_env
+from bertology.run.resume import check_resume_config, record_start
+from bertology.run.rundir import RunInUse, check_not_in_use, is_finished, run_status
+from bertology.run.write_errors import describe, errno_of
+
+# pipeline -> the check its config must pass before a run directory is made
+CONFIG_CHECKS = {
+    "pretrain": load_pretrain_config,
+    "finetune": load_finetune_config,
+    "probe": load_probe_config,
+    "prune": load_prune_config,
+    "distill": load_distill_config,
+    "report": load_report_config,
+}
+
+SWEEP_FLAGS = {"-m", "--multirun"}
+
+USAGE = """usage: bertology <pipeline> [key=value ...] [-m key=a,b ...]
+
+pipelines:
+  pretrain   masked-LM pretraining (model=bert|roberta|spanbert|electra, size=tiny..large,
+             data=synthetic|wikipedia|files|hub)
+  finetune   a checkpoint → a task model (task=sst2|mrpc|conll03|ud_pos|squad|synthetic_*;
+             model=minilm or model.name_or_path=<dir>; head.mode=finetune|feature)
+  probe      what a checkpoint knows, layer by layer (analysis=linear|mlp|structural|
+             attention|geometry|cloze|amnesic, or a list; task=ud_pos|ud_deps|conll03|
+             synthetic_pos|synthetic_depth|synthetic_agreement)
+  prune      how much of a fine-tuned model is needed (model.name_or_path=<finetune model/>
+             or model=minilm to fine-tune first; prune.experiments=[heads,removal,layers,
+             magnitude,int8,matrix]; prune.scores=[gradient,random])
+  distill    a fine-tuned teacher → a smaller student (teacher.name_or_path=<finetune model/>;
+             student.init=teacher_layers|random; kd.alpha, kd.temperature, TinyBERT terms)
+
+  report     run dirs → REPORT.md: metrics over seeds and a verdict per survey finding
+             (bertology report outputs/probe/multirun/<date>/<time> [more dirs])
+
+  data       the real data sets: bertology data list | fetch NAME... | --all | verify
+             (into BERTOLOGY_DATA_DIR, default ~/.cache/bertology/data)
+  runs       a table of finished runs: the overrides that differ, headline metrics
+             (bertology runs [DIR ...] [--format markdown|csv] [--metrics GLOBS])
+  completion bash completion: eval "$(bertology completion bash)" (e.g. in ~/.bashrc)
+
+`bertology <pipeline> --help` shows its config groups, each option with a line on it, and its
+experiments; `python -m bertology` is the same program."""
+
+log = logging.getLogger("bertology")
+
+
+def fail(pipeline: str, message: str, status: int = EXIT_USER_ERROR) -> int:
+    print(f"bertology {pipeline}: error: {message}", file=sys.stderr)
+    return status
+
+
+def _latest_unfinished_run(pipeline: str) -> Path:
+    runs = sorted(Path("outputs", pipeline).glob("*/*/checkpoints"))
+    runs = [p.parent for p in runs if not is_finished(p.parent)]
+    if not runs:
+        raise UserError(f"resume=true: no unfinished {pipeline} run with checkpoints under "
+                        f"outputs/{pipeline}; start a fresh run without resume=true")
+    return runs[-1]
+
+
+def precheck(pipeline: str, overrides: list[str]) -> list[str]:
+    """Compose and check the config before Hydra makes a run dir; resolve resume=true."""
+    cfg = check_job(pipeline, overrides, CONFIG_CHECKS[pipeline])  # hydra.run.dir included
+    run_dirs = [o.split("=", 1)[1] for o in overrides if o.startswith("hydra.run.dir=")]
+    if run_dirs and is_main_process():  # before Hydra writes into a dir another run is using
+        check_not_in_use(Path(run_dirs[-1]))
+    elif str(cfg.get("resume")).lower() == "true":
+        run_dirs = [str(_latest_unfinished_run(pipeline))]
+        overrides = [*overrides, f"hydra.run.dir={run_dirs[0]}"]
+    if run_dirs:  # a resume under another config: refused before Hydra touches the dir
+        check_resume_config(Path(run_dirs[-1]), cfg)
+    return overrides
+
+
+def _run_job(pipeline: str, cfg: DictConfig) -> None:
+    out_dir = Path(HydraConfig.get().runtime.output_dir)
+    # Rank 0 owns the run dir (status, lock, clean-up, requeue); in a multi-process run the
+    # other ranks only train, and end with the same exit statuses.
+    owner = is_main_process()
+    fresh = owner and not (out_dir / "checkpoints").exists() and not (out_dir / "model").exists()
+    log.info("run dir: %s", out_dir)
+    try:
+        with run_status(out_dir, pipeline) if owner else nullcontext():
+            changes = check_resume_config(out_dir, cfg)  # a sweep's job: not checked before
+            if owner:
+                record_start(out_dir, cfg, changes)
+            if owner:  # provenance, whether or not W&B is on
+                write_env(out_dir, ["bertology", pipeline, *sys.argv[1:]],
+                          list(HydraConfig.get().overrides.task))
+            metrics = load_pipeline(pipeline)(cfg, out_dir)
+    except RunInUse as err:  # another process's dir: touch nothing
+        sys.exit(fail(pipeline, str(err)))
+    except UserError as err:
+        if fresh:  # leave nothing that could pass for a run
+            shutil.rmtree(out_dir, ignore_errors=True)
+        else:  # a resumed run keeps its log, which records why this attempt stopped
+            log.error("%s", err)
+        sys.exit(fail(pipeline, str(err)))
+    except RunFailed as err:
+        log.error("%s", err)
+        sys.exit(fail(pipeline, f"{err} (run dir kept: {out_dir})", EXIT_FAILED))
+    except OSError as err:  # the environment failed (disk full, I/O error, a removed dir)
+        message = describe(err, out_dir)
+        if message is None:
+            raise
+        log.error("%s", message)
+        sys.exit(fail(pipeline, message, EXIT_FAILED))
+    except Interrupted as err:
+        if owner and err.handover is not None:
+            _requeue(pipeline, err, out_dir)
+        message = f"{err}; rerun with hydra.run.dir={out_dir} to resume"
+        log.warning("%s", message)
+        print(f"bertology {pipeline}: {message}", file=sys.stderr)
+        sys.exit(err.exit_status)
+    except KeyboardInterrupt:  # a second Ctrl-C, or one before training began
+        message = (f"stopped by Ctrl-C; rerun with hydra.run.dir={out_dir} to resume from its "
+                   "last checkpoint")
+        log.warning("%s", message)
+        print(f"bertology {pipeline}: {message}", file=sys.stderr)
+        sys.exit(EXIT_CTRL_C)
+    except Exception as err:  # a library's own error for a failed write (safetensors, torch)
+        code = errno_of(err, out_dir)
+        message = None if code is None else describe(OSError(code, os.strerror(code)), out_dir)
+        if message is None:
+            raise
+        log.error("%s", message)
+        sys.exit(fail(pipeline, message, EXIT_FAILED))
+    log.info("finished: %s\n%s", out_dir, format_summary(metrics))
+
+
+SUMMARY_ROWS = 16
+HEADLINE_TRAIN = ("train/loss", "train/steps", "train/tokens_per_s")
+
+
+def format_summary(metrics: dict[str, float]) -> str:
+    """The final metrics as a short aligned table: results first (eval/, probe/, ...), then
+    the training loss, steps and rate, then the other counters; the rest is in metrics.json."""
+    def rank(key: str) -> tuple:
+        train = key.startswith("train/")
+        return (train, key not in HEADLINE_TRAIN, key)
+
+    order = sorted(metrics, key=rank)
+    shown = order[:SUMMARY_ROWS]
+    width = max((len(k) for k in shown), default=0)
+    lines = [f"  {k:<{width}}  {metrics[k]:>12.4g}" for k in shown]
+    if len(order) > len(shown):
+        lines.append(f"  ... {len(order) - len(shown)} more in metrics.json")
+    return "\n".join(lines)
+
+
+def _requeue(pipeline: str, err: Interrupted, out_dir: Path) -> None:
+    """A submitit job (SLURM or local): the checkpoint is on disk and the status says
+    interrupted, so hand over to submitit's preemption handler, which resubmits the same
+    Hydra job (same config, same run dir, which resumes) and exits. Further signals are
+    ignored so a late one cannot requeue the job twice."""
+    from bertology.training.preemption import preempt_signal
+
+    log.warning("%s; handing over to submitit to requeue the job into %s", err, out_dir)
+    print(f"bertology {pipeline}: {err}; requeued by submitit", file=sys.stderr)
+    for signum in (signal.SIGTERM, preempt_signal()):
+        signal.signal(signum, signal.SIG_IGN)
+    err.handover(preempt_signal(), None)
+
+
+def launch(pipeline: str, overrides: list[str]) -> int:
+    """Hand over to Hydra (single run or -m sweep) with the pipeline's primary config."""
+    if "-m" not in overrides and "--multirun" not in overrides:
+        overrides = run_dir_overrides(CONF_DIR / f"{pipeline}.yaml", overrides)
+    sys.argv = [f"bertology {pipeline}", *overrides]
+    # A log line that cannot be written (the run dir's disk is full) must not print a traceback
+    # on every later line: the run's own write fails next and says so in one line.
+    logging.raiseExceptions = False
+
+    def task(cfg: DictConfig) -> None:
+        _run_job(pipeline, cfg)
+
+    hydra.main(config_path=str(CONF_DIR), config_name=pipeline, version_base="1.3")(task)()
+    return 0
+
+
+def report_overrides(args: list[str]) -> list[str]:
+    """`bertology report DIR [DIR ...] [key=value ...]`: the dirs become runs=[...]."""
+    paths = [a for a in args if "=" not in a and not a.startswith("-")]
+    rest = [a for a in args if a not in paths]
+    if not paths:
+        return rest
+    quoted = ",".join("'" + p.replace("\\", "\\\\").replace("'", "\\'") + "'" for p in paths)
+    return [f"runs=[{quoted}]", *rest]
+
+
+def runs_command(args: list[str]) -> int:
+    """`bertology runs [DIR ...]` (cli/runs_command.py): reads run dirs, writes none."""
+    from bertology.cli.runs_command import main as runs_main
+
+    try:
+        return runs_main(args)
+    except UserError as err:
+        return fail("runs", str(err))
+
+
+def data_command(args: list[str]) -> int:
+    """`bertology data ...` (bertology/cli/data_command.py): no Hydra, no run dir."""
+    from bertology.cli.data_command import main as data_main
+
+    try:
+        data_main(args)
+    except UserError as err:
+        return fail("data", str(err))
+    return 0
+
+
+PROGRESS_BARS_OFF = ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS",
+                     "HF_DATASETS_DISABLE_PROGRESS_BARS")
+
+
+def quiet_progress_bars() -> None:
+    """No progress bar unless stderr is a terminal: under SLURM or nohup every redraw is a
+    carriage return in the job's log (tqdm, transformers and datasets read these variables;
+    a user's own setting wins)."""
+    if not sys.stderr.isatty():
+        for name in PROGRESS_BARS_OFF:
+            os.environ.setdefault(name, "1")
+
+
+def completion(args: list[str]) -> int:
+    """`bertology completion bash` prints the bash script (bertology/cli/completion.py)."""
+    try:
+        print(completion_command(args, list(PIPELINES)))
+    except UserError as err:
+        return fail("completion", str(err))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(USAGE)
+        return 0
+    if "-sc" in args or "--shell-completion" in args:  # Hydra's flag: bertology's own script
+        return completion(["bash"] if "install=bash" in args else [])
+    pipeline, overrides = args[0], args[1:]
+    if pipeline == "data":
+        return data_command(overrides)
+    if pipeline == "runs":
+        return runs_command(overrides)
+    if pipeline == "completion":
+        return completion(overrides)
+    if pipeline == "report":
+        overrides = report_overrides(overrides)
+    if pipeline not in PIPELINES:
+        near = did_you_mean(pipeline, [*PIPELINES, *COMMANDS])
+        return fail(pipeline, f"unknown pipeline {pipeline!r}{near} (pipelines: "
+                    f"{', '.join(PIPELINES)}; commands: {', '.join(COMMANDS)}; "
+                    "bertology --help)")
+    if "--help" in overrides or "-h" in overrides:  # Hydra's own help is --hydra-help
+        print(format_help(pipeline))
+        return 0
+    quiet_progress_bars()
+    flags = [o for o in overrides if o.startswith("-")]  # -m, --cfg, --info, ...
+    try:
+        if not flags:
+            overrides = precheck(pipeline, overrides)
+        elif set(flags) <= SWEEP_FLAGS:  # every job checked before the first starts
+            check_sweep(pipeline, [o for o in overrides if o not in flags],
+                        CONFIG_CHECKS[pipeline])
+    except UserError as err:
+        return fail(pipeline, str(err))
+    return launch(pipeline, overrides)

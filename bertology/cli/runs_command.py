@@ -1,0 +1,172 @@
+"""`bertology runs [DIR ...]`: a table of finished runs, one row per run dir, with the overrides
+that differ between them and their headline metrics, as Markdown (for a person, a README or a
+lab notebook) or CSV (`--format csv`, for a spreadsheet), until `bertology report` turns them
+into verdicts and figures.
+
+    bertology runs outputs/pretrain/multirun/2026-11-22/10-00-00
+    bertology runs outputs/finetune outputs/distill --format csv --out runs.csv
+    bertology runs outputs/probe --metrics 'probe/layer_*/accuracy'
+
+A column is an override (a key given on the command line, or a sweep's value) whose value
+differs between the runs; each run's value is read from its composed config (a config group's
+chosen option from Hydra's record), so a run that left the key at its default shows the
+default. With one run, its overrides are shown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+from collections.abc import Iterable
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import NoReturn
+
+from omegaconf import OmegaConf
+
+from bertology.errors import UserError
+from bertology.run.atomic import write_text_atomic
+from bertology.run.rundir import RunDir, finished_runs
+
+# The numbers a run is about (segment-wise globs: `*` stays within one `/` level): scores on
+# held-out data, the best probe layer, what distillation kept, the training loss.
+HEADLINE = ("eval/*", "downstream/eval/*", "*/best_layer/*", "*/*/best_layer/*",
+            "distill/retained", "distill/speedup", "train/loss")
+
+
+def matches(key: str, pattern: str) -> bool:
+    """fnmatch per `/`-separated segment, so `eval/*` is eval/accuracy but not
+    eval/shuffled/accuracy."""
+    parts, globs = key.split("/"), pattern.split("/")
+    return len(parts) == len(globs) and all(map(fnmatchcase, parts, globs))
+
+
+def show(value: object) -> str:
+    if OmegaConf.is_config(value):
+        value = OmegaConf.to_container(value)
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, separators=(",", ":"))
+    return "null" if value is None else str(value)
+
+
+_ABSENT = object()
+
+
+def value_of(run: RunDir, key: str) -> str:
+    """The key's value in this run: a group's option, else the config's (its default when the
+    run did not override it); empty where the run's pipeline has no such key."""
+    if key in run.choices:
+        return show(run.choices[key])
+    value = OmegaConf.select(OmegaConf.create(run.config), key, default=_ABSENT,
+                             throw_on_resolution_failure=False)
+    return "" if value is _ABSENT else show(value)
+
+
+def differing_keys(runs: list[RunDir]) -> list[str]:
+    keys = list(dict.fromkeys(key for run in runs for key in run.overrides))
+    if len(runs) == 1:
+        return keys
+    return [key for key in keys if len({value_of(run, key) for run in runs}) > 1]
+
+
+def metric_columns(runs: list[RunDir], patterns: Iterable[str]) -> list[str]:
+    """Metrics any run has that match a pattern, in pattern order, then name order."""
+    present = sorted({key for run in runs for key in run.metrics})
+    return list(dict.fromkeys(key for pattern in patterns for key in present
+                              if matches(key, pattern)))
+
+
+def build_table(runs: list[RunDir], patterns: Iterable[str], labels: list[str]
+                ) -> tuple[list[str], list[list[object]]]:
+    keys = differing_keys(runs)
+    metrics = metric_columns(runs, patterns)
+    rows = [[label, *(value_of(run, k) for k in keys), *(run.metrics.get(m) for m in metrics)]
+            for label, run in zip(labels, runs)]
+    return ["run", *keys, *metrics], rows
+
+
+def format_markdown(header: list[str], rows: list[list[object]]) -> str:
+    def cell(value: object) -> str:
+        text = f"{value:.4g}" if isinstance(value, float) else "" if value is None else str(value)
+        return text.replace("|", "\\|")
+
+    lines = ["| " + " | ".join(map(cell, header)) + " |",
+             "|" + "|".join("---:" if i >= 1 and all(isinstance(r[i], (float, type(None)))
+                                                      for r in rows) else "---"
+                            for i in range(len(header))) + "|"]
+    lines += ["| " + " | ".join(map(cell, row)) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def format_csv(header: list[str], rows: list[list[object]]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows([["" if v is None else v for v in row] for row in rows])
+    return out.getvalue()
+
+
+def labels_for(paths: list[Path], full: bool) -> list[str]:
+    """The run column: full paths for CSV; for Markdown, paths below the runs' common dir."""
+    if full or len(paths) < 2:
+        return [str(p) for p in paths]
+    common = Path(os.path.commonpath([p.resolve() for p in paths]))
+    return [str(p.resolve().relative_to(common)) for p in paths]
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, exit 2, like every other bad input
+        raise UserError(f"{message} (bertology runs --help)")
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="bertology runs", description=__doc__.split("\n\n")[0])
+    parser.add_argument("dirs", nargs="*", type=Path, default=[Path("outputs")],
+                        help="run or sweep dirs, searched recursively (default: outputs)")
+    parser.add_argument("--format", choices=("markdown", "csv"), default="markdown")
+    parser.add_argument("--metrics", default=",".join(HEADLINE),
+                        help="comma-separated metric globs, `*` within one `/` level "
+                             "(default: %(default)s)")
+    parser.add_argument("--out", type=Path, help="write the table to this file, not stdout")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print (or write) the table; raises UserError on bad input."""
+    args = build_parser().parse_args(argv)
+    missing = [str(d) for d in args.dirs if not d.is_dir()]
+    if missing:
+        raise UserError(f"{', '.join(missing)}: no such dir; give run or sweep dirs "
+                        "(e.g. outputs/pretrain/multirun/<date>/<time>)")
+    paths = finished_runs(args.dirs)
+    if not paths:
+        raise UserError(f"no finished run (metrics.json, status finished) under "
+                        f"{', '.join(map(str, args.dirs))}; point it at run or sweep dirs")
+    runs = [RunDir(path) for path in paths]
+    csv_format = args.format == "csv"
+    header, rows = build_table(runs, [p.strip() for p in args.metrics.split(",") if p.strip()],
+                               labels_for(paths, full=csv_format))
+    text = (format_csv if csv_format else format_markdown)(header, rows)
+    if args.out is None:
+        print(text, end="")
+        return 0
+    if not args.out.parent.is_dir():
+        raise UserError(f"--out {args.out}: {args.out.parent} does not exist; create it first")
+    write_text_atomic(args.out, text)
+    print(f"{len(runs)} runs -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":  # python -m bertology.cli.runs_command, as `bertology runs`
+    import sys
+
+    from bertology.errors import EXIT_USER_ERROR
+
+    try:
+        raise SystemExit(main())
+    except UserError as err:
+        print(f"bertology runs: error: {err}", file=sys.stderr)
+        raise SystemExit(EXIT_USER_ERROR) from None

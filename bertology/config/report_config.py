@@ -1,0 +1,44 @@
+"""The checked `report` config: which run dirs to read, and an optional folder of the user's own
+findings. Light on imports, as the CLI checks every config before a run starts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from bertology.errors import require
+
+KEYS = ("runs", "findings")
+
+
+@dataclass(frozen=True)
+class ReportConfig:
+    runs: list[Path]  # run dirs or sweep dirs, searched recursively
+    findings: Path | None = None  # <id>.yaml files judged beside conf/findings/'s
+
+
+def load_report_config(cfg: DictConfig) -> ReportConfig:
+    """The run dirs to report on, checked: given, and folders; the findings folder, if given."""
+    container = OmegaConf.to_container(cfg)
+    unknown = sorted(set(container) - set(KEYS))
+    require(not unknown, f"{unknown[0] if unknown else ''} is not a known key; report takes "
+            "run dirs and findings=<folder>: bertology report outputs/<pipeline>/<date>/<time> "
+            "[more dirs]")
+    runs = container.get("runs") or []
+    require(isinstance(runs, list) and bool(runs), "no run dirs given; usage: bertology report "
+            "outputs/<pipeline>/<date>/<time> [more dirs or sweep dirs]")
+    roots = [Path(str(p)).expanduser() for p in runs]
+    for root in roots:
+        require(root.exists(), f"runs: {root} does not exist; give run dirs or sweep dirs "
+                "(e.g. outputs/probe/multirun/<date>/<time>)")
+        require(root.is_dir(), f"runs: {root} is a file, not a run dir; give run dirs or "
+                "sweep dirs (e.g. outputs/probe/multirun/<date>/<time>)")
+    findings = container.get("findings")
+    if findings is not None:
+        findings = Path(str(findings)).expanduser()
+        require(findings.is_dir() and any(findings.glob("*.yaml")),
+                f"findings={findings}: not a folder of finding files; give a folder of "
+                "<id>.yaml files laid out as conf/findings/<id>.yaml, or leave it out")
+    return ReportConfig(roots, findings)

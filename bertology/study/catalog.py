@@ -1,0 +1,78 @@
+"""The study's catalogue: the findings (conf/findings/<id>.yaml), the studies whose runs they
+read (conf/findings/studies.yaml), and which findings a set of runs can judge.
+
+A finding states one claim (id, claim, source, the comparison, and the `study` whose runs it
+reads). A study is a bundle in conf/experiment/ (`study_<name>.yaml`, what a pipeline runs)
+that files its runs under `label: <name>`; several findings read one study (one probe sweep
+serves every probing claim), so `make reproduce` runs each study once, with the settings the
+catalogue gives it. The runner records the label and never reads it: the report judges every
+finding of the studies its runs are labelled with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from bertology.config.compose import CONF_DIR
+from bertology.errors import require
+from bertology.run.rundir import RunDir
+from bertology.study.verdicts import FindingSpec, parse_finding
+
+FINDINGS = CONF_DIR / "findings"
+STUDIES_FILE = "studies.yaml"
+EXPERIMENTS = CONF_DIR / "experiment"
+
+
+@dataclass(frozen=True)
+class Study:
+    """How the study's runs are made: `bertology <pipeline> -m experiment=study_<name>`, with
+    `smoke` overrides in the tests and `reproduce` overrides in `make reproduce`."""
+
+    name: str
+    pipeline: str
+    smoke: tuple[str, ...] = ()
+    reproduce: tuple[str, ...] = ()
+    alone: bool = False  # make reproduce runs it with no other study beside it (latency)
+
+    @property
+    def bundle(self) -> str:
+        return f"study_{self.name}"
+
+
+def finding_files(folder: Path = FINDINGS) -> list[Path]:
+    return sorted(p for p in folder.glob("*.yaml") if p.name != STUDIES_FILE)
+
+
+def load_catalog(folder: Path = FINDINGS) -> dict[str, FindingSpec]:
+    """Every finding of conf/findings/, by id."""
+    specs = {}
+    for path in finding_files(folder):
+        spec = parse_finding(OmegaConf.to_container(OmegaConf.load(path)) or {})
+        require(spec.id == path.stem, f"{path}: id {spec.id!r} differs from the file's name")
+        specs[spec.id] = spec
+    return specs
+
+
+def load_studies(folder: Path = FINDINGS) -> dict[str, Study]:
+    """Every study of conf/findings/studies.yaml, by name."""
+    block = OmegaConf.to_container(OmegaConf.load(folder / STUDIES_FILE))
+    return {name: Study(name, str(entry["pipeline"]), tuple(entry.get("smoke") or ()),
+                        tuple(entry.get("reproduce") or ()), bool(entry.get("alone", False)))
+            for name, entry in block.items()}
+
+
+def runs_of(spec: FindingSpec, runs: list[RunDir]) -> list[RunDir]:
+    return [r for r in runs if r.label in spec.studies]
+
+
+def findings_for(runs: list[RunDir], catalog: dict[str, FindingSpec] | None = None
+                 ) -> list[tuple[FindingSpec, list[RunDir]]]:
+    """(finding, its runs) for every finding of the studies the runs are labelled with, in id
+    order."""
+    catalog = load_catalog() if catalog is None else catalog
+    labels = {r.label for r in runs if r.label}
+    specs = {spec.id: spec for spec in catalog.values() if set(spec.studies) & labels}
+    return [(spec, runs_of(spec, runs)) for _, spec in sorted(specs.items())]

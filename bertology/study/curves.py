@@ -1,0 +1,134 @@
+"""Layer curves across runs: the report's figure of a sweep that probes several checkpoints (or
+models) on one task, one curve per checkpoint, so a probe's accuracy per layer reads across
+pretraining: when, in training and in depth, a property becomes linearly decodable.
+
+Runs that differ only in their seed are one curve, their mean per layer (a band of ± 1 std
+where there are several seeds); a curve is named by the config values that differ between the
+curves of its figure (a path by the part after the paths' common folder: step_00000500, model).
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from dataclasses import dataclass
+from pathlib import PurePath
+
+from bertology.run.rundir import RunDir
+from bertology.study.evidence import layer_keys
+from bertology.study.results import NOT_THE_EXPERIMENT, replication_key
+
+# The layer-wise metrics drawn across runs: the linear probe's accuracy and its selectivity
+# over the control task (Hewitt & Liang, 2019).
+LAYER_CURVES = {"probe/layer_*/accuracy": "probe accuracy",
+                "probe/layer_*/selectivity": "probe selectivity"}
+
+
+@dataclass
+class Curve:
+    label: str
+    layers: list[int]
+    mean: list[float]
+    std: list[float]  # over seeds; 0 with one seed
+    seeds: int
+
+
+def flatten(config: dict, prefix: str = "") -> dict[str, object]:
+    """{"model.name_or_path": ..., ...} from a nested config."""
+    flat: dict[str, object] = {}
+    for key, value in config.items():
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def shorten_paths(values: list[str]) -> list[str]:
+    """Paths less the folders all of them share: /r/checkpoints/step_1, /r/model ->
+    checkpoints/step_1, model. Values that are not all paths stay as they are."""
+    if len(values) < 2 or not all(isinstance(v, str) and "/" in v for v in values):
+        return values
+    parts = [PurePath(v).parts for v in values]
+    shared = 0
+    while all(len(p) > shared + 1 and p[shared] == parts[0][shared] for p in parts):
+        shared += 1
+    return ["/".join(p[shared:]) for p in parts]
+
+
+def differing_labels(configs: list[dict]) -> list[str]:
+    """One label per config: `key=value` of every key whose value differs between them (seed,
+    paths and the finding block aside); the bare value where one key differs."""
+    flat = [flatten({k: v for k, v in c.items() if k not in NOT_THE_EXPERIMENT}) for c in configs]
+    keys = sorted({k for f in flat for k in f})
+    differing = [k for k in keys if len({repr(f.get(k)) for f in flat}) > 1]
+    columns = {k: shorten_paths([f.get(k) for f in flat]) for k in differing}
+    if len(differing) == 1:
+        return [str(v) for v in columns[differing[0]]]
+    return [", ".join(f"{k}={columns[k][i]}" for k in differing) for i in range(len(flat))]
+
+
+def natural_key(label: str) -> list:
+    """step_2 before step_10; the numbers in a label compare as numbers."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", label)]
+
+
+def compute_layer_curves(runs: list[RunDir], metric: str) -> list[Curve]:
+    """One curve per group of runs that differ only in seed, for the runs that have the
+    layer-wise metric; sorted by label (a checkpoint sweep in training order)."""
+    groups: dict[str, list[RunDir]] = {}
+    for run in runs:
+        if layer_keys(run.metrics, metric)[1]:
+            groups.setdefault(replication_key(run), []).append(run)
+    labels = differing_labels([g[0].config for g in groups.values()])
+    curves = []
+    for label, group in zip(labels, groups.values()):
+        per_run = [dict(zip(*layer_keys(r.metrics, metric))) for r in group]  # layer -> key
+        layers = sorted(set.intersection(*(set(keys) for keys in per_run)))
+        values = [[r.metrics[keys[layer]] for r, keys in zip(group, per_run)]
+                  for layer in layers]  # (layers, seeds)
+        curves.append(Curve(label, [int(layer) for layer in layers],
+                            [statistics.fmean(v) for v in values],
+                            [statistics.stdev(v) if len(v) > 1 else 0.0 for v in values],
+                            len(group)))
+    return sorted(curves, key=lambda c: natural_key(c.label))
+
+
+def task_of(run: RunDir) -> str:
+    task = run.config.get("task")
+    return str(task.get("name") if isinstance(task, dict) else task)
+
+
+def plot_layer_curves(runs: list[RunDir], out_dir) -> dict[str, str]:
+    """plots/layers_<metric>_<task>.png for every task and layer-wise metric that two or more
+    curves share; {caption: the PNG's path relative to out_dir}."""
+    import matplotlib.pyplot as plt
+
+    from bertology.run.figures import integer_ticks, save_figure
+
+    figures = {}
+    for task in sorted({task_of(r) for r in runs}):
+        task_runs = [r for r in runs if task_of(r) == task]
+        for metric, name in LAYER_CURVES.items():
+            curves = compute_layer_curves(task_runs, metric)
+            if len(curves) < 2:
+                continue
+            figure, axis = plt.subplots(figsize=(5.2, 3.5))
+            colours = plt.get_cmap("viridis")([i / max(len(curves) - 1, 1) * 0.9
+                                               for i in range(len(curves))])
+            for curve, colour in zip(curves, colours):
+                axis.plot(curve.layers, curve.mean, marker="o", color=colour,
+                          label=f"{curve.label} (n={curve.seeds})")
+                low = [m - s for m, s in zip(curve.mean, curve.std)]
+                high = [m + s for m, s in zip(curve.mean, curve.std)]
+                axis.fill_between(curve.layers, low, high, color=colour, alpha=0.2)
+            axis.set_xlabel("layer (0 = embeddings)")
+            axis.set_ylabel(f"{name} ({task})")
+            integer_ticks(axis)
+            axis.grid(alpha=0.3)
+            axis.legend(fontsize=7)
+            axis.set_title(f"{name} per layer, one curve per run (mean ± std over seeds)")
+            stem = metric.split("/")[-1]
+            path = save_figure(figure, out_dir, f"layers_{stem}_{task}")
+            figures[f"{name} per layer on {task}"] = str(path.relative_to(out_dir))
+    return figures

@@ -1,0 +1,81 @@
+"""The findings across encoders: `python -m bertology.reproduce --encoders minilm bert modernbert`.
+
+The survey's findings were measured on BERT-base; the question asked of them now is which hold
+for the encoders trained today. MiniLM (all-MiniLM-L6-v2) is the encoder every study reads by
+default. Each other encoder named is pretrained by the run itself, from random init with its
+family's own recipe (`model=<name>`: BERT's static MLM + NSP, ModernBERT's 30% dynamic MLM
+with alternating local and global attention, ...), all at one FLOP budget on Wikipedia with
+one tokenizer (MiniLM's uncased WordPiece), so the columns differ in the family alone. Its
+model is cached under <cache>/encoders/<name>-<digest of the command>, and a rerun with the same
+settings reuses it.
+
+The studies whose findings read an encoder (ENCODER_STUDIES: probing, attention, geometry,
+structural, fine-tuning) then run again on it, into <out>/<name>/<study>, with SST-2 models
+fine-tuned from it for the probe's fine-tuned comparison; a report per encoder judges them
+(<out>/<name>/report). Each encoder is contrasted with its own random-init twin: the probes'
+`random_init` arm rebuilds the checkpoint's architecture with fresh weights.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from bertology.config.checks import default_cache_dir
+from bertology.config.compose import CONF_DIR
+from bertology.config.options import group_options
+from bertology.errors import require
+
+DEFAULT = "minilm"  # the studies' own encoder: the run's other studies read it too
+ENCODER_STUDIES = ("probe_pos", "probe_ner", "finetune_sst2", "finetune_conll")
+
+# One budget for every pretrained encoder. L=6 (MiniLM's depth, so the fine-tuning study's
+# freeze_layers=3 is the lower half, as on MiniLM), H=256, A=4; MiniLM's 30,522-token vocabulary
+# (the same tokenizer for all); 4e13 training FLOPs by the Kaplan count (training/flops.py),
+# about 700 steps of 16 sequences of up to 128 tokens. One peak learning rate for all, 1e-3:
+# the tiny-model default, 2e-3, stalled post-LN BERT at L=6 while ModernBERT (pre-LN) learned;
+# at 1e-3 BERT learns (the numbers: docs/reproduce.md, "Findings across encoders").
+ENCODER_PRETRAIN = ["size=mini", "size.num_hidden_layers=6", "data=wikipedia",
+                    "model.tokenizer_name_or_path=sentence-transformers/all-MiniLM-L6-v2",
+                    "trainer.max_flops=4.0e13", "trainer.max_steps=1000000", "trainer.lr=1.0e-3",
+                    "seed=0", "logger=none"]
+
+
+def pretrainable() -> list[str]:
+    """The model= options a run can pretrain from random init: those with no checkpoint of
+    their own (conf/model/<name>.yaml's name_or_path is null; MiniLM's is its hub id)."""
+    return [name for name in group_options("model")
+            if OmegaConf.load(CONF_DIR / "model" / f"{name}.yaml").get("name_or_path") is None]
+
+
+def check_encoders(encoders: list[str]) -> list[str]:
+    """The encoders in order, each once; an unknown one or a list without minilm is a one-line
+    error."""
+    choices = (DEFAULT, *pretrainable())
+    for name in encoders:
+        require(name in choices, f"--encoders {name} is not an encoder this run can judge; "
+                f"choose from {', '.join(choices)}")
+    require(DEFAULT in encoders, f"--encoders must name {DEFAULT}: the run's other studies "
+            "(pretraining, pruning, distillation) read it, and its column is the baseline")
+    return list(dict.fromkeys(encoders))
+
+
+def pretrain_args(name: str) -> list[str]:
+    return ["pretrain", f"model={name}", *ENCODER_PRETRAIN]
+
+
+def encoder_dir(name: str, cache: Path | None = None) -> Path:
+    """Where the run pretrains `name`, keyed by its command, so that changed settings never
+    reuse a model trained under others."""
+    cache = cache or Path(os.environ.get("BERTOLOGY_CACHE_DIR") or default_cache_dir())
+    digest = hashlib.sha256(json.dumps(pretrain_args(name)).encode()).hexdigest()[:12]
+    return cache / "encoders" / f"{name}-{digest}"
+
+
+def is_pretrained(run_dir: Path) -> bool:
+    """A finished pretraining run (metrics.json is written last); a killed one resumes."""
+    return (run_dir / "metrics.json").is_file() and (run_dir / "model" / "config.json").is_file()

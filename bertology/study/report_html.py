@@ -1,0 +1,132 @@
+"""REPORT.html: the report as one self-contained page a browser opens from disk, offline. The
+claims table (claim, source, test, effect, interval, raw and Holm verdicts), each claim's
+figure inlined as a base64 data URI, and the run dirs behind it. No script and no network:
+every byte the page shows is in the file, and all text is escaped."""
+
+from __future__ import annotations
+
+import base64
+from html import escape
+from pathlib import Path
+
+from bertology.run.atomic import write_text_atomic
+from bertology.run.rundir import RunDir
+from bertology.study.reporting import (
+    ABOUT_TITLES,
+    HEADLINE,
+    format_estimate,
+    group_runs,
+    headline,
+    split_by_about,
+    summarise,
+)
+from bertology.study.verdicts import FindingResult
+
+STYLE = """
+body { font: 14px/1.45 system-ui, sans-serif; max-width: 1600px; margin: 2em auto;
+       padding: 0 1em; color: #1a1a1a; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 13px; width: 100%; }
+td.claim { min-width: 14em; }
+td.note { font-size: 12px; color: #444; max-width: 30em; }
+td code { word-break: break-word; }
+th, td { border: 1px solid #ccc; padding: 4px 8px; vertical-align: top; text-align: left; }
+th { background: #f2f2f2; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+code { font-size: 12px; }
+.holds { color: #0072B2; font-weight: bold; }
+.does-not-hold { color: #D55E00; font-weight: bold; }
+.underpowered, .inconclusive, .uninformative { color: #555; font-weight: bold; }
+section.finding { border-top: 1px solid #ccc; margin-top: 2em; }
+section.finding img, figure img { max-width: 100%; height: auto; }
+"""
+
+
+def verdict_cell(verdict: str) -> str:
+    return f'<span class="{escape(verdict.replace(" ", "-"))}">{escape(verdict)}</span>'
+
+
+def image_uri(path: Path) -> str:
+    """A PNG as a data URI: the page opens from anywhere, the figure inside it."""
+    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+def claims_table(results: list[FindingResult]) -> list[str]:
+    """A row per comparison of each finding; the finding's cells on its first row."""
+    lines = ["<table>", "<tr><th>finding</th><th>claim</th><th>source</th><th>test</th>"
+             "<th>effect a − b</th><th>95% interval</th><th>seeds</th><th>raw</th>"
+             "<th>Holm</th><th>note</th></tr>"]
+    for r in results:
+        for i, (test, comparison) in enumerate(zip(r.tests, r.spec.comparisons)):
+            effect, interval = format_estimate(test.estimate)
+            head = (f'<td><a href="#{escape(r.id)}">{escape(r.id)}</a></td>'
+                    f'<td class="claim">{escape(r.spec.claim)}</td><td>{escape(r.spec.source)}</td>'
+                    if i == 0 else "<td></td>" * 3)
+            tail = (f"<td>{verdict_cell(r.raw)}</td><td>{verdict_cell(r.corrected)}</td>"
+                    f'<td class="note">{escape(r.note)}</td>' if i == 0 else "<td></td>" * 3)
+            lines.append(f"<tr>{head}<td><code>{escape(comparison.describe())}</code></td>"
+                         f'<td class="num">{escape(effect)}</td>'
+                         f'<td class="num">{escape(interval)}</td>'
+                         f'<td class="num">{test.estimate.n}</td>{tail}</tr>')
+    return lines + ["</table>"]
+
+
+def finding_section(result: FindingResult, figure: Path) -> list[str]:
+    """A claim with its figure and the run dirs it was judged on."""
+    runs = "".join(f"<li><code>{escape(str(run.path))}</code></li>" for run in result.runs)
+    return [f'<section class="finding" id="{escape(result.id)}">',
+            f"<h3>{escape(result.id)}: {escape(result.spec.claim)}</h3>",
+            f"<p>{escape(result.spec.source)} — raw {verdict_cell(result.raw)}, "
+            f"Holm {verdict_cell(result.corrected)}</p>",
+            f'<img src="{image_uri(figure)}" alt="{escape(f"figure of {result.id}")}">',
+            f"<p>RunDir dirs ({len(result.runs)}):</p><ul>{runs}</ul>", "</section>"]
+
+
+def runs_table(runs: list[RunDir]) -> list[str]:
+    """The headline metrics of each group of runs that differ only in their seed."""
+    lines = ["<table>", "<tr><th>group</th><th>runs</th><th>seeds</th><th>metric</th>"
+             "<th>mean ± std</th></tr>"]
+    for index, group in enumerate(group_runs(runs).values()):
+        for name in sorted({k for r in group for k in r.metrics if k.startswith(HEADLINE)}):
+            s = summarise([r.metrics[name] for r in group if name in r.metrics])
+            paths = "<br>".join(f"<code>{escape(str(r.path))}</code>" for r in group)
+            lines.append(f'<tr><td class="num">{index}</td><td>{paths}</td>'
+                         f'<td class="num">{len(group)}</td><td>{escape(name)}</td>'
+                         f'<td class="num">{s["mean"]:.4g} ± {s["std"]:.2g}</td></tr>')
+    return lines + ["</table>"]
+
+
+def write_html(results: list[FindingResult], skipped: list[tuple[str, str]], runs: list[RunDir],
+               out_dir: Path, figures: dict[str, str],
+               curves: dict[str, str] | None = None) -> Path:
+    """REPORT.html beside REPORT.md; figures maps a finding's id to its PNG (relative), curves
+    a caption to a figure of layer curves across runs (study/curves.py)."""
+    body = ["<h1>bertology report</h1>",
+            f"<p>{len(runs)} finished runs; {len(results)} findings judged. Each claim is "
+            "tested one-sided at α = 0.05 two-sided (its 95% interval beyond the margin); the "
+            "corrected verdict applies Holm's correction over every finding here; a finding "
+            "whose guard fails is uninformative; seeds counts independent runs.</p>",
+            "<p>" + "<br>".join(escape(line) for line in headline(results)) + "</p>"]
+    for about, group in split_by_about(results).items():
+        if group:
+            title, says = ABOUT_TITLES[about]
+            body += [f"<h2>{escape(title)}</h2>", f"<p>{escape(says[0].upper() + says[1:])}.</p>",
+                     *claims_table(group)]
+    body += [f"<p>Not judged: {escape(finding)} ({escape(reason)}).</p>"
+             for finding, reason in skipped]
+    body.append("<h2>Evidence</h2>")
+    for r in results:
+        body += finding_section(r, out_dir / figures[r.id])
+    if curves:
+        body += ["<h2>Layer curves across runs</h2>", "<p>One curve per group of runs (a "
+                 "checkpoint sweep: one per checkpoint), the mean over its seeds.</p>"]
+        body += [f'<figure><img src="{image_uri(out_dir / path)}" alt="{escape(caption)}">'
+                 f"<figcaption>{escape(caption)}</figcaption></figure>"
+                 for caption, path in curves.items()]
+    body += ["<h2>Runs</h2>", "<p>Runs that differ only in their seed form a group; all "
+             "metrics are in <code>tables/metrics.csv</code>.</p>", *runs_table(runs)]
+    page = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+            "<title>bertology report</title>", f"<style>{STYLE}</style>", "</head>", "<body>",
+            *body, "</body>", "</html>"]
+    path = out_dir / "REPORT.html"
+    write_text_atomic(path, "\n".join(page) + "\n")
+    return path

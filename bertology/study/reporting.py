@@ -1,0 +1,188 @@
+"""What `bertology report` writes: REPORT.md, tables/findings.csv and tables/metrics.csv, and a
+figure per finding."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+from bertology.run.atomic import write_text_atomic
+from bertology.run.figures import GREY, integer_ticks, save_figure
+from bertology.run.rundir import RunDir
+from bertology.study.evidence import Evidence, layer_keys
+from bertology.study.results import replication_key
+from bertology.study.stats import Estimate
+from bertology.study.verdicts import VERDICTS, FindingResult, selects
+
+HEADLINE = ("eval/", "distill/retained", "distill/speedup", "prune/heads_remaining")
+MAX_HEADLINES = 8  # per group in REPORT.md; the CSV has them all
+
+
+def format_estimate(e: Estimate) -> tuple[str, str]:
+    """(effect, 95% interval) as text."""
+    low, high = e.interval()
+    return f"{e.mean:+.4g}", f"[{low:+.4g}, {high:+.4g}]"
+
+
+def finding_rows(results: list[FindingResult]) -> list[dict]:
+    """tables/findings.csv: one row per comparison of each finding."""
+    rows = []
+    for r in results:
+        for test, design, comparison in zip(r.tests, r.designs, r.spec.comparisons):
+            low, high = test.estimate.interval()
+            rows.append({
+                "finding": r.id, "about": r.spec.about, "claim": r.spec.claim,
+                "source": r.spec.source,
+                "test": comparison.describe(), "design": design, "effect": test.estimate.mean,
+                "ci_low": low, "ci_high": high, "se": test.estimate.se,
+                "dof": test.estimate.dof, "seeds": test.estimate.n,
+                "item_replicates": test.estimate.items, "p_holds": r.p_holds,
+                "p_fails": r.p_fails, "p_holm": r.p_adjusted, "raw_verdict": r.raw,
+                "corrected_verdict": r.corrected, "note": r.note,
+                "runs": " ".join(str(run.path) for run in r.runs)})
+    return rows
+
+
+def group_runs(runs: list[RunDir]) -> dict[str, list[RunDir]]:
+    """Runs that differ only in seed: keyed by their config without seed/paths/finding."""
+    groups: dict[str, list[RunDir]] = {}
+    for run in runs:
+        groups.setdefault(replication_key(run), []).append(run)
+    return groups
+
+
+def summarise(values: list[float]) -> dict[str, float]:
+    mean = statistics.fmean(values)
+    std = statistics.stdev(values) if len(values) > 1 else 0.0
+    return {"n": len(values), "mean": mean, "std": std}
+
+
+def metric_rows(runs: list[RunDir]) -> list[dict]:
+    """tables/metrics.csv: one row per (group of seeds, metric): n, mean, std."""
+    rows = []
+    for index, group in enumerate(group_runs(runs).values()):
+        for name in sorted(set().union(*(r.metrics for r in group))):
+            values = [r.metrics[name] for r in group if name in r.metrics]
+            rows.append({"group": index, "runs": " ".join(str(r.path) for r in group),
+                         "metric": name, **summarise(values)})
+    return rows
+
+
+def plot_finding(result: FindingResult, out_dir: Path) -> str:
+    """The curves of a layer-wise evidence (a line per run), else each side's per-run values;
+    the title carries both verdicts."""
+    import matplotlib.pyplot as plt
+
+    comparison = result.spec.comparisons[0]
+    figure, axis = plt.subplots(figsize=(5.2, 3.5))
+    curve = next((e for e in (comparison.a, comparison.b) if isinstance(e, Evidence)
+                  and "*" in e.metric), None)
+    if curve is not None:
+        for run in result.runs:
+            if selects(run, curve):
+                layers, keys = layer_keys(run.metrics, curve.metric)
+                axis.plot(layers, [run.metrics[k] for k in keys], marker="o", alpha=0.7,
+                          label=f"seed {run.seed}" if run.seed is not None else run.path.name)
+        axis.set_xlabel("layer (0 = embeddings)")
+        integer_ticks(axis)
+        axis.set_ylabel(curve.metric.replace("*", "L"))
+        axis.legend(fontsize=7)
+    else:
+        test = result.tests[0]
+        low, high = test.estimate.interval()
+        axis.errorbar([0], [test.estimate.mean], yerr=[[test.estimate.mean - low],
+                                                        [high - test.estimate.mean]],
+                      fmt="o", capsize=6, label="a − b, 95% interval")
+        axis.axhline(comparison.margin, color=GREY, linestyle="--", label="margin")
+        axis.set_xticks([0], [comparison.describe()[:60]], fontsize=7)
+        axis.legend(fontsize=7)
+    axis.set_title(f"{result.id}: {result.raw} (Holm: {result.corrected})", fontsize=9)
+    axis.grid(alpha=0.3)
+    path = save_figure(figure, out_dir, f"finding_{result.id}")
+    return str(path.relative_to(out_dir))
+
+
+def verdict_counts(results: list[FindingResult], which: str) -> dict[str, int]:
+    return {v: sum(getattr(r, which) == v for r in results) for v in VERDICTS}
+
+
+ABOUT_TITLES = {
+    "model": ("Claims about the model", "what pretraining or fine-tuning put in the encoder; "
+              "the headline counts these"),
+    "method": ("Claims about the method", "properties of a probe, a metric or the "
+               "architecture, true of any encoder (e.g. of random vectors per word type); "
+               "reported, not counted in the headline"),
+}
+
+
+def split_by_about(results: list[FindingResult]) -> dict[str, list[FindingResult]]:
+    """The findings by what they are about, model claims first."""
+    return {about: [r for r in results if r.spec.about == about] for about in ABOUT_TITLES}
+
+
+def headline(results: list[FindingResult]) -> list[str]:
+    """The verdict counts of the model claims (raw and Holm-corrected), then the method's."""
+    model = split_by_about(results)["model"]
+    lines = [f"{title} verdicts on the {len(model)} claims about the model: "
+             + ", ".join(f"{n} {v}" for v, n in verdict_counts(model, which).items())
+             for which, title in (("raw", "Raw"), ("corrected", "Holm-corrected"))]
+    method = split_by_about(results)["method"]
+    if method:
+        lines.append(f"Claims about the method ({len(method)}, not counted above): " + ", ".join(
+            f"{n} {v}" for v, n in verdict_counts(method, "corrected").items() if n))
+    return lines
+
+
+def findings_table(results: list[FindingResult], figures: dict[str, str]) -> list[str]:
+    lines = ["| finding | claim | source | test | effect a − b | 95% interval | seeds "
+             "| raw | Holm | note | figure |",
+             "|---|---|---|---|---|---|---:|---|---|---|---|"]
+    for r in results:
+        figure = figures[r.id]
+        for i, (test, comparison) in enumerate(zip(r.tests, r.spec.comparisons)):
+            effect, interval = format_estimate(test.estimate)
+            head = [r.id, r.spec.claim, r.spec.source] if i == 0 else ["", "", ""]
+            tail = ([f"**{r.raw}**", f"**{r.corrected}**", r.note, f"![]({figure})"]
+                    if i == 0 else ["", "", "", ""])
+            lines.append("| " + " | ".join([*head, f"`{comparison.describe()}`", effect,
+                                             interval, str(test.estimate.n), *tail]) + " |")
+    return lines
+
+
+def write_report(results: list[FindingResult], skipped: list[tuple[str, str]],
+                 runs: list[RunDir], out_dir: Path, figures: dict[str, str],
+                 curves: dict[str, str] | None = None) -> Path:
+    """REPORT.md; figures maps a finding's id to its figure (plot_finding's path), curves a
+    caption to a figure of layer curves across runs (curves.plot_layer_curves)."""
+    lines = ["# bertology report", "",
+             f"{len(runs)} finished runs; {len(results)} findings judged. Each claim is tested "
+             "one-sided at α = 0.05 two-sided (its 95% interval beyond the margin); the "
+             "interval counts seed-to-seed and item-sampling noise (bootstrap replicates); the "
+             "corrected verdict applies Holm's correction over every finding here; a finding "
+             "whose guard fails (the runs cannot discriminate) is uninformative; seeds counts "
+             "independent runs (docs/findings.md: \"How verdicts are decided\").", ""]
+    lines += headline(results)
+    for about, group in split_by_about(results).items():
+        if group:
+            title, says = ABOUT_TITLES[about]
+            lines += ["", f"## {title}", "", f"{says[0].upper()}{says[1:]}.", "",
+                      *findings_table(group, figures)]
+    for finding, reason in skipped:
+        lines.append(f"\nNot judged: {finding} ({reason}).")
+    if curves:
+        lines += ["", "## Layer curves across runs", "", "One curve per group of runs (a "
+                  "checkpoint sweep: one per checkpoint), the mean over its seeds:", ""]
+        lines += [f"![{caption}]({path})" for caption, path in curves.items()]
+    lines += ["", "## Runs", "", "Runs that differ only in their seed form a group; its "
+              "evaluation metrics (all metrics: `tables/metrics.csv`):", "",
+              "| group | runs | seeds | metric | mean ± std |", "|---:|---|---:|---|---|"]
+    for index, group in enumerate(group_runs(runs).values()):
+        names = sorted({k for r in group for k in r.metrics if k.startswith(HEADLINE)})
+        for name in names[:MAX_HEADLINES]:
+            s = summarise([r.metrics[name] for r in group if name in r.metrics])
+            lines.append(f"| {index} | {group[0].path}{' …' if len(group) > 1 else ''} "
+                         f"| {len(group)} | {name} | {s['mean']:.4g} ± {s['std']:.2g} |")
+    path = out_dir / "REPORT.md"
+    write_text_atomic(path, "\n".join(lines) + "\n")
+    return path
+

@@ -1,0 +1,281 @@
+"""`make reproduce`: every study the findings read, at CPU scale, then `bertology report`.
+
+    python -m bertology.reproduce [--out outputs/reproduce/<stamp>] [--only pos_layers ...]
+
+A finding (conf/findings/<id>.yaml) reads the runs of a study (the bundle
+conf/experiment/study_<name>.yaml, with its settings in conf/findings/studies.yaml), and several
+findings share one: each study runs once, as
+one sweep, in order, in its own `bertology` process (so one failing step does not take the
+others down; the summary names it). Studies that judge a fine-tuned model read MiniLM
+fine-tuned on a sample of SST-2 first, once per seed (seed s's job reads the model fine-tuned
+with seed s: data order and head initialisation differ, so the seeds replicate what the claims
+are about, a fine-tuned model, rather than re-measure one), passed to them by the
+`{sst2_model}` placeholder of their `reproduce:` overrides (the catalogue's CPU-budget
+settings). Two steps run side by side where there are two cores (`--lanes`), each on one
+thread, except the studies that time latency (`alone: true`), which run last, alone. The
+report over every study dir lands in <out>/report/REPORT.md, with a verdict for every finding.
+
+`--encoders minilm bert modernbert` also pretrains each encoder named after MiniLM and reruns
+on it the studies that read a model (encoders.py), each judged in its own report, and adds the
+finding x encoder matrix to the report (matrix.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from bertology.errors import UserError, require
+from bertology.study import catalog, encoders
+from bertology.study.matrix import write_matrix
+from bertology.study.summary import write_summary
+
+# The fine-tuned models: MiniLM on 4,000 SST-2 phrases, one epoch (times and accuracies:
+# docs/reproduce.md), one per seed of the studies' sweeps (their `seed: 0,1,2`).
+SST2_MODEL = ["finetune", "model=minilm", "task=sst2", "trainer=finetune_cpu",
+              "trainer.max_train_examples=4000", "trainer.epochs=1", "logger=none"]
+SST2_SEEDS = (0, 1, 2)
+
+log = logging.getLogger("bertology.reproduce")
+
+
+def load_studies(only: list[str] | None) -> dict[str, dict]:
+    """study name -> {pipeline, bundle, overrides, alone, findings} for every study that a
+    finding (or one of `only`) reads, with the catalogue's settings (conf/findings/)."""
+    catalogue = catalog.load_studies()
+    studies: dict[str, dict] = {}
+    for spec in catalog.load_catalog().values():
+        if only and spec.id not in only:
+            continue
+        for name in spec.studies:
+            require(name in catalogue, f"finding {spec.id} reads study {name!r}, which "
+                    f"conf/findings/{catalog.STUDIES_FILE} does not list")
+            study = catalogue[name]
+            studies.setdefault(name, {"pipeline": study.pipeline, "bundle": study.bundle,
+                                      "overrides": list(study.reproduce),
+                                      "alone": study.alone, "findings": []})
+            studies[name]["findings"].append(spec.id)
+    require(bool(studies), f"no finding matches {only}")
+    return studies
+
+
+@dataclass
+class Step:
+    """One `bertology` process of the run: a fine-tuned model or a study's sweep."""
+
+    name: str
+    args: list[str]
+    log_path: Path
+    after: tuple[str, ...] = ()  # steps that must have finished first (the SST-2 models)
+    alone: bool = False  # runs with no other step beside it, on every core (latency timing)
+
+
+def bertology(args: list[str], log_path: Path, threads: int | None = None) -> tuple[int, float]:
+    """Run `python -m bertology <args>` on `threads` intra-op threads (None: torch's default);
+    its output goes to log_path. (exit status, seconds)"""
+    env = dict(os.environ)
+    if threads is not None:
+        env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    start = time.perf_counter()
+    with log_path.open("w") as handle:
+        status = subprocess.run([sys.executable, "-m", "bertology", *args], stdout=handle,
+                                stderr=subprocess.STDOUT, env=env).returncode
+    return status, time.perf_counter() - start
+
+
+def run_steps(steps: list[Step], lanes: int) -> dict[str, tuple[int, float]]:
+    """Run the steps, `lanes` at a time, each lane on cores/lanes threads; a step starts when
+    the steps it waits for have finished (in list order among the ready ones); the `alone`
+    steps run last, one at a time, on every core. Small models use two cores poorly (the
+    numbers: docs/reproduce.md, "Running it"), so two 1-thread lanes finish sooner than one
+    2-thread queue. name -> (exit status, seconds)."""
+    cores = os.cpu_count() or 1
+    threads = max(1, cores // lanes)
+    pending = [s for s in steps if not s.alone]
+    results: dict[str, tuple[int, float]] = {}
+    lock = threading.Lock()
+
+    def next_ready() -> Step | None:
+        with lock:
+            step = next((s for s in pending if all(d in results for d in s.after)), None)
+            if step is not None:
+                pending.remove(step)
+            return step
+
+    def lane() -> None:
+        while True:
+            with lock:
+                if not pending:
+                    return
+            step = next_ready()
+            if step is None:  # what is left waits for a step another lane is running
+                time.sleep(0.5)
+                continue
+            outcome = run_logged(step, threads if lanes > 1 else None)
+            with lock:
+                results[step.name] = outcome
+
+    workers = [threading.Thread(target=lane) for _ in range(lanes)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    for step in (s for s in steps if s.alone):
+        results[step.name] = run_logged(step, None)
+    return results
+
+
+def run_logged(step: Step, threads: int | None) -> tuple[int, float]:
+    log.info("%s: bertology %s%s", step.name, " ".join(step.args),
+             f" ({threads} thread(s))" if threads else "")
+    status, seconds = bertology(step.args, step.log_path, threads)
+    log.info("%s: exit %d in %.0f s", step.name, status, seconds)
+    return status, seconds
+
+
+def reads_sst2_model(spec: dict) -> bool:
+    """Whether a study's `reproduce:` overrides read the fine-tuned SST-2 models."""
+    return any("{sst2_model}" in override for override in spec["overrides"])
+
+
+def sst2_model_of_the_job(root: Path) -> str:
+    """The path the `{sst2_model}` placeholder becomes: the model fine-tuned with the job's
+    own seed (an interpolation Hydra resolves per job of the sweep)."""
+    return str(root / "sst2_model" / "seed_${seed}" / "model")
+
+
+@dataclass(frozen=True)
+class Encoder:
+    """Where one encoder's steps write, and what picks it: MiniLM (the studies' own, no extra
+    overrides) or one the run pretrains (encoders.py)."""
+
+    root: Path  # its study dirs and SST-2 models
+    logs: Path
+    label: str = ""  # the prefix of its step and log names, e.g. "bert_"
+    extra: tuple[str, ...] = ()  # overrides that pick it, e.g. model.name_or_path=<its model>
+    after: tuple[str, ...] = ()  # its pretraining step, if the run makes it
+
+    def step(self, name: str, args: list[str], after: tuple[str, ...] = (),
+             alone: bool = False) -> Step:
+        label = f"{self.label}{name}"
+        return Step(label, args, self.logs / f"{label.replace(' ', '_')}.log",
+                    after=(*self.after, *after), alone=alone)
+
+
+def sst2_model_steps(encoder: Encoder) -> list[Step]:
+    """The encoder fine-tuned on SST-2 once per seed, into <root>/sst2_model; a model made by
+    an earlier run is reused."""
+    steps = []
+    for seed in SST2_SEEDS:
+        run_dir = encoder.root / "sst2_model" / f"seed_{seed}"
+        if not (run_dir / "metrics.json").exists():
+            steps.append(encoder.step(f"sst2_model seed {seed}", [
+                *SST2_MODEL, *encoder.extra, f"seed={seed}", f"hydra.run.dir={run_dir}"]))
+    return steps
+
+
+def study_steps(studies: dict[str, dict], encoder: Encoder, models: list[Step]) -> list[Step]:
+    """A sweep per study into <root>/<study>; one that reads the SST-2 models waits for them."""
+    steps = []
+    for study, spec in studies.items():
+        overrides = [o.replace("{sst2_model}", sst2_model_of_the_job(encoder.root))
+                     for o in spec["overrides"]]
+        command = [spec["pipeline"], "-m", f"experiment={spec['bundle']}", "logger=none",
+                   *overrides, *encoder.extra, f"hydra.sweep.dir={encoder.root / study}"]
+        log.info("%s%s reads %s", encoder.label, study, ", ".join(spec["findings"]))
+        waits = tuple(m.name for m in models) if reads_sst2_model(spec) else ()
+        steps.append(encoder.step(study, command, waits, spec["alone"]))
+    return steps
+
+
+def encoder_steps(studies: dict[str, dict], encoder: Encoder) -> list[Step]:
+    """The encoder's SST-2 models (where a study reads them), then its studies."""
+    models = sst2_model_steps(encoder) if any(map(reads_sst2_model, studies.values())) else []
+    return [*models, *study_steps(studies, encoder, models)]
+
+
+def pretrained_encoder(name: str, studies: dict[str, dict], out: Path, cache: Path | None
+                       ) -> tuple[Encoder, list[Step], list[Step]]:
+    """An encoder the run pretrains: its pretraining step (none when cached), and the studies
+    of encoders.ENCODER_STUDIES on it, into out/<name>, which wait for it."""
+    run_dir = encoders.encoder_dir(name, cache)
+    pretrain = [] if encoders.is_pretrained(run_dir) else [Step(
+        f"pretrain {name}", [*encoders.pretrain_args(name), f"hydra.run.dir={run_dir}"],
+        out / "logs" / f"pretrain_{name}.log")]
+    encoder = Encoder(out / name, out / "logs", f"{name}_",
+                      (f"model.name_or_path={run_dir / 'model'}",),
+                      tuple(s.name for s in pretrain))
+    reading = {k: v for k, v in studies.items() if k in encoders.ENCODER_STUDIES}
+    return encoder, pretrain, encoder_steps(reading, encoder)
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(message)s")
+    parser = argparse.ArgumentParser(prog="python -m bertology.reproduce",
+                                     description="every finding, then the report")
+    parser.add_argument("--out", type=Path,
+                        default=Path.cwd() / "outputs" / "reproduce" / datetime.now().strftime(
+                            "%Y-%m-%d_%H-%M-%S"))
+    parser.add_argument("--only", nargs="*", help="finding ids (default: all)")
+    parser.add_argument("--lanes", type=int, default=min(2, os.cpu_count() or 1),
+                        help="steps run side by side, each on cores/lanes threads (default: "
+                             "2 where there are 2 cores; 1: one after another on every core)")
+    parser.add_argument("--encoders", nargs="+", default=[encoders.DEFAULT],
+                        help="judge the findings that read a model on each: minilm (default) "
+                             "and encoders the run pretrains at equal FLOPs on Wikipedia ("
+                             f"{', '.join(encoders.pretrainable())}), each against its own "
+                             "random-init twin; the report gains a finding x encoder matrix")
+    args = parser.parse_args(argv)
+    try:  # a bad --lanes, --only or --encoders: one line, exit 2, before any step runs
+        require(args.lanes >= 1, f"--lanes {args.lanes} must be 1 or more")
+        names = tuple(encoders.check_encoders(args.encoders))
+        return reproduce(args.out.resolve(), load_studies(args.only), args.lanes, names)
+    except UserError as err:
+        parser.exit(2, f"{parser.prog}: error: {err}\n")
+
+
+def reproduce(out: Path, studies: dict[str, dict], lanes: int,
+              names: tuple[str, ...] = (encoders.DEFAULT,)) -> int:
+    """The SST-2 models and the studies' sweeps into out (and, for each encoder of names but
+    MiniLM, its pretraining and the studies that read it, into out/<name>), then a report per
+    encoder and, for several, the matrix of findings by encoder; the exit status."""
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    others = [pretrained_encoder(n, studies, out, None) for n in names if n != encoders.DEFAULT]
+    # the pretraining first: it is the longest step, and the other encoders' steps wait for it
+    steps = [*(s for _, pretrain, _ in others for s in pretrain),
+             *encoder_steps(studies, Encoder(out, out / "logs")),
+             *(s for _, _, rest in others for s in rest)]
+    total = time.perf_counter()
+    results = run_steps(steps, lanes)
+    failed = [name for name, (status, _) in results.items() if status]
+    reports = {encoders.DEFAULT: report(out, studies, out / "logs" / "report.log")}
+    for encoder, _, _ in others:
+        reports[encoder.root.name] = report(encoder.root, studies,
+                                            encoder.logs / f"{encoder.label}report.log")
+    (out / "report" / "ENCODERS.md").unlink(missing_ok=True)  # an earlier run's matrix
+    if reports[encoders.DEFAULT] == 0 and (out / "report" / "tables" / "findings.csv").exists():
+        judged = [n for n in names if reports[n] == 0]  # a failed report leaves its column out
+        if len(judged) > 1:
+            write_matrix(out / "report", {n: out / "report" if n == encoders.DEFAULT
+                                          else out / n / "report" for n in judged})
+        write_summary(out / "report")  # the front page's block, as this run wrote it
+    status = max(reports.values())
+    log.info("report: %s (exit %d); all steps %.1f min; failed: %s", out / "report" /
+             "REPORT.md", status, (time.perf_counter() - total) / 60, failed or "none")
+    return 1 if failed or status else 0
+
+
+def report(root: Path, studies: dict[str, dict], log_path: Path) -> int:
+    """`bertology report` over the study dirs under root that exist, into root/report; its
+    exit status."""
+    status, _ = bertology(["report", *(str(root / s) for s in studies if (root / s).exists()),
+                           f"hydra.run.dir={root / 'report'}"], log_path)
+    return status

@@ -1,0 +1,318 @@
+"""The statistics behind a verdict: an estimate of a − b with an interval that counts both
+sources of noise, a one-sided test against the claim's margin, Holm's correction over the suite,
+and the budget that would resolve an unresolved claim.
+
+The noise has two sources, seeds and the finite sample of items a run is scored on (the runs'
+bootstrap replicates, bertology/run/replicates.py), and the variance of the seed mean two parts:
+a seed part s²/n on n − 1 degrees of freedom, the Hartung–Knapp–Sidik–Jonkman random-effects
+interval with equal weights (Hartung & Knapp, 2001; Sidik & Jonkman, 2002), which keeps its level
+with 3 seeds whatever the seed-to-seed variance (IntHout, Ioannidis & Borm, 2014); and a shared
+part, the item noise every seed shares, which more seeds do not shrink. Each part keeps its own t
+quantile and the two add in quadrature, which keeps the level for every ratio of the parts. One
+seed measures no seed-to-seed variance: its claim is underpowered.
+
+The derivation: docs/findings.md, "The statistics, derived".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
+
+import numpy as np
+from scipy import optimize, stats
+
+ALPHA = 0.05  # two-sided; a one-sided claim is tested at ALPHA / 2, the 95% interval's edge
+POWER = 0.8  # for the budget that would resolve an unresolved claim
+FEASIBLE = 10.0  # a claim needing more than this many times its seeds (or items) is inconclusive
+MAX_SEEDS = 1000  # the power search stops here (inf beyond)
+SMALLEST_P = 1e-100  # p-values below this are reported as it (the root search's floor)
+
+# One variance part: (v, ν, seeds). seeds is the number of seeds v was divided by (more seeds
+# divide it further); 0 for item noise that every seed shares (more seeds leave it).
+Part = tuple[float, float, int]
+
+
+def compute_half_width(parts: tuple[Part, ...] | list, alpha: float):
+    """sqrt(Σ t_{ν_i}(1 − alpha)² v_i): how far beyond the margin the mean must lie for the
+    one-sided test at level alpha (vectorised over the parts' v arrays)."""
+    return np.sqrt(sum(stats.t.isf(alpha, dof) ** 2 * np.asarray(v) for v, dof, _ in parts))
+
+
+def compute_random_effects(values: np.ndarray, replicates: np.ndarray
+                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mean, s², V_sh) over the seed axis of values (..., n) and item replicates (..., n, R)
+    (the formulas above); vectorised so the level test runs thousands of simulated studies
+    through the same arithmetic as the report."""
+    n = values.shape[-1]
+    mean = values.mean(axis=-1)  # (...)
+    seed_var = values.var(axis=-1, ddof=1)  # (...): seed effects and private item noise
+    # Σ_{s≠t} Cov(d_s, d_t) = Var(Σ_s d_s) − Σ_s Var(d_s), over replicates
+    own = replicates.var(axis=-1, ddof=1).sum(axis=-1)  # (...)
+    total = replicates.sum(axis=-2).var(axis=-1, ddof=1)  # (...)
+    shared = np.maximum(0.0, (total - own) / (n * (n - 1)))  # (...): noise of common items
+    return mean, seed_var, shared
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A mean, the variance parts of its uncertainty (Part) and the number of seeds; `items`
+    says whether item-level replicates entered it."""
+
+    mean: float
+    parts: tuple[Part, ...]
+    n: int
+    items: bool
+
+    @property
+    def variance(self) -> float:
+        """V, the sum of the parts; nan where one is unknown (one seed)."""
+        return float(sum(v for v, _, _ in self.parts))
+
+    @property
+    def shared(self) -> float:
+        """The part of V that more seeds do not shrink (items every seed shares)."""
+        return float(sum(v for v, _, seeds in self.parts if seeds == 0))
+
+    @property
+    def se(self) -> float:
+        """The standard error; nan where the variance is unknown (one seed)."""
+        return math.sqrt(max(self.variance, 0.0)) if math.isfinite(self.variance) else math.nan
+
+    def interval(self, level: float = 1 - ALPHA) -> tuple[float, float]:
+        """The two-sided interval (the quadrature rule); nan where no uncertainty was
+        measured."""
+        if not self.se > 0.0:
+            return math.nan, math.nan
+        half = float(compute_half_width(self.parts, (1 - level) / 2))
+        return self.mean - half, self.mean + half
+
+    @cached_property
+    def dof(self) -> float:
+        """For the table: the ν whose t quantile times se gives the 95% half-width (one part:
+        its own ν; inf where that is the normal's)."""
+        if not self.se > 0.0:
+            return math.nan
+        live = [dof for v, dof, _ in self.parts if v > 0]
+        if len(live) == 1:
+            return float(live[0])
+        ratio = float(compute_half_width(self.parts, ALPHA / 2)) / self.se
+        top = min(max(live), 1e9)
+        if ratio <= stats.t.isf(ALPHA / 2, top):
+            return math.inf if top == 1e9 else float(top)
+        return float(optimize.brentq(lambda d: stats.t.isf(ALPHA / 2, d) - ratio,
+                                     min(live), top))
+
+    def at_seeds(self, seeds: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, int]]:
+        """The parts the same design would have with `seeds` seeds (per side): seed parts
+        shrink as 1/seeds with seeds − 1 degrees of freedom, shared parts stay."""
+        seeds = np.asarray(seeds, dtype=np.float64)
+        return [(v * n / seeds, seeds - 1, 1) if n else (np.full_like(seeds, v), dof, 0)
+                for v, dof, n in self.parts]
+
+
+def combine_seeds(values: list[float], replicates: list[np.ndarray | None]) -> Estimate:
+    """The mean over seeds of per-seed values, with its seed and shared item parts (above).
+    replicates[s] is seed s's (R,) array, or None where its run wrote none."""
+    values = [float(v) for v in values]
+    n = len(values)
+    if n == 0:
+        raise ValueError("no values to combine")
+    usable = [r for r in replicates if r is not None and np.isfinite(r).all()]
+    items = len(usable) == n and len({len(r) for r in usable}) == 1
+    if n == 1:  # one seed: no seed-to-seed variance measured, whatever its items say
+        return Estimate(values[0], ((math.nan, 1.0, 1),), 1, items)
+    if not items:  # seeds only: the t-interval (zero width if they agree)
+        return Estimate(float(np.mean(values)), ((float(np.var(values, ddof=1)) / n,
+                                                  n - 1.0, n),), n, False)
+    reps = np.stack(usable)  # (seeds, R)
+    mean, seed_var, shared = (float(x) for x in compute_random_effects(np.array(values), reps))
+    # The seed part keeps n − 1 degrees of freedom even where the items say the seeds should
+    # agree: 3 seeds cannot tell τ² = 0 from τ² = 4 σ²_item, and reading them with a normal
+    # quantile when they happen to agree is how the truncated-τ² rule lost its level (HKSJ).
+    # V_sh is estimated from R replicates: R − 1 degrees of freedom.
+    return Estimate(mean, ((seed_var / n, n - 1.0, n), (shared, reps.shape[1] - 1.0, 0)), n,
+                    True)
+
+
+def difference(a: Estimate, b: Estimate) -> Estimate:
+    """a − b for sides that share no seeds: each side's parts, side by side (Welch's sum of
+    variances, each part read with its own ν). A side with one seed has an unknown (nan)
+    variance, and so has the difference."""
+    return Estimate(a.mean - b.mean, a.parts + b.parts, min(a.n, b.n), a.items and b.items)
+
+
+def one_sided_p(gap: float, parts: tuple[Part, ...]) -> float:
+    """The one-sided p-value of `mean − margin = gap > 0`: the level at which the quadrature
+    rule's half-width equals gap (one part: the t-test's p exactly)."""
+    if gap < 0:
+        return 1.0 - one_sided_p(-gap, parts)
+    live = [(v, dof, n) for v, dof, n in parts if v > 0]
+    if gap == 0 or not live:
+        return 0.5
+    if len(live) == 1:
+        return float(stats.t.sf(gap / math.sqrt(live[0][0]), live[0][1]))
+
+    def excess(log_p: float) -> float:  # decreasing in p: the half-width shrinks
+        return float(compute_half_width(live, math.exp(log_p))) - gap
+
+    if excess(math.log(SMALLEST_P)) <= 0:
+        return SMALLEST_P
+    return math.exp(optimize.brentq(excess, math.log(SMALLEST_P), math.log(0.5), xtol=1e-10))
+
+
+def compute_power_quantile(dof, alpha: float = ALPHA) -> np.ndarray:
+    """t_ν(1 − α/2) + t_ν(POWER): how many standard errors beyond the margin an effect must
+    lie for the one-sided test at alpha/2 to pass with POWER (t quantiles: a normal one would
+    promise 3 seeds what a t on 2 degrees of freedom cannot deliver). Whole ν up to MAX_SEEDS
+    are read from a table (the budget search asks for hundreds at a time)."""
+    dof = np.asarray(dof, dtype=np.float64)
+    table = power_quantile_table(alpha)  # (MAX_SEEDS + 1,) by ν
+    whole = (dof == np.round(dof)) & (dof >= 1) & (dof < len(table))
+    if whole.all():
+        return table[dof.astype(np.int64)]
+    return stats.t.isf(alpha / 2, dof) + stats.t.ppf(POWER, dof)
+
+
+@lru_cache(maxsize=8)
+def power_quantile_table(alpha: float) -> np.ndarray:
+    dof = np.arange(MAX_SEEDS + 1, dtype=np.float64)
+    dof[0] = 1.0  # ν = 0 is never asked for; a placeholder
+    return stats.t.isf(alpha / 2, dof) + stats.t.ppf(POWER, dof)
+
+
+def compute_power_half_width(parts: list, alpha: float = ALPHA):
+    """The quadrature rule at compute_power_quantile per part (vectorised over v and ν)."""
+    return np.sqrt(sum(compute_power_quantile(dof, alpha) ** 2 * np.asarray(v)
+                       for v, dof, _ in parts))
+
+
+@dataclass(frozen=True)
+class TTest:
+    """One-sided test of the claim `effect > margin` (greater) or `effect < margin` (less)
+    on an estimate's parts (the quadrature rule; one part: the t-test)."""
+
+    estimate: Estimate
+    margin: float
+    expect: str  # greater | less
+
+    @property
+    def measured(self) -> bool:
+        """Whether the runs gave an uncertainty at all (not one seed, not identical seeds
+        without replicates)."""
+        return math.isfinite(self.estimate.variance) and self.estimate.se > 0.0
+
+    @property
+    def gap(self) -> float:
+        """The estimate's distance beyond the margin in the claim's direction (positive: on
+        the claim's side)."""
+        gap = self.estimate.mean - self.margin
+        return gap if self.expect == "greater" else -gap
+
+    @property
+    def z(self) -> float:
+        """gap in standard errors; 0 where nothing was measured."""
+        return self.gap / self.estimate.se if self.measured else 0.0
+
+    @cached_property
+    def p_holds(self) -> float:
+        """P-value of the claim against H0 (the effect is at or on the wrong side of the
+        margin); 1 where no uncertainty was measured."""
+        return one_sided_p(self.gap, self.estimate.parts) if self.measured else 1.0
+
+    @property
+    def p_fails(self) -> float:
+        """P-value of the opposite claim (the effect lies on the wrong side of the margin)."""
+        return 1.0 - self.p_holds if self.measured else 1.0
+
+    def seeds_needed(self, alpha: float = ALPHA) -> float:
+        """Seeds (per side, at the same items per seed) for the observed effect to resolve
+        with POWER: the least m above the seeds run whose parts (Estimate.at_seeds) give a
+        power half-width within |gap|. Never the seeds already run: they did not resolve it.
+        inf for no effect, an unknown seed variance, or no m up to MAX_SEEDS (the shared
+        items' noise may be the cause: items_needed)."""
+        gap = abs(self.gap) if self.measured else 0.0
+        if gap == 0.0:
+            return math.inf
+        for low, high in ((self.estimate.n + 1, 64), (64, MAX_SEEDS + 1)):  # most end early
+            seeds = np.arange(low, max(low, high))
+            resolves = compute_power_half_width(self.estimate.at_seeds(seeds), alpha) <= gap
+            if resolves.any():
+                return float(seeds[resolves.argmax()])
+        return math.inf
+
+    def items_needed(self, alpha: float = ALPHA) -> float:
+        """Where the noise of the items every seed shares alone keeps the effect from
+        resolving with POWER at any number of seeds: the factor of items per seed that would
+        shrink that part enough (it falls as 1/items), a lower bound (the seed part is taken
+        as gone). 1 where the shared part is not the limit; inf for no effect."""
+        gap = abs(self.gap) if self.measured else 0.0
+        if gap == 0.0:
+            return math.inf
+        shared = [part for part in self.estimate.parts if part[2] == 0]
+        width = float(compute_power_half_width(shared, alpha)) if shared else 0.0
+        return (width / gap) ** 2 if width >= gap else 1.0
+
+
+@dataclass(frozen=True)
+class SignTest:
+    """An exact sign test over seeds, for a discrete reduction (a peak layer) whose sampling
+    distribution no normal approximation or bootstrap describes: each seed's value falls on
+    the claim's side of the margin or not, and under H0 either is as likely. Ties count for
+    neither side."""
+
+    estimate: Estimate  # for the report: the mean over seeds, no interval of its own
+    values: tuple[float, ...]
+    margin: float
+    expect: str
+
+    def _side(self, value: float) -> int:
+        gap = value - self.margin if self.expect == "greater" else self.margin - value
+        return (gap > 0) - (gap < 0)
+
+    @property
+    def measured(self) -> bool:
+        return True
+
+    @property
+    def p_holds(self) -> float:
+        wins = sum(self._side(v) > 0 for v in self.values)
+        return float(stats.binom.sf(wins - 1, len(self.values), 0.5))
+
+    @property
+    def p_fails(self) -> float:
+        losses = sum(self._side(v) < 0 for v in self.values)
+        return float(stats.binom.sf(losses - 1, len(self.values), 0.5))
+
+    def seeds_needed(self, alpha: float = ALPHA) -> float:
+        """Seeds for the one-sided exact test to pass with POWER when each seed falls on the
+        majority side with the observed share; never fewer than were run plus one; inf where
+        the seeds split evenly."""
+        n = len(self.values)
+        share = max(sum(self._side(v) > 0 for v in self.values),
+                    sum(self._side(v) < 0 for v in self.values)) / n
+        if share <= 0.5:
+            return math.inf
+        seeds = np.arange(n + 1, MAX_SEEDS + 1)  # a sign test gains nothing from items
+        # the critical count: the least k with P(X ≥ k | p = ½) < alpha/2
+        critical = stats.binom.ppf(1 - alpha / 2, seeds, 0.5) + 1
+        critical += stats.binom.sf(critical - 1, seeds, 0.5) >= alpha / 2  # ppf's tie
+        powered = stats.binom.sf(critical - 1, seeds, share) >= POWER
+        return float(seeds[powered.argmax()]) if powered.any() else math.inf
+
+    def items_needed(self, alpha: float = ALPHA) -> float:
+        """Items do not move a sign test over seeds: 1 (seeds are its only budget)."""
+        return 1.0
+
+
+def holm(p_values: list[float]) -> list[float]:
+    """Holm's (1979) step-down adjusted p-values: the family-wise error rate over every claim
+    of the suite stays at the level they are compared with."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    adjusted = [1.0] * len(p_values)
+    running = 0.0
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[index]))
+        adjusted[index] = running
+    return adjusted
