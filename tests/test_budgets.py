@@ -16,10 +16,9 @@ from bertology.config.groups import ObjectiveConfig, TrainerConfig
 from bertology.objectives import OBJECTIVES
 from bertology.objectives.mlm import IGNORE
 from bertology.pipelines import pretrain
-from bertology.training.budget import budget_progress, compute_lr
 from bertology.training.flops import masked_lm_flops
-from bertology.training.loop import LoopState
 from bertology.training.progress import BudgetBar
+from bertology.training.state import LoopState, budget_progress, compute_lr
 
 SMOKE = ["logger=none", "trainer=smoke", "data.num_sentences=800", "data.eval_docs=20"]
 

@@ -17,8 +17,8 @@ from bertology.errors import RunFailed
 from bertology.models.build import build_model
 from bertology.objectives import OBJECTIVES, mlm
 from bertology.training import loop
-from bertology.training.loop import Health, LoopState
 from bertology.training.objective import Objective
+from bertology.training.state import Health, LoopState
 
 SEED = 0
 TINY = SizeConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,

@@ -41,9 +41,9 @@ from bertology.pipelines.nested import run_nested
 from bertology.run.atomic import write_predictions
 from bertology.run.replicates import write_replicates
 from bertology.run.tracking import build_tracker
-from bertology.training.budget import resolve_budget
 from bertology.training.checkpoint import check_resume
-from bertology.training.loop import train
+from bertology.training.loop import TrainJob, train
+from bertology.training.state import resolve_budget
 
 log = logging.getLogger(__name__)
 
@@ -75,9 +75,9 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     reaches = attention_reaches(model, teacher, layer_map, config.kd.attention_weight)
     objective = kd.build(config.kd, teacher, layer_map, tokenizer.pad_token_id, reaches)
     examples = InMemoryExamples(train_features, eval_features, config.seed)
-    metrics = train(model, objective, examples, trainer, out_dir, tracker, config.seed,
-                    desc="distill", export=lambda path: write_task_model(model.student,
-                                                                         tokenizer, path))
+    metrics = train(TrainJob(model, objective, examples, trainer, out_dir, tracker, config.seed,
+                             desc="distill",
+                             export=lambda path: write_task_model(model.student, tokenizer, path)))
     student = model.student.to("cpu")
     metrics.update(compare(teacher.to("cpu"), student, config, data, eval_features,
                            tokenizer.pad_token_id, out_dir))

@@ -56,9 +56,9 @@ from bertology.run.replicates import (
 )
 from bertology.run.rundir import RunDir
 from bertology.run.tracking import build_tracker
-from bertology.training.budget import resolve_budget
 from bertology.training.checkpoint import check_resume
-from bertology.training.loop import train
+from bertology.training.loop import TrainJob, train
+from bertology.training.state import resolve_budget
 
 log = logging.getLogger(__name__)
 
@@ -126,11 +126,11 @@ def run_seed(ctx: SeedContext, seed: int, seed_dir: Path) -> dict[str, float]:
     examples = InMemoryExamples(ctx.train_features, ctx.eval_features, seed)
     layers = ctx.model_config.num_hidden_layers
     path = family_of_checkpoint(ctx.model_config.model_type).layers
-    metrics = train(model, objective, examples, ctx.trainer, seed_dir, tracker, seed,
-                    desc=f"finetune seed {seed}",
-                    lr_scale=lambda name: layer_lr_scale(name, layers, config.head.layer_lr_decay,
-                                                         path),
-                    export=lambda path: write_task_model(model, ctx.tokenizer, path))
+    metrics = train(TrainJob(
+        model, objective, examples, ctx.trainer, seed_dir, tracker, seed,
+        desc=f"finetune seed {seed}",
+        lr_scale=lambda name: layer_lr_scale(name, layers, config.head.layer_lr_decay, path),
+        export=lambda path: write_task_model(model, ctx.tokenizer, path)))
     scores, rows = evaluate_task(model, config.task, ctx.data.eval, ctx.eval_features,
                                  ctx.data.labels, ctx.tokenizer.pad_token_id)
     log.info("seed %d: %s", seed, " ".join(f"{k}={v:.4f}" for k, v in sorted(scores.items())))

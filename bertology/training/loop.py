@@ -17,6 +17,10 @@ window's losses and gradient norms are summed on the device and read at log step
 check is a flag kept on the device and read at those same points, and the objectives compute
 their counts only in eval mode (objectives/mlm.py).
 
+Read top to bottom: TrainJob and train() here, then the step; where the run is (its state,
+budget and learning rate) in state.py; save and restore in checkpoint.py; the precision choice
+in precision.py. The other modules are helpers named where the loop calls them.
+
 Logs: every `log_every` steps one plain line (step, loss, lr, tokens/s, ETA) goes to the log
 and so to the console and `<pipeline>.log`; the tqdm bar only when stderr is a terminal, so a
 job under SLURM or nohup writes no carriage returns.
@@ -28,7 +32,7 @@ import logging
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -37,11 +41,10 @@ from accelerate.state import AcceleratorState
 
 from bertology.config.groups import TrainerConfig
 from bertology.data.stream import Cursor, ExampleSource
-from bertology.errors import Interrupted, RunFailed
+from bertology.errors import Interrupted
 from bertology.run.processes import accelerator_options, is_main_process, world_size
 from bertology.run.tracking import Tracker
 from bertology.training.batches import iter_batches, prefetch
-from bertology.training.budget import budget_progress, compute_lr
 from bertology.training.checkpoint import (
     Export,
     find_damage,
@@ -62,66 +65,9 @@ from bertology.training.objective import Objective
 from bertology.training.precision import TimingTrial, resolve_precision
 from bertology.training.preemption import stop_signals
 from bertology.training.progress import BudgetBar, Window, format_step_line
+from bertology.training.state import LoopState, budget_progress, compute_lr, read_window
 
 log = logging.getLogger(__name__)
-
-
-class Health:
-    """The first step whose loss (or, without fp16's loss scaler, gradient norm) is not finite,
-    with both values, kept as device tensors so recording it never waits for the device."""
-
-    def __init__(self):
-        self.step = self.loss = self.grad_norm = None
-
-    def record(self, step: int, loss: torch.Tensor, grad_norm: torch.Tensor,
-               scaled: bool) -> None:
-        loss, grad_norm = loss.detach().float(), grad_norm.detach().float().to(loss.device)
-        bad = ~torch.isfinite(loss)
-        if not scaled:  # under fp16 an inf gradient is routine: the scaler skips that step
-            bad = bad | ~torch.isfinite(grad_norm)
-        if self.step is None:
-            self.step = torch.full_like(loss, -1.0)
-            self.loss, self.grad_norm = torch.zeros_like(loss), torch.zeros_like(loss)
-        first = bad & (self.step < 0)
-        self.step = torch.where(first, torch.full_like(loss, float(step)), self.step)
-        self.loss = torch.where(first, loss, self.loss)
-        self.grad_norm = torch.where(first, grad_norm, self.grad_norm)
-
-    def check(self) -> None:
-        """Raise RunFailed if a step since the run started was not finite (reads the device)."""
-        if self.step is None or float(self.step) < 0:
-            return
-        raise RunFailed(f"non-finite training loss ({float(self.loss):g}, gradient norm "
-                        f"{float(self.grad_norm):g}) at step {int(self.step)}; lower trainer.lr "
-                        "or raise trainer.warmup_steps, the checkpoints written before it are "
-                        "kept")
-
-
-@dataclass
-class LoopState:
-    """Everything besides weights and optimizer a resumed run needs to continue exactly."""
-
-    step: int = 0
-    epoch: int = 0  # the data position: the group of examples starting `offset` into `epoch`
-    offset: int = 0
-    group_batches: int = 0  # batches already served from that group
-    tokens: int = 0
-    train_seconds: float = 0.0
-    data_seconds: float = 0.0  # of train_seconds, spent waiting for the next batch
-    flops: float = 0.0  # estimated training FLOPs so far (training/flops.py)
-    warmup_progress: float = 0.0  # budget spent when warmup ended: the decay starts from there
-    window: dict[str, float] = field(default_factory=dict)  # sums since the last log line
-    window_steps: int = 0
-    last_train: dict[str, float] = field(default_factory=dict)
-    last_eval: dict[str, float] = field(default_factory=dict)
-    # not checkpointed: the first non-finite step since the last check, kept on the device
-    health: Health = field(default_factory=Health, compare=False, repr=False)
-
-    def saved(self) -> dict:
-        """What a checkpoint holds: every field but the device-side health flag, the window
-        read back to floats."""
-        fields = {k: v for k, v in vars(self).items() if k != "health"}
-        return {**fields, "window": _read_window(self.window)}
 
 
 def build_optimizer(model: torch.nn.Module, cfg: TrainerConfig,
@@ -167,26 +113,44 @@ def _window_metrics(state: LoopState, lr: float, tokens_per_s: float) -> dict[st
     return metrics
 
 
-def train(model: torch.nn.Module, objective: Objective, data: ExampleSource, cfg: TrainerConfig,
-          out_dir: Path, tracker: Tracker, seed: int, desc: str = "pretrain",
-          lr_scale: Callable[[str], float] | None = None,
-          export: Export | None = None, cache_dir: Path | None = None) -> dict[str, float]:
-    """Train until the first budget runs out; returns the final train/* and eval/* metrics.
-    export(dir) writes the loadable model into each checkpoint (training/checkpoint.py);
-    cache_dir keeps mixed_precision=auto's timings (training/precision.py)."""
+@dataclass
+class TrainJob:
+    """What train() trains and where: the model, its objective and examples, the trainer
+    settings, the run dir its checkpoints go to and the tracker it logs to. The seed makes
+    dropout a function of (seed, step); lr_scale(parameter name) scales a parameter's rate
+    (layer-wise decay when fine-tuning); export(dir) writes the loadable model into each
+    checkpoint (training/checkpoint.py); cache_dir keeps mixed_precision=auto's timings."""
+
+    model: torch.nn.Module
+    objective: Objective
+    data: ExampleSource
+    cfg: TrainerConfig
+    out_dir: Path
+    tracker: Tracker
+    seed: int
+    desc: str = "pretrain"  # the bar's label
+    lr_scale: Callable[[str], float] | None = None
+    export: Export | None = None
+    cache_dir: Path | None = None
+
+
+def train(job: TrainJob) -> dict[str, float]:
+    """Train until the first budget runs out; returns the final train/* and eval/* metrics."""
+    model, objective, data, cfg, out_dir = (job.model, job.objective, job.data, job.cfg,
+                                            job.out_dir)
     # The accelerator state is a process-wide singleton: a sweep runs its jobs in one process,
     # each with its own precision, so the previous job's state is cleared (the distributed
     # state it sits on is kept).
     AcceleratorState._reset_state()
     trial = TimingTrial(model, objective, data,
-                        lambda copy: build_optimizer(copy, cfg, lr_scale), cfg)
-    precision = resolve_precision(cfg, trial, out_dir, cache_dir, processes=world_size(),
+                        lambda copy: build_optimizer(copy, cfg, job.lr_scale), cfg)
+    precision = resolve_precision(cfg, trial, out_dir, job.cache_dir, processes=world_size(),
                                   write=is_main_process())
     accelerator = Accelerator(mixed_precision=precision, **accelerator_options())
     check_shardable(cfg, accelerator.num_processes)
-    optimizer = build_optimizer(model, cfg, lr_scale)
+    optimizer = build_optimizer(model, cfg, job.lr_scale)
     state = _restore(out_dir, model, optimizer, accelerator.is_main_process)
-    tracker.truncate_after(state.step)
+    job.tracker.truncate_after(state.step)
     model = model.to(accelerator.device)
     if cfg.compile:
         compile_encoders(model)
@@ -197,12 +161,12 @@ def train(model: torch.nn.Module, objective: Objective, data: ExampleSource, cfg
     if cfg.prefetch_batches:
         batches = prefetch(batches, cfg.prefetch_batches)
     count_flops = flops_counter(objective, cfg.flops_convention)
-    progress = BudgetBar(state, cfg, desc, enabled=accelerator.is_main_process)
+    progress = BudgetBar(state, cfg, job.desc, enabled=accelerator.is_main_process)
     window = Window()
     held_out = HeldOut(objective, data, cfg, accelerator)
     with stop_signals() as stop:
         while budget_progress(state, cfg) < 1.0:
-            torch.manual_seed(seed * 1_000_003 + state.step)  # dropout: a function of the step
+            torch.manual_seed(job.seed * 1_000_003 + state.step)  # dropout: f(seed, step)
             lr = compute_lr(state, cfg)
             for group in optimizer.param_groups:
                 group["lr"] = lr * group.get("lr_scale", 1.0)  # absent in older checkpoints
@@ -221,11 +185,11 @@ def train(model: torch.nn.Module, objective: Objective, data: ExampleSource, cfg
                 state.train_seconds = from_main(state.train_seconds, accelerator)
             if state.step == cfg.warmup_steps:
                 state.warmup_progress = budget_progress(state, cfg)
-            _after_step(state, cfg, lr, window, progress, tracker, accelerator,
+            _after_step(state, cfg, lr, window, progress, job.tracker, accelerator,
                         lambda: held_out.run(model))
             stopping = any_process(stop.is_set(), accelerator)
             if state.step % cfg.save_every == 0 or stopping:
-                _save(out_dir, state, model, optimizer, cfg, accelerator, export)
+                _save(out_dir, state, model, optimizer, cfg, accelerator, job.export)
             progress.update(state)
             if stopping:
                 raise Interrupted(f"stopped by {stop.describe()}: checkpoint written at step "
@@ -242,7 +206,7 @@ def _save(out_dir: Path, state: LoopState, model, optimizer, cfg: TrainerConfig,
     # resumes from rank 0's copy: make them the mean over processes first. The logged mean
     # is linear, so continuing from the mean logs what the processes' own sums would have.
     state.health.check()  # never a checkpoint of weights a non-finite step has touched
-    state.window = mean_over_processes(_read_window(state.window), accelerator)
+    state.window = mean_over_processes(read_window(state.window), accelerator)
     if accelerator.is_main_process:
         save_checkpoint(out_dir / "checkpoints", state.step, model,
                         optimizer, state.saved(), cfg.keep_checkpoints, export)
@@ -255,7 +219,7 @@ def _after_step(state, cfg, lr, window, progress, tracker, accelerator, run_eval
     if logging_now or state.step % cfg.eval_every == 0:
         state.health.check()  # the step's one read of the device, with the window's
     if logging_now:
-        state.window = mean_over_processes(_read_window(state.window), accelerator)
+        state.window = mean_over_processes(read_window(state.window), accelerator)
         rate = window.tokens / max(1e-9, time.perf_counter() - window.start)
         state.last_train = _window_metrics(state, lr, rate)
         tracker.log(state.last_train, state.step)
@@ -335,11 +299,6 @@ def _accumulate(state: LoopState, logs: dict, divisor: int) -> None:
             value = value.detach()
             wide = value.to(torch.float32 if value.device.type == "mps" else torch.float64)
             state.window[key] = state.window.get(key, 0.0) + wide / divisor
-
-
-def _read_window(window: dict) -> dict[str, float]:
-    """The window's sums as floats: the one read of the device per log step."""
-    return {key: float(value) for key, value in window.items()}
 
 
 def _fmt(metrics: dict[str, float]) -> str:

@@ -11,14 +11,14 @@ from dataclasses import dataclass, field
 from tqdm.auto import tqdm
 
 from bertology.config.groups import TrainerConfig
-from bertology.training.budget import Spent, budget_progress
+from bertology.training.state import LoopState, budget_progress
 
 
 class BudgetBar:
     """The bar a person waits on: steps when `max_steps` is the only budget, else the percent
     of the budget spent (a FLOPs or time budget ends the run long before `max_steps`)."""
 
-    def __init__(self, state: Spent, cfg: TrainerConfig, desc: str, enabled: bool):
+    def __init__(self, state: LoopState, cfg: TrainerConfig, desc: str, enabled: bool):
         self.cfg = cfg
         self.by_steps = cfg.max_flops is None and cfg.max_time_s is None
         if self.by_steps:
@@ -32,7 +32,7 @@ class BudgetBar:
         shown = enabled and sys.stderr.isatty()
         self.bar = tqdm(desc=desc, disable=not shown, dynamic_ncols=True, **options)
 
-    def update(self, state: Spent) -> None:
+    def update(self, state: LoopState) -> None:
         if self.by_steps:
             self.bar.update(1)
         else:
@@ -53,7 +53,7 @@ class Window:
     start: float = field(default_factory=time.perf_counter)
 
 
-def format_step_line(state: Spent, cfg: TrainerConfig, metrics: dict[str, float]) -> str:
+def format_step_line(state: LoopState, cfg: TrainerConfig, metrics: dict[str, float]) -> str:
     """One plain line a person or a cluster's log reads: where the run is, the window's mean
     loss, the rate now and the time left at the mean rate so far (evaluation time aside)."""
     spent = budget_progress(state, cfg)
