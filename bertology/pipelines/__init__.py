@@ -3,8 +3,8 @@
 PIPELINES is the one dispatch table (the CLI's and nested runs'); each module is imported on
 dispatch, so `bertology --help` and a config error answer without loading torch.
 
-runs_table.py is `bertology runs`: it reads finished run dirs and writes none, so it has no
-run(cfg, out_dir) and no PIPELINES entry; the CLI dispatches to it by name.
+`report` is the study wing's verb: a thin run() over bertology/study/. `bertology runs` reads
+finished run dirs and writes none, so it is no pipeline: it lives in cli/runs_command.py.
 """
 
 # pipeline -> the module whose run(cfg, out_dir) it is; in sync with conf/<pipeline>.yaml
