@@ -44,7 +44,7 @@ def write_run(path: Path, metrics: dict, seed: int, finding: dict | None = None,
 
 
 def write_findings(folder: Path, *findings: dict) -> Path:
-    """The user's own findings, as `bertology report findings=<folder>` reads them."""
+    """The user's own findings, as `bertology report findings_dir=<folder>` reads them."""
     folder.mkdir(parents=True)
     for finding in findings:
         (folder / f"{finding['id']}.yaml").write_text(
@@ -53,10 +53,10 @@ def write_findings(folder: Path, *findings: dict) -> Path:
 
 
 def run_report(runs: Path, out: Path, *findings: dict) -> dict[str, float]:
-    """`bertology report <runs> findings=<a folder of these findings>` into out."""
+    """`bertology report <runs> findings_dir=<a folder of these findings>` into out."""
     config = {"runs": [str(runs)]}
     if findings:
-        config["findings"] = str(write_findings(out.parent / f"{out.name}_findings", *findings))
+        config["findings_dir"] = str(write_findings(out.parent / f"{out.name}_findings", *findings))
     return report.run(OmegaConf.create(config), out)
 
 
@@ -248,7 +248,7 @@ def test_no_runs_is_a_user_error(tmp_path):
 def test_cli_takes_dirs_as_arguments(tmp_path):
     judge_runs(tmp_path / "runs", [(0.8, 0.7), (0.81, 0.7), (0.82, 0.71)])
     findings = write_findings(tmp_path / "mine", FINDING)
-    result = run_cli("report", str(tmp_path / "runs"), f"findings={findings}",
+    result = run_cli("report", str(tmp_path / "runs"), f"findings_dir={findings}",
                      "hydra.run.dir=out", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "**holds**" in (tmp_path / "out" / "REPORT.md").read_text()

@@ -55,6 +55,7 @@ PATH_KEYS = {
     "data.path": "dir",
     "data.files": "files",
     "runs": "dirs",
+    "findings_dir": "dir",
 }
 
 # (key pattern, case) -> why the schema accepts that value on purpose.

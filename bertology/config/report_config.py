@@ -10,13 +10,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from bertology.errors import require
 
-KEYS = ("runs", "findings")
+KEYS = ("runs", "findings_dir")
 
 
 @dataclass(frozen=True)
 class ReportConfig:
     runs: list[Path]  # run dirs or sweep dirs, searched recursively
-    findings: Path | None = None  # <id>.yaml files judged beside conf/findings/'s
+    findings_dir: Path | None = None  # <id>.yaml files judged beside conf/findings/'s
 
 
 def load_report_config(cfg: DictConfig) -> ReportConfig:
@@ -24,7 +24,7 @@ def load_report_config(cfg: DictConfig) -> ReportConfig:
     container = OmegaConf.to_container(cfg)
     unknown = sorted(set(container) - set(KEYS))
     require(not unknown, f"{unknown[0] if unknown else ''} is not a known key; report takes "
-            "run dirs and findings=<folder>: bertology report outputs/<pipeline>/<date>/<time> "
+            "run dirs and findings_dir=<folder>: bertology report outputs/<pipeline>/<date>/<time> "
             "[more dirs]")
     runs = container.get("runs") or []
     require(isinstance(runs, list) and bool(runs), "no run dirs given; usage: bertology report "
@@ -35,10 +35,12 @@ def load_report_config(cfg: DictConfig) -> ReportConfig:
                 "(e.g. outputs/probe/multirun/<date>/<time>)")
         require(root.is_dir(), f"runs: {root} is a file, not a run dir; give run dirs or "
                 "sweep dirs (e.g. outputs/probe/multirun/<date>/<time>)")
-    findings = container.get("findings")
-    if findings is not None:
-        findings = Path(str(findings)).expanduser()
-        require(findings.is_dir() and any(findings.glob("*.yaml")),
-                f"findings={findings}: not a folder of finding files; give a folder of "
+    # `findings_dir`, not `findings`: Hydra reads `findings=` as a choice of the conf/findings
+    # folder (the survey's catalogue), as if it were a config group
+    folder = container.get("findings_dir")
+    if folder is not None:
+        folder = Path(str(folder)).expanduser()
+        require(folder.is_dir() and any(folder.glob("*.yaml")),
+                f"findings_dir={folder}: not a folder of finding files; give a folder of "
                 "<id>.yaml files laid out as conf/findings/<id>.yaml, or leave it out")
-    return ReportConfig(roots, findings)
+    return ReportConfig(roots, folder)

@@ -40,8 +40,8 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     runs = [r for r in find_runs(config.runs)
             if out_dir not in r.path.parents and r.path != out_dir]
     catalog = load_catalog()
-    if config.findings is not None:  # the user's own, beside the survey's
-        catalog.update(load_catalog(config.findings))
+    if config.findings_dir is not None:  # the user's own, beside the survey's
+        catalog.update(load_catalog(config.findings_dir))
     results, skipped = judge_all(runs, catalog)
     correct_suite(results)
     write_table(out_dir, "metrics", metric_rows(runs))
