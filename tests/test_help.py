@@ -175,3 +175,26 @@ def test_hydra_shell_completion_flag_gives_the_bertology_script(capsys):
     assert main(["-sc", "install=bash"]) == 0
     assert "complete -o default -F _bertology_complete bertology" in capsys.readouterr().out
     assert main(["completion", "zsh"]) == 2
+
+
+def test_the_usage_names_every_model_and_the_version(capsys):
+    """`bertology --help` offers every model= option a run can pretrain; `--version` answers."""
+    from bertology import __version__
+    from bertology.cli import entry
+    from bertology.study.encoders import pretrainable
+
+    assert entry.main(["--help"]) == 0
+    usage = capsys.readouterr().out
+    missing = [name for name in pretrainable() if name not in usage]
+    assert not missing, f"bertology --help does not name {missing}"
+    assert entry.main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"bertology {__version__}"
+
+
+def test_data_help_says_usage_once(capsys):
+    from bertology.cli.data_command import main as data_main
+
+    with pytest.raises(SystemExit) as stop:
+        data_main(["--help"])
+    assert stop.value.code == 0
+    assert capsys.readouterr().out.count("usage:") == 1

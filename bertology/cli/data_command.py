@@ -16,7 +16,7 @@ from bertology.config.data_sets import DataSet, check_set, data_root, load_manif
 from bertology.data.fetch import fetch_set, mirror_base
 from bertology.errors import UserError, require
 
-USAGE = """usage: bertology data list
+USAGE = """bertology data list
        bertology data fetch NAME [NAME ...] | --all
        bertology data verify [NAME ...]
 
@@ -115,4 +115,4 @@ def main(argv: list[str]) -> None:
     elif args.verb == "verify":
         verify(args.names, root)
     else:
-        print(USAGE)
+        print(f"usage: {USAGE}")

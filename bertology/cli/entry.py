@@ -21,6 +21,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from bertology import __version__
 from bertology.cli.completion import COMMANDS, completion_command
 from bertology.cli.help import format_help
 from bertology.cli.sweep import check_job, check_sweep
@@ -62,8 +63,8 @@ SWEEP_FLAGS = {"-m", "--multirun"}
 USAGE = """usage: bertology <pipeline> [key=value ...] [-m key=a,b ...]
 
 pipelines:
-  pretrain   masked-LM pretraining (model=bert|roberta|spanbert|electra, size=tiny..large,
-             data=synthetic|wikipedia|files|hub)
+  pretrain   masked-LM pretraining (model=bert|roberta|spanbert|electra|modernbert,
+             size=tiny..large, data=synthetic|wikipedia|files|hub)
   finetune   a checkpoint → a task model (task=sst2|mrpc|conll03|ud_pos|squad|synthetic_*;
              model=minilm or model.name_or_path=<dir>; head.mode=finetune|feature)
   probe      what a checkpoint knows, layer by layer (analysis=linear|mlp|structural|
@@ -85,7 +86,7 @@ pipelines:
   completion bash completion: eval "$(bertology completion bash)" (e.g. in ~/.bashrc)
 
 `bertology <pipeline> --help` shows its config groups, each option with a line on it, and its
-experiments; `python -m bertology` is the same program."""
+experiments; `bertology --version` the version; `python -m bertology` is the same program."""
 
 log = logging.getLogger("bertology")
 
@@ -281,6 +282,9 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help", "help"):
         print(USAGE)
+        return 0
+    if args[0] in ("--version", "-V"):
+        print(f"bertology {__version__}")
         return 0
     if "-sc" in args or "--shell-completion" in args:  # Hydra's flag: bertology's own script
         return completion(["bash"] if "install=bash" in args else [])
