@@ -19,6 +19,7 @@ from bertology.pipelines import report
 from bertology.run.replicates import write_replicates
 from bertology.study import catalog
 from bertology.study.evidence import REDUCTIONS
+from bertology.study.reporting import FINDING_COLUMNS
 from bertology.study.results import find_runs
 from bertology.study.verdicts import judge, parse_finding
 
@@ -187,12 +188,21 @@ def test_report_pipeline_writes_markdown_tables_and_figures(tmp_path):
     assert (out / "plots" / "finding_demo.png").stat().st_size > 0
     with (out / "tables" / "findings.csv").open() as handle:
         row = next(csv.DictReader(handle))
+    assert list(row) == FINDING_COLUMNS  # the declared columns are the rows' own
     assert row["raw_verdict"] == row["corrected_verdict"] == "holds"
     assert float(row["ci_low"]) > 0 and int(row["seeds"]) == 3
     with (out / "tables" / "metrics.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     a = next(r for r in rows if r["metric"] == "eval/a")
     assert int(a["n"]) == 3 and float(a["mean"]) == pytest.approx(0.8)
+
+
+def test_a_report_that_judges_no_finding_still_writes_the_findings_header(tmp_path):
+    write_run(tmp_path / "runs" / "plain", {"eval/accuracy": 0.5}, 0)  # no label: no study
+    metrics = run_report(tmp_path / "runs", tmp_path / "out")
+    assert metrics["report/findings"] == 0
+    lines = (tmp_path / "out" / "tables" / "findings.csv").read_text().splitlines()
+    assert lines == [",".join(FINDING_COLUMNS)]
 
 
 def test_holm_over_the_report_can_overturn_a_raw_verdict(tmp_path):

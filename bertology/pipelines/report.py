@@ -23,6 +23,7 @@ from bertology.study.catalog import findings_for, load_catalog
 from bertology.study.curves import plot_layer_curves
 from bertology.study.report_html import write_html
 from bertology.study.reporting import (
+    FINDING_COLUMNS,
     finding_rows,
     metric_rows,
     plot_finding,
@@ -45,7 +46,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     results, skipped = judge_all(runs, catalog)
     correct_suite(results)
     write_table(out_dir, "metrics", metric_rows(runs))
-    write_table(out_dir, "findings", finding_rows(results))
+    write_table(out_dir, "findings", finding_rows(results), FINDING_COLUMNS)
     figures = {r.id: plot_finding(r, out_dir) for r in results}
     curves = plot_layer_curves(runs, out_dir)  # a checkpoint sweep's probe curves
     report = write_report(results, skipped, runs, out_dir, figures, curves)

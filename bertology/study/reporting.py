@@ -24,8 +24,13 @@ def format_estimate(e: Estimate) -> tuple[str, str]:
     return f"{e.mean:+.4g}", f"[{low:+.4g}, {high:+.4g}]"
 
 
+FINDING_COLUMNS = ["finding", "about", "claim", "source", "test", "design", "effect", "ci_low",
+                   "ci_high", "se", "dof", "seeds", "item_replicates", "p_holds", "p_fails",
+                   "p_holm", "raw_verdict", "corrected_verdict", "note", "runs"]
+
+
 def finding_rows(results: list[FindingResult]) -> list[dict]:
-    """tables/findings.csv: one row per comparison of each finding."""
+    """tables/findings.csv: one row per comparison of each finding (FINDING_COLUMNS)."""
     rows = []
     for r in results:
         for test, design, comparison in zip(r.tests, r.designs, r.spec.comparisons):
