@@ -30,6 +30,15 @@ def test_a_sweep_with_one_bad_combination_exits_2_before_any_job_dir(tmp_path, m
     assert not (tmp_path / "outputs").exists()
 
 
+def test_a_sweep_that_lists_a_value_twice_is_refused_before_any_job(tmp_path, monkeypatch,
+                                                                    capsys):
+    status, err = run(["pretrain", "-m", "logger=none", "trainer=smoke", "seed=0,1,0"],
+                      tmp_path, monkeypatch, capsys)
+    assert status == 2 and len(err) == 1
+    assert "sweep jobs 1 and 3 are the same run" in err[0] and "seed=0" in err[0], err
+    assert not (tmp_path / "outputs").exists()
+
+
 def test_a_bundle_sweep_is_checked_job_by_job_with_its_own_parameters(tmp_path, monkeypatch,
                                                                         capsys):
     # pretrain_masking sweeps +masking over three values; each job gets the bad trainer value

@@ -108,6 +108,7 @@ def check_sweep(pipeline: str, overrides: list[str],
     """Every job of `bertology <pipeline> -m ...` passes its checks, and the sweep dir can be
     written, before the first job starts; else one line naming the bad job."""
     jobs, cfg = sweep_jobs(pipeline, overrides)
+    check_distinct_jobs(jobs)
     check_writable_folder(Path(cfg.hydra.sweep.dir), "hydra.sweep.dir")
     if cfg.hydra.sweeper.get("_target_") != BASIC_SWEEPER:
         return  # another sweeper picks its points as it goes: each job checks itself
@@ -117,6 +118,17 @@ def check_sweep(pipeline: str, overrides: list[str],
         except UserError as err:
             raise UserError(f"sweep job {number} of {len(jobs)} ({' '.join(job)}): {err}; "
                             "no job was started") from err
+
+
+def check_distinct_jobs(jobs: list[list[str]]) -> None:
+    """Two jobs with the same overrides are one run made twice (`-m seed=0,0`), which a
+    report would count as two seeds: refused before any job starts."""
+    first: dict[frozenset[str], int] = {}
+    for number, job in enumerate(jobs, start=1):
+        earlier = first.setdefault(frozenset(job), number)
+        require(earlier == number, f"sweep jobs {earlier} and {number} are the same run "
+                f"({' '.join(job)}): a sweep lists a value twice; list each once; no job was "
+                "started")
 
 
 def one_line(err: BaseException) -> str:
