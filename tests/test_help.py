@@ -198,3 +198,19 @@ def test_data_help_says_usage_once(capsys):
         data_main(["--help"])
     assert stop.value.code == 0
     assert capsys.readouterr().out.count("usage:") == 1
+
+
+def test_report_help_offers_only_what_report_takes(tmp_path, monkeypatch, capsys):
+    """No sweep over models, and `--cfg job` (which the help recommends) works: the word after
+    a Hydra flag that takes a value is that flag's, not a run dir."""
+    from bertology.cli import entry
+    from bertology.cli.help import format_help
+
+    text = format_help("report")
+    assert "model=bert" not in text and "findings_dir" in text and "--cfg job" in text
+    assert entry.report_overrides(["--cfg", "job", "runs_a", "findings_dir=f"]) == [
+        "runs=['runs_a']", "--cfg", "job", "findings_dir=f"]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs_a").mkdir()
+    assert entry.main(["report", "runs_a", "--cfg", "job"]) == 0
+    assert "runs:" in capsys.readouterr().out

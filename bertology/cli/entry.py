@@ -225,9 +225,16 @@ def launch(pipeline: str, overrides: list[str]) -> int:
     return 0
 
 
+# Hydra's flags that take the next word as their value (`--cfg job`): that word is no run dir
+HYDRA_VALUE_FLAGS = ("--cfg", "-c", "--package", "-p", "--config-name", "-cn", "--config-path",
+                     "-cp", "--config-dir", "-cd")
+
+
 def report_overrides(args: list[str]) -> list[str]:
     """`bertology report DIR [DIR ...] [key=value ...]`: the dirs become runs=[...]."""
-    paths = [a for a in args if "=" not in a and not a.startswith("-")]
+    values = {i + 1 for i, a in enumerate(args) if a in HYDRA_VALUE_FLAGS}
+    paths = [a for i, a in enumerate(args)
+             if "=" not in a and not a.startswith("-") and i not in values]
     rest = [a for a in args if a not in paths]
     if not paths:
         return rest

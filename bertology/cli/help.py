@@ -48,10 +48,17 @@ def format_help(pipeline: str) -> str:
     if experiments:
         lines += ["", "experiments (experiment=NAME: a versioned bundle of overrides; most are "
                   "sweeps, run with -m):", *_rows(EXPERIMENT, experiments, None)]
-    lines += ["", "keys: any key of the config is set as KEY=VALUE (e.g. trainer.max_steps=200);",
-              f"  `bertology {pipeline} --cfg job` prints them all with their values.",
-              f"sweeps: `bertology {pipeline} -m model=bert,roberta seed=0,1,2` runs every "
-              "combination.",
-              "Hydra's own flags: --hydra-help. Bash completion: "
+    if pipeline == "report":
+        lines += ["", "keys: runs=[DIR,...] (the positional dirs land there) and "
+                  "findings_dir=FOLDER (your own",
+                  "  findings, judged beside the survey's); `bertology report DIR --cfg job` "
+                  "prints the config."]
+    else:
+        lines += ["", "keys: any key of the config is set as KEY=VALUE (e.g. "
+                  "trainer.max_steps=200);",
+                  f"  `bertology {pipeline} --cfg job` prints them all with their values.",
+                  f"sweeps: `bertology {pipeline} -m model=bert,roberta seed=0,1,2` runs every "
+                  "combination."]
+    lines += ["Hydra's own flags: --hydra-help. Bash completion: "
               'eval "$(bertology completion bash)".']
     return "\n".join(lines)
