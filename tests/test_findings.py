@@ -114,7 +114,7 @@ def test_a_study_runs_one_step_and_yields_what_its_findings_read(study, tmp_path
 
 
 def test_reproduce_runs_every_study_once():
-    studies = reproduce.load_studies(None)
+    studies = reproduce.studies_to_run(None)
     assert set(studies) == set(STUDIES)
     assert {f for s in studies.values() for f in s["findings"]} == set(CATALOG)
     assert all(spec["pipeline"] in PIPELINES for spec in studies.values())

@@ -60,7 +60,7 @@ def test_each_pretrained_encoder_reruns_the_model_reading_studies_on_its_own_mod
 
 
 def test_the_pretrained_encoder_is_reused_and_waited_for(tmp_path):
-    studies = reproduce.load_studies(["pos_layers"])
+    studies = reproduce.studies_to_run(["pos_layers"])
     encoder, pretrain, rest = reproduce.pretrained_encoder("modernbert", studies,
                                                            tmp_path / "out", tmp_path / "cache")
     steps = [*pretrain, *rest]

@@ -60,8 +60,7 @@ def value_of(run: RunDir, key: str) -> str:
     run did not override it); empty where the run's pipeline has no such key."""
     if key in run.choices:
         return show(run.choices[key])
-    value = OmegaConf.select(OmegaConf.create(run.config), key, default=_ABSENT,
-                             throw_on_resolution_failure=False)
+    value = run.select(key, default=_ABSENT)
     return "" if value is _ABSENT else show(value)
 
 

@@ -28,7 +28,7 @@ from functools import cached_property
 from pathlib import Path
 
 import numpy as np
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from bertology.errors import Interrupted, UserError
 from bertology.run.atomic import read_json, write_json_atomic
@@ -133,10 +133,6 @@ class RunDir:
         return read_replicates(self.path)
 
     @property
-    def status(self) -> dict | None:
-        return read_status(self.path)
-
-    @property
     def finished(self) -> bool:
         return is_finished(self.path)
 
@@ -155,8 +151,19 @@ class RunDir:
             label = self.config["study"].get("name")
         return label
 
+    @cached_property
+    def _config_node(self) -> DictConfig:
+        return OmegaConf.create(self.config)
+
+    def select(self, key: str, default=None):
+        """The config's value at a dotted key with its interpolations resolved (a key left at
+        its default shows the default), or `default` where the run has no such key."""
+        return OmegaConf.select(self._config_node, key, default=default,
+                                throw_on_resolution_failure=False)
+
     def choice(self, key: str):
-        """The config's value at a dotted key, or None where the run has no such key."""
+        """The config's value at a dotted key as saved, or None where the run has no such
+        key."""
         node = self.config
         for part in key.split("."):
             if not isinstance(node, dict) or part not in node:

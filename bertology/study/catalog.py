@@ -23,7 +23,6 @@ from bertology.study.verdicts import FindingSpec, parse_finding
 
 FINDINGS = CONF_DIR / "findings"
 STUDIES_FILE = "studies.yaml"
-EXPERIMENTS = CONF_DIR / "experiment"
 
 
 @dataclass(frozen=True)

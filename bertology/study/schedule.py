@@ -47,7 +47,7 @@ SST2_SEEDS = (0, 1, 2)
 log = logging.getLogger("bertology.reproduce")
 
 
-def load_studies(only: list[str] | None) -> dict[str, dict]:
+def studies_to_run(only: list[str] | None) -> dict[str, dict]:
     """study name -> {pipeline, bundle, overrides, alone, findings} for every study that a
     finding (or one of `only`) reads, with the catalogue's settings (conf/findings/)."""
     catalogue = catalog.load_studies()
@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     try:  # a bad --lanes, --only or --encoders: one line, exit 2, before any step runs
         require(args.lanes >= 1, f"--lanes {args.lanes} must be 1 or more")
         names = tuple(encoders.check_encoders(args.encoders))
-        return reproduce(args.out.resolve(), load_studies(args.only), args.lanes, names)
+        return reproduce(args.out.resolve(), studies_to_run(args.only), args.lanes, names)
     except UserError as err:
         parser.exit(2, f"{parser.prog}: error: {err}\n")
 
