@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ import pytest
 import yaml
 from conftest import REPO, run_cli
 from omegaconf import OmegaConf
+from scipy import stats
 
 from bertology.errors import UserError
 from bertology.pipelines import report
@@ -340,3 +342,23 @@ def test_the_headline_counts_claims_about_the_model(tmp_path):
         "probe_fact")
     page = write_html(results, [], runs, tmp_path, figures).read_text()
     assert "claims about the model: 1 holds," in page and "Claims about the method" in page
+
+
+def test_a_fragile_verdict_is_shown_and_counted_apart(tmp_path):
+    """a − b whose one-sided p is 0.02 (Holm-adjusted 0.04, within 2× of α): REPORT.md's
+    Holm cell, REPORT.html, the headline, findings.csv and the metrics mark it fragile."""
+    gap = stats.t.isf(0.02, 2) * 1e-3 / math.sqrt(3)
+    runs = tmp_path / "runs"
+    for seed, d in enumerate((gap, gap + 1e-3, gap - 1e-3)):
+        write_run(runs / str(seed), {"eval/a": 0.7 + d, "eval/b": 0.7}, seed, FINDING)
+    out = tmp_path / "report"
+    metrics = run_report(runs, out, FINDING)
+    assert metrics["report/corrected/holds"] == 1 and metrics["report/corrected/fragile"] == 1
+    text = (out / "REPORT.md").read_text()
+    assert "**holds (fragile)**" in text and "1 holds (1 fragile)" in text
+    assert "fragile: Holm-adjusted p = 0.04" in text
+    page = (out / "REPORT.html").read_text()
+    assert 'holds</span> <span class="fragile">(fragile)</span>' in page
+    with (out / "tables" / "findings.csv").open() as handle:
+        row = next(csv.DictReader(handle))
+    assert row["fragile"] == "True" and float(row["p_holm"]) == pytest.approx(0.04, rel=1e-3)

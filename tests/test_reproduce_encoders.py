@@ -112,53 +112,66 @@ def test_the_matrix_rows_are_the_findings_that_read_a_swappable_encoder():
         assert "override /model: minilm" in bundle, study
 
 
-FIELDS = ["finding", "about", "claim", "test", "effect", "ci_low", "ci_high", "seeds",
-          "raw_verdict", "corrected_verdict", "note"]
+FIELDS = ["finding", "about", "claim", "test", "effect", "ci_low", "ci_high", "se", "dof",
+          "seeds", "raw_verdict", "corrected_verdict", "fragile", "note"]
 
 
 def write_findings(report, rows):
+    """rows: (finding, about, effect, se, verdict[, fragile]); 3 seeds (ν = 2), the t
+    interval; se nan: one independent run, no interval."""
     (report / "tables").mkdir(parents=True)
     with (report / "tables" / "findings.csv").open("w", newline="") as handle:
         writer = csv.DictWriter(handle, FIELDS)
         writer.writeheader()
-        for finding, about, effect, low, high, verdict in rows:
+        for finding, about, effect, se, verdict, *fragile in rows:
+            half = 4.302653 * se
             writer.writerow({"finding": finding, "about": about, "claim": "c", "test": "a - b",
-                             "effect": effect, "ci_low": low, "ci_high": high,
-                             "seeds": 3 if low == low else 1,  # nan: the seeds merged
+                             "effect": effect, "ci_low": effect - half,
+                             "ci_high": effect + half, "se": se, "dof": 2 if se == se else
+                             float("nan"), "seeds": 3 if se == se else 1,
                              "raw_verdict": verdict, "corrected_verdict": verdict,
-                             "note": ""})
+                             "fragile": bool(fragile), "note": ""})
 
 
-def test_the_matrix_cells_and_which_findings_differ(tmp_path, monkeypatch):
-    monkeypatch.setattr(matrix, "model_reading_findings", lambda: ["a", "b", "c", "m"])
+def test_the_matrix_compares_effects_not_verdicts(tmp_path, monkeypatch):
+    """"differs" needs a test of the difference between encoders (Holm over the matrix):
+    two verdicts that differ are not two effects that differ (issue 38: feature_layers
+    "differed" although every encoder's interval lay on the claim's side)."""
+    monkeypatch.setattr(matrix, "model_reading_findings", lambda: ["a", "b", "c", "m", "d"])
+    monkeypatch.setattr(matrix, "claim_sides", lambda finding: [(0.0, "greater")] * 2)
     minilm, bert = tmp_path / "report", tmp_path / "bert" / "report"
-    write_findings(minilm, [("a", "model", 0.12, 0.05, 0.19, "holds"),
-                            ("a", "model", 0.3, 0.2, 0.4, "holds"),  # a second comparison
-                            ("b", "model", 0.01, -0.02, 0.04, "underpowered"),
-                            ("c", "model", 0.2, 0.1, 0.3, "holds"),
-                            ("m", "method", 0.5, 0.4, 0.6, "holds"),
-                            ("int8", "model", 0.0, -0.01, 0.01, "holds")])
-    write_findings(bert, [("a", "model", -0.004, -0.03, 0.02, "underpowered"),
-                          ("m", "method", 0.45, 0.4, 0.5, "holds"),
+    write_findings(minilm, [("a", "model", 0.12, 0.005, "holds"),
+                            ("a", "model", 0.3, 0.02, "holds"),  # a second comparison
+                            ("b", "model", 0.01, 0.007, "underpowered"),
+                            ("c", "model", 0.2, 0.02, "holds"),
+                            ("m", "method", 0.5, 0.02, "holds"),
+                            ("d", "model", 0.2, 0.02, "holds"),
+                            ("int8", "model", 0.0, 0.002, "holds")])
+    write_findings(bert, [("a", "model", -0.004, 0.005, "underpowered"),
+                          ("m", "method", 0.45, 0.01, "holds"),
+                          # the feature_layers case: a smaller effect on the same side
+                          ("c", "model", 0.15, 0.025, "underpowered", "fragile"),
                           # every seed gave the same value: one independent run, no interval
-                          ("b", "model", -0.25, float("nan"), float("nan"), "underpowered")])
+                          ("b", "model", -0.25, float("nan"), "underpowered")])
     (minilm / "REPORT.md").write_text("# bertology report\n\n## Runs\n\n| group |\n")
     (minilm / "REPORT.html").write_text("<body><h1>r</h1>\n<h2>Runs</h2>\n</body>")
     lines = matrix.write_matrix(minilm, {"minilm": minilm, "bert": bert})
     table = {line.split(" | ")[0]: line for line in lines if line.startswith("| ")}
-    # a: holds on MiniLM (first comparison shown), not on BERT -> differs
-    assert table["| a"] == ("| a | +0.12 [+0.05, +0.19] **holds** | -0.004 [-0.03, +0.02] "
-                            "**underpowered** | **differs** |")
-    assert table["| b"] == "| b | +0.01 [-0.02, +0.04] **underpowered** | -0.25 (no " \
-        "interval: 1 independent run) **underpowered** | holds for none |"
-    assert table["| c"] == "| c | +0.2 [+0.1, +0.3] **holds** | not judged | **differs** |"
-    assert table["| m*"].endswith("**holds** | holds for all |")
+    # a: the effects differ by 25 standard errors of their difference: differs
+    assert table["| a"] == ("| a | +0.12 [+0.0985, +0.142] **holds** | -0.004 [-0.0255, "
+                            "+0.0175] **underpowered** | **differs** |")
+    # c: holds and underpowered, but both intervals beyond 0 and the effects alike
+    assert table["| c"].endswith("**underpowered** (fragile) | same direction |")
+    assert table["| b"].endswith("(no interval: 1 independent run) **underpowered** | "
+                                 "not resolved |")
+    assert table["| d"].endswith("| not judged | not resolved |")  # one encoder: no contrast
+    assert table["| m*"].endswith("**holds** | same direction |")
     assert "| int8" not in table  # not a model-reading finding
     with (minilm / "tables" / "encoders.csv").open(newline="") as handle:
         written = list(csv.DictReader(handle))
     assert [(r["finding"], r["encoder"]) for r in written] == [
         ("a", "minilm"), ("a", "minilm"), ("a", "bert"), ("b", "minilm"), ("b", "bert"),
-        ("c", "minilm"), ("m", "minilm"), ("m", "bert")]
+        ("c", "minilm"), ("c", "bert"), ("m", "minilm"), ("m", "bert"), ("d", "minilm")]
     report = (minilm / "REPORT.md").read_text()
     assert report.index(matrix.SECTION) < report.index("## Runs")
     page = (minilm / "REPORT.html").read_text()

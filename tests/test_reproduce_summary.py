@@ -9,11 +9,14 @@ import sys
 
 from bertology.study.summary import write_summary
 
-FIELDS = ["finding", "about", "raw_verdict", "corrected_verdict"]
-ROWS = [("a", "model", "holds", "holds"), ("b", "model", "holds", "underpowered"),
-        ("c", "model", "does not hold", "does not hold"), ("d", "method", "holds", "holds"),
-        ("e", "model", "uninformative", "uninformative"),
-        ("a", "model", "holds", "holds")]  # a finding of two comparisons has a row for each
+FIELDS = ["finding", "about", "raw_verdict", "corrected_verdict", "fragile"]
+ROWS = [("a", "model", "holds", "holds", False), ("b", "model", "holds", "underpowered", False),
+        ("c", "model", "does not hold", "does not hold", False),
+        ("d", "method", "holds", "holds", False),
+        ("e", "model", "uninformative", "uninformative", False),
+        ("f", "model", "holds", "holds", True),  # Holm-adjusted p within 2× of α
+        ("g", "model", "does not hold", "leans against", False),
+        ("a", "model", "holds", "holds", False)]  # a finding of two comparisons: a row each
 
 
 def write_table(report):
@@ -28,13 +31,15 @@ def test_counts_per_kind_raw_and_holm_and_the_findings_behind_them(tmp_path):
     write_table(tmp_path)
     text = write_summary(tmp_path)
     assert (tmp_path / "SUMMARY.md").read_text() == text
-    # 4 model claims (a's two rows are one claim), one holding after Holm; the method claim is
-    # counted apart and starred
-    assert text.startswith("**1 of the 4 claims about the model hold**")
+    # 6 model claims (a's two rows are one claim), two holding after Holm, one of them
+    # fragile and counted apart; the method claim is counted apart and starred
+    assert text.startswith("**1 of the 6 claims about the model hold firmly**, and 1 more "
+                           "holds but is fragile")
     lines = {line.split(" | ")[0]: line for line in text.splitlines() if line.startswith("| ")}
-    assert lines["| holds"] == "| holds | 2 / 1 | 1 / 1 | a, d* |"
+    assert lines["| holds"] == "| holds | 3 / 2 | 1 / 1 | a, d*, f (fragile) |"
     assert lines["| underpowered"] == "| underpowered | 0 / 1 | 0 / 0 | b |"
-    assert lines["| does not hold"] == "| does not hold | 1 / 1 | 0 / 0 | c |"
+    assert lines["| does not hold"] == "| does not hold | 2 / 1 | 0 / 0 | c |"
+    assert lines["| leans against"] == "| leans against | 0 / 1 | 0 / 0 | g |"
     assert lines["| uninformative"] == "| uninformative | 1 / 1 | 0 / 0 | e |"
 
 

@@ -25,6 +25,7 @@ from bertology.study.report_html import write_html
 from bertology.study.reporting import (
     FINDING_COLUMNS,
     finding_rows,
+    holm_verdict,
     metric_rows,
     plot_finding,
     verdict_counts,
@@ -52,11 +53,12 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     report = write_report(results, skipped, runs, out_dir, figures, curves)
     write_html(results, skipped, runs, out_dir, figures, curves)
     log.info("%s: %d runs, %s", report, len(runs),
-             ", ".join(f"{r.id}={r.raw}/{r.corrected}" for r in results) or "no findings")
+             ", ".join(f"{r.id}={r.raw}/{holm_verdict(r)}" for r in results) or "no findings")
     metrics = {"report/runs": float(len(runs)), "report/findings": float(len(results))}
     for which in ("raw", "corrected"):
         for verdict, count in verdict_counts(results, which).items():
             metrics[f"report/{which}/{verdict.replace(' ', '_')}"] = float(count)
+    metrics["report/corrected/fragile"] = float(sum(r.fragile for r in results))
     write_json_atomic(out_dir / "metrics.json", metrics)
     return metrics
 

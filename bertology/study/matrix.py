@@ -11,14 +11,18 @@ the studies it ran), so a column keeps its family-wise level by itself.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from html import escape
 from pathlib import Path
+
+from scipy import stats
 
 from bertology.run.atomic import write_text_atomic
 from bertology.run.tables import write_table
 from bertology.study.catalog import load_catalog
 from bertology.study.encoders import ENCODER_PRETRAIN, ENCODER_STUDIES
-from bertology.study.summary import read_comparisons
+from bertology.study.stats import ALPHA, holm
+from bertology.study.summary import is_fragile, read_comparisons
 
 SECTION = "## Findings across encoders"
 
@@ -29,10 +33,83 @@ def model_reading_findings() -> list[str]:
                   if spec.studies and set(spec.studies) <= set(ENCODER_STUDIES))
 
 
-def agreement(verdicts: list[str]) -> str:
-    """Whether the claim holds everywhere, nowhere or for some encoders only ("differs")."""
-    holds = [v == "holds" for v in verdicts]
-    return "holds for all" if all(holds) else "differs" if any(holds) else "holds for none"
+# ---------------------------------------------------------------- effects across encoders
+#
+# "differs" is a claim that the effect depends on the encoder: an interaction, tested on the
+# difference of two encoders' effects (Welch: their variances add, ν the smaller of the two),
+# with Holm over every such test of the matrix. Two verdicts that differ (one holds, one is
+# underpowered) say nothing of the kind: significance is not an effect (Gelman & Stern,
+# 2006).
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One comparison of a finding on one encoder, as its findings.csv row has it."""
+
+    effect: float
+    se: float
+    dof: float
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, row: dict[str, str]) -> Cell:
+        return cls(*(float(row[k]) for k in ("effect", "se", "dof", "ci_low", "ci_high")))
+
+
+def difference_p(a: Cell, b: Cell) -> float:
+    """Two-sided p of a.effect = b.effect; 1 where either has no measured spread."""
+    variance = a.se ** 2 + b.se ** 2
+    if not (math.isfinite(variance) and variance > 0):
+        return 1.0
+    dof = min(a.dof, b.dof)
+    if not dof > 0:
+        return 1.0
+    t = abs(a.effect - b.effect) / math.sqrt(variance)
+    return float(2 * (stats.norm.sf(t) if math.isinf(dof) else stats.t.sf(t, dof)))
+
+
+def claim_sides(finding: str) -> list[tuple[float, str]]:
+    """(margin, expect) of each comparison of a catalog finding."""
+    return [(c.margin, c.expect) for c in load_catalog()[finding].comparisons]
+
+
+def side(cell: Cell, margin: float, expect: str) -> int:
+    """+1 where the interval lies beyond the margin on the claim's side, −1 on the other."""
+    if not (math.isfinite(cell.low) and math.isfinite(cell.high)):
+        return 0
+    sign = 1 if expect == "greater" else -1
+    return sign if cell.low > margin else -sign if cell.high < margin else 0
+
+
+def interaction_tests(tables, findings) -> dict[str, list[float]]:
+    """finding -> the p of every encoder pair's difference, comparison by comparison."""
+    tests: dict[str, list[float]] = {}
+    for finding in findings:
+        judged = [rows[finding] for rows in tables.values() if rows.get(finding)]
+        tests[finding] = [difference_p(Cell.of(a[i]), Cell.of(b[i]))
+                          for x, a in enumerate(judged) for b in judged[x + 1:]
+                          for i in range(min(len(a), len(b)))]
+    return tests
+
+
+def agreement(tables, findings) -> dict[str, str]:
+    """finding -> "differs" (some pair of encoders' effects differs, Holm over the matrix),
+    "same direction" (every encoder's interval beyond the margin on one side, for every
+    comparison) or "not resolved"."""
+    tests = interaction_tests(tables, findings)
+    flat = [(finding, p) for finding, ps in tests.items() for p in ps]
+    adjusted = holm([p for _, p in flat])
+    differs = {finding for (finding, _), p in zip(flat, adjusted) if p < ALPHA}
+    across = {}
+    for finding in findings:
+        judged = [rows[finding] for rows in tables.values() if rows.get(finding)]
+        sides = {side(Cell.of(row), *claim) for rows in judged
+                 for row, claim in zip(rows, claim_sides(finding))}
+        across[finding] = ("differs" if finding in differs else
+                           "same direction" if len(judged) > 1 and sides in ({1}, {-1})
+                           else "not resolved")
+    return across
 
 
 def cell(rows: list[dict[str, str]]) -> str:
@@ -43,19 +120,19 @@ def cell(rows: list[dict[str, str]]) -> str:
     low, high = float(r["ci_low"]), float(r["ci_high"])
     interval = (f"[{low:+.3g}, {high:+.3g}]" if math.isfinite(low) and math.isfinite(high)
                 else f"(no interval: {r['seeds']} independent run)")  # seeds identical
-    return f"{float(r['effect']):+.3g} {interval} **{r['corrected_verdict']}**"
+    fragile = " (fragile)" if is_fragile(r) else ""
+    return f"{float(r['effect']):+.3g} {interval} **{r['corrected_verdict']}**{fragile}"
 
 
 def matrix(tables: dict[str, dict[str, list[dict[str, str]]]], findings: list[str]
            ) -> list[dict[str, str]]:
     """One entry per finding: its about, a cell per encoder and the agreement across them."""
+    across = agreement(tables, findings)
     entries = []
     for finding in findings:
         judged = {name: rows.get(finding, []) for name, rows in tables.items()}
         about = next((rows[0]["about"] for rows in judged.values() if rows), "model")
-        verdicts = [rows[0]["corrected_verdict"] if rows else "not judged"
-                    for rows in judged.values()]
-        entries.append({"finding": finding, "about": about, "across": agreement(verdicts),
+        entries.append({"finding": finding, "about": about, "across": across[finding],
                         **{name: cell(rows) for name, rows in judged.items()}})
     return entries
 
@@ -63,8 +140,8 @@ def matrix(tables: dict[str, dict[str, list[dict[str, str]]]], findings: list[st
 def csv_rows(tables: dict[str, dict[str, list[dict[str, str]]]], findings: list[str]
              ) -> list[dict]:
     keep = ("about", "test", "effect", "ci_low", "ci_high", "seeds", "raw_verdict",
-            "corrected_verdict", "note")
-    return [{"finding": finding, "encoder": name, **{k: row[k] for k in keep}}
+            "corrected_verdict", "fragile", "note")
+    return [{"finding": finding, "encoder": name, **{k: row.get(k, "") for k in keep}}
             for finding in findings for name, rows in tables.items()
             for row in rows.get(finding, [])]
 
@@ -78,8 +155,10 @@ def explain(names: list[str]) -> str:
             "Wikipedia with MiniLM's WordPiece, each against its own random-init twin. A cell "
             "is the effect a − b of the finding's first comparison, its 95% interval and the "
             "verdict after Holm's correction within that encoder's report; *: a claim about "
-            "the method. \"differs\" marks a finding that holds for some encoders and not "
-            "others (every comparison: tables/encoders.csv).")
+            "the method. Across encoders: \"differs\" where the effect itself differs between "
+            "two encoders (a test of the difference, Holm over the matrix), \"same "
+            "direction\" where every encoder's interval lies beyond the margin on one side, "
+            "else \"not resolved\" (every comparison: tables/encoders.csv).")
 
 
 def markdown(entries: list[dict[str, str]], names: list[str]) -> list[str]:

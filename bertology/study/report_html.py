@@ -35,14 +35,17 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 code { font-size: 12px; }
 .holds { color: #0072B2; font-weight: bold; }
 .does-not-hold { color: #D55E00; font-weight: bold; }
+.leans-against { color: #8a4a00; font-weight: bold; }
 .underpowered, .inconclusive, .uninformative { color: #555; font-weight: bold; }
+.fragile { font-weight: normal; font-style: italic; color: #555; }
 section.finding { border-top: 1px solid #ccc; margin-top: 2em; }
 section.finding img, figure img { max-width: 100%; height: auto; }
 """
 
 
-def verdict_cell(verdict: str) -> str:
-    return f'<span class="{escape(verdict.replace(" ", "-"))}">{escape(verdict)}</span>'
+def verdict_cell(verdict: str, fragile: bool = False) -> str:
+    mark = ' <span class="fragile">(fragile)</span>' if fragile else ""
+    return f'<span class="{escape(verdict.replace(" ", "-"))}">{escape(verdict)}</span>{mark}'
 
 
 def image_uri(path: Path) -> str:
@@ -61,7 +64,7 @@ def claims_table(results: list[FindingResult]) -> list[str]:
             head = (f'<td><a href="#{escape(r.id)}">{escape(r.id)}</a></td>'
                     f'<td class="claim">{escape(r.spec.claim)}</td><td>{escape(r.spec.source)}</td>'
                     if i == 0 else "<td></td>" * 3)
-            tail = (f"<td>{verdict_cell(r.raw)}</td><td>{verdict_cell(r.corrected)}</td>"
+            tail = (f"<td>{verdict_cell(r.raw)}</td><td>{verdict_cell(r.corrected, r.fragile)}</td>"
                     f'<td class="note">{escape(r.note)}</td>' if i == 0 else "<td></td>" * 3)
             lines.append(f"<tr>{head}<td><code>{escape(comparison.describe())}</code></td>"
                          f'<td class="num">{escape(effect)}</td>'
@@ -76,7 +79,7 @@ def finding_section(result: FindingResult, figure: Path) -> list[str]:
     return [f'<section class="finding" id="{escape(result.id)}">',
             f"<h3>{escape(result.id)}: {escape(result.spec.claim)}</h3>",
             f"<p>{escape(result.spec.source)} — raw {verdict_cell(result.raw)}, "
-            f"Holm {verdict_cell(result.corrected)}</p>",
+            f"Holm {verdict_cell(result.corrected, result.fragile)}</p>",
             f'<img src="{image_uri(figure)}" alt="{escape(f"figure of {result.id}")}">',
             f"<p>RunDir dirs ({len(result.runs)}):</p><ul>{runs}</ul>", "</section>"]
 
@@ -104,7 +107,8 @@ def write_html(results: list[FindingResult], skipped: list[tuple[str, str]], run
             f"<p>{len(runs)} finished runs; {len(results)} findings judged. Each claim is "
             "tested one-sided at α = 0.05 two-sided (its 95% interval beyond the margin); the "
             "corrected verdict applies Holm's correction over every finding here; a finding "
-            "whose guard fails is uninformative; seeds counts independent runs.</p>",
+            "whose guard fails is uninformative; a verdict whose adjusted p lies within 2× of "
+            "α is marked fragile; seeds counts independent runs.</p>",
             "<p>" + "<br>".join(escape(line) for line in headline(results)) + "</p>"]
     for about, group in split_by_about(results).items():
         if group:

@@ -26,7 +26,7 @@ def format_estimate(e: Estimate) -> tuple[str, str]:
 
 FINDING_COLUMNS = ["finding", "about", "claim", "source", "test", "design", "effect", "ci_low",
                    "ci_high", "se", "dof", "seeds", "item_replicates", "p_holds", "p_fails",
-                   "p_holm", "raw_verdict", "corrected_verdict", "note", "runs"]
+                   "p_holm", "raw_verdict", "corrected_verdict", "fragile", "note", "runs"]
 
 
 def finding_rows(results: list[FindingResult]) -> list[dict]:
@@ -43,7 +43,7 @@ def finding_rows(results: list[FindingResult]) -> list[dict]:
                 "dof": test.estimate.dof, "seeds": test.estimate.n,
                 "item_replicates": test.estimate.items, "p_holds": r.p_holds,
                 "p_fails": r.p_fails, "p_holm": r.p_adjusted, "raw_verdict": r.raw,
-                "corrected_verdict": r.corrected, "note": r.note,
+                "corrected_verdict": r.corrected, "fragile": r.fragile, "note": r.note,
                 "runs": " ".join(str(run.path) for run in r.runs)})
     return rows
 
@@ -101,7 +101,7 @@ def plot_finding(result: FindingResult, out_dir: Path) -> str:
         axis.axhline(comparison.margin, color=GREY, linestyle="--", label="margin")
         axis.set_xticks([0], [comparison.describe()[:60]], fontsize=7)
         axis.legend(fontsize=7)
-    axis.set_title(f"{result.id}: {result.raw} (Holm: {result.corrected})", fontsize=9)
+    axis.set_title(f"{result.id}: {result.raw} (Holm: {holm_verdict(result)})", fontsize=9)
     axis.grid(alpha=0.3)
     path = save_figure(figure, out_dir, f"finding_{result.id}")
     return str(path.relative_to(out_dir))
@@ -109,6 +109,22 @@ def plot_finding(result: FindingResult, out_dir: Path) -> str:
 
 def verdict_counts(results: list[FindingResult], which: str) -> dict[str, int]:
     return {v: sum(getattr(r, which) == v for r in results) for v in VERDICTS}
+
+
+def holm_verdict(result: FindingResult) -> str:
+    """The corrected verdict as the tables show it: "holds (fragile)" where its adjusted p
+    lies within a factor of 2 of α (verdicts.FRAGILE)."""
+    return f"{result.corrected} (fragile)" if result.fragile else result.corrected
+
+
+def count_line(results: list[FindingResult], which: str) -> str:
+    """"7 holds (2 fragile), 3 does not hold, …": fragile ones counted apart, Holm only."""
+    parts = []
+    for verdict, n in verdict_counts(results, which).items():
+        fragile = sum(r.fragile for r in results if r.corrected == verdict)
+        parts.append(f"{n} {verdict} ({fragile} fragile)" if which == "corrected" and fragile
+                     else f"{n} {verdict}")
+    return ", ".join(parts)
 
 
 ABOUT_TITLES = {
@@ -129,7 +145,7 @@ def headline(results: list[FindingResult]) -> list[str]:
     """The verdict counts of the model claims (raw and Holm-corrected), then the method's."""
     model = split_by_about(results)["model"]
     lines = [f"{title} verdicts on the {len(model)} claims about the model: "
-             + ", ".join(f"{n} {v}" for v, n in verdict_counts(model, which).items())
+             + count_line(model, which)
              for which, title in (("raw", "Raw"), ("corrected", "Holm-corrected"))]
     method = split_by_about(results)["method"]
     if method:
@@ -147,7 +163,7 @@ def findings_table(results: list[FindingResult], figures: dict[str, str]) -> lis
         for i, (test, comparison) in enumerate(zip(r.tests, r.spec.comparisons)):
             effect, interval = format_estimate(test.estimate)
             head = [r.id, r.spec.claim, r.spec.source] if i == 0 else ["", "", ""]
-            tail = ([f"**{r.raw}**", f"**{r.corrected}**", r.note, f"![]({figure})"]
+            tail = ([f"**{r.raw}**", f"**{holm_verdict(r)}**", r.note, f"![]({figure})"]
                     if i == 0 else ["", "", "", ""])
             lines.append("| " + " | ".join([*head, f"`{comparison.describe()}`", effect,
                                              interval, str(test.estimate.n), *tail]) + " |")
@@ -164,8 +180,9 @@ def write_report(results: list[FindingResult], skipped: list[tuple[str, str]],
              "one-sided at α = 0.05 two-sided (its 95% interval beyond the margin); the "
              "interval counts seed-to-seed and item-sampling noise (bootstrap replicates); the "
              "corrected verdict applies Holm's correction over every finding here; a finding "
-             "whose guard fails (the runs cannot discriminate) is uninformative; seeds counts "
-             "independent runs (docs/findings.md: \"How verdicts are decided\").", ""]
+             "whose guard fails (the runs cannot discriminate) is uninformative; a verdict whose "
+             "adjusted p lies within 2× of α is marked fragile; seeds counts independent runs "
+             "(docs/findings.md: \"The verdicts, defined\").", ""]
     lines += headline(results)
     for about, group in split_by_about(results).items():
         if group:

@@ -76,6 +76,13 @@ class Estimate:
         return float(sum(v for v, _, seeds in self.parts if seeds == 0))
 
     @property
+    def exact(self) -> bool:
+        """Seeds that agree exactly, each with item replicates that do not vary (a floor or
+        ceiling: every resample of every seed at one value): zero spread as measured, not an
+        unmeasured spread (independent_runs merges only runs that repeat one measurement)."""
+        return self.items and self.n >= 2 and self.variance == 0.0
+
+    @property
     def se(self) -> float:
         """The standard error; nan where the variance is unknown (one seed)."""
         return math.sqrt(max(self.variance, 0.0)) if math.isfinite(self.variance) else math.nan
@@ -149,8 +156,10 @@ def one_sided_p(gap: float, parts: tuple[Part, ...]) -> float:
     if gap < 0:
         return 1.0 - one_sided_p(-gap, parts)
     live = [(v, dof, n) for v, dof, n in parts if v > 0]
-    if gap == 0 or not live:
+    if gap == 0:
         return 0.5
+    if not live:  # zero spread as measured (Estimate.exact): the t statistic is infinite
+        return SMALLEST_P
     if len(live) == 1:
         return float(stats.t.sf(gap / math.sqrt(live[0][0]), live[0][1]))
 
@@ -201,7 +210,8 @@ class TTest:
     def measured(self) -> bool:
         """Whether the runs gave an uncertainty at all (not one seed, not identical seeds
         without replicates)."""
-        return math.isfinite(self.estimate.variance) and self.estimate.se > 0.0
+        return math.isfinite(self.estimate.variance) and (self.estimate.se > 0.0
+                                                          or self.estimate.exact)
 
     @property
     def gap(self) -> float:
@@ -211,9 +221,27 @@ class TTest:
         return gap if self.expect == "greater" else -gap
 
     @property
+    def lean(self) -> int:
+        """+1 where the estimate lies on the claim's side of the margin, −1 on the wrong
+        side, 0 on it or undefined."""
+        gap = self.gap
+        return 0 if not gap or math.isnan(gap) else 1 if gap > 0 else -1
+
+    @property
     def z(self) -> float:
         """gap in standard errors; 0 where nothing was measured."""
-        return self.gap / self.estimate.se if self.measured else 0.0
+        return self.gap / self.estimate.se if self.measured and self.estimate.se else 0.0
+
+    def shared_share(self, alpha: float = ALPHA) -> float:
+        """The share of the squared 95% half-width (at alpha, two-sided) that the items every
+        seed shares make: t²_{R−1} V_sh / Σ t²_ν v. Where it is small, more items would not
+        resolve the claim, whatever items_needed says (V_sh truncated at 0 is positive half
+        the time on private items alone)."""
+        total = float(compute_half_width(self.estimate.parts, alpha / 2)) ** 2
+        shared = [part for part in self.estimate.parts if part[2] == 0]
+        if not shared or not total > 0.0:
+            return 0.0
+        return float(compute_half_width(shared, alpha / 2)) ** 2 / total
 
     @cached_property
     def p_holds(self) -> float:
@@ -274,6 +302,16 @@ class SignTest:
     @property
     def measured(self) -> bool:
         return True
+
+    @property
+    def lean(self) -> int:
+        """+1 where more seeds fall on the claim's side than on the other, −1 the reverse."""
+        sides = sum(self._side(v) for v in self.values)
+        return (sides > 0) - (sides < 0)
+
+    def shared_share(self, alpha: float = ALPHA) -> float:
+        """A sign test over seeds has no item part."""
+        return 0.0
 
     @property
     def p_holds(self) -> float:

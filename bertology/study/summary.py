@@ -54,17 +54,30 @@ def counts_table(rows: list[dict[str, str]]) -> list[str]:
             holm = sum(r["corrected_verdict"] == verdict for r in of_kind)
             cells.append(f"{raw} / {holm}")
         names = sorted(r["finding"] for r in rows if r["corrected_verdict"] == verdict)
-        shown = ", ".join(f"{name}*" if name in method else name for name in names)
+        fragile = {r["finding"] for r in rows if is_fragile(r)}
+        shown = ", ".join(f"{name}{'*' if name in method else ''}"
+                          f"{' (fragile)' if name in fragile else ''}" for name in names)
         lines.append(f"| {verdict} | " + " | ".join(cells) + f" | {shown or '–'} |")
     return lines
 
 
+def is_fragile(row: dict[str, str]) -> bool:
+    """A findings.csv row whose Holm-adjusted p lies within 2× of α (a report before the
+    fragile column: none)."""
+    return row.get("fragile", "False") == "True"
+
+
 def summary(rows: list[dict[str, str]]) -> list[str]:
     model = [r for r in rows if r["about"] == "model"]
-    held = sum(r["corrected_verdict"] == "holds" for r in model)
-    return [f"**{held} of the {len(model)} claims about the model hold** after Holm's correction "
-            f"over all {len(rows)} findings ({len(rows) - len(model)} claims about the method, "
-            "marked *, are reported apart).", "", *counts_table(rows)]
+    held = [r for r in model if r["corrected_verdict"] == "holds"]
+    firm = sum(not is_fragile(r) for r in held)
+    fragile = len(held) - firm
+    more = f"{fragile} more holds but is" if fragile == 1 else f"{fragile} more hold but are"
+    return [f"**{firm} of the {len(model)} claims about the model hold firmly**, and {more} "
+            f"fragile (Holm-adjusted p within 2× of α), after Holm's correction over all "
+            f"{len(rows)} findings "
+            f"({len(rows) - len(model)} claims about the method, marked *, are reported "
+            "apart).", "", *counts_table(rows)]
 
 
 def main(argv: list[str] | None = None) -> int:

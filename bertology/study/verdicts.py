@@ -36,7 +36,8 @@ from bertology.study.stats import (
 )
 
 EXPECTATIONS = ("greater", "less")
-VERDICTS = ("holds", "does not hold", "underpowered", "inconclusive", "uninformative")
+VERDICTS = ("holds", "does not hold", "underpowered", "leans against", "inconclusive",
+            "uninformative")
 ABOUT = ("model", "method")
 
 
@@ -185,10 +186,14 @@ class FindingResult:
     p_fails: float = 1.0
     raw: str = "inconclusive"
     corrected: str = "inconclusive"
-    note: str = ""
-    p_adjusted: float = 1.0
+    note: str = ""  # what the corrected verdict needs or means (the raw one's before Holm)
+    p_adjusted: float = 1.0  # two-sided scale: 2 × the smaller Holm-adjusted one-sided p
     notes: list[str] = field(default_factory=list)
     guard_tests: list[TTest | SignTest] = field(default_factory=list)
+    raw_note: str = ""
+    context: str = ""  # repeats merged, the caveat: appended to either note
+    fragile: bool = False
+    repeated: bool = False  # some runs repeated another exactly and count once
 
     @property
     def id(self) -> str:
@@ -197,6 +202,13 @@ class FindingResult:
     @property
     def p_two_sided(self) -> float:
         return min(1.0, 2.0 * min(self.p_holds, self.p_fails))
+
+    @property
+    def lean(self) -> int:
+        """−1 where some part's estimate lies on the wrong side of its margin (the claim needs
+        every part), +1 where every part lies on the claim's side, else 0."""
+        leans = [t.lean for t in self.tests]
+        return -1 if -1 in leans else 1 if leans and all(x == 1 for x in leans) else 0
 
 
 def judge(spec: FindingSpec, runs: list[RunDir]) -> FindingResult:
@@ -210,16 +222,22 @@ def judge(spec: FindingSpec, runs: list[RunDir]) -> FindingResult:
     tests = result.tests
     result.p_holds = max(t.p_holds for t in tests)  # intersection-union: every part must hold
     result.p_fails = min(1.0, len(tests) * min(t.p_fails for t in tests))  # Bonferroni: any
-    result.raw, result.note = classify(result, ALPHA, repeated=bool(repeats))
+    result.raw, result.raw_note = classify(result, ALPHA, repeated=bool(repeats))
     failed = [g.describe() for g, t in zip(spec.guards, result.guard_tests)
               if not t.p_holds < ALPHA / 2]
     if failed:  # the comparison cannot discriminate: no verdict on the claim, either way
         result.raw = "uninformative"
-        result.note = f"guard not met: {'; '.join(failed)}"
+        result.raw_note = f"guard not met: {'; '.join(failed)}"
     repeated = (f"{len(repeats)} run(s) repeat another exactly (same config less the seed, "
                 "same evidence) and count once") if repeats else ""
-    result.note = "; ".join(filter(None, [result.note, repeated, spec.caveat]))
+    result.context = "; ".join(filter(None, [repeated, spec.caveat]))
+    result.corrected, result.note = result.raw, with_context(result, result.raw_note)
+    result.repeated = bool(repeats)
     return result
+
+
+def with_context(result: FindingResult, note: str) -> str:
+    return "; ".join(filter(None, [note, result.context]))
 
 
 def evidence_of(spec: FindingSpec) -> list[Evidence]:
@@ -230,9 +248,12 @@ def evidence_of(spec: FindingSpec) -> list[Evidence]:
 
 def independent_runs(spec: FindingSpec, runs: list[RunDir]) -> tuple[list[RunDir], list[RunDir]]:
     """(the runs that replicate independently, the repeats left out). A run whose config
-    equals another's but for the seed and whose every metric the finding reads (and its item
-    replicates) is identical to it is the same measurement again (a deterministic pipeline
-    the seed does not reach): counting it would be pseudo-replication; the first is kept."""
+    equals another's but for the seed and whose every metric the finding reads, with item
+    replicates that vary, is identical to it is the same measurement again (a deterministic
+    pipeline the seed does not reach): counting it would be pseudo-replication; the first is
+    kept. Identical readings whose replicates do not vary are a floor or ceiling (0 special
+    heads on every resample of different sentences), not a repeat: two item sets cannot give
+    the same 400 varying resample values by chance, but they can both sit at a floor."""
     kept: list[RunDir] = []
     repeats: list[RunDir] = []
     seen: set[tuple] = set()
@@ -242,7 +263,7 @@ def independent_runs(spec: FindingSpec, runs: list[RunDir]) -> tuple[list[RunDir
                        for k in layer_keys(run.metrics, e.metric)[1]})
         readings = [(k, run.metrics[k], run.replicates[k].tobytes()
                      if k in run.replicates else None) for k in keys]
-        if not readings:  # an arm of the sweep this finding does not read: not a repeat
+        if not readings or at_a_floor(run, keys):  # an arm it does not read; a floor
             kept.append(run)
             continue
         key = (replication_key(run), repr(readings))
@@ -251,49 +272,125 @@ def independent_runs(spec: FindingSpec, runs: list[RunDir]) -> tuple[list[RunDir
     return kept, repeats
 
 
+def at_a_floor(run: RunDir, keys: list[str]) -> bool:
+    """Every metric read has item replicates, none of which vary."""
+    return all(k in run.replicates and np.ptp(run.replicates[k]) == 0 for k in keys)
+
+
+# ---------------------------------------------------------------- the verdicts
+
+# Each verdict has one meaning (docs/findings.md, "The verdicts, defined"): holds / does not
+# hold resolve the claim; the other three say where an unresolved estimate lies and what would
+# resolve it.
+LEANING = {1: "underpowered", -1: "leans against"}
+SETTLES = {1: "resolve it", -1: "settle it against the claim"}
+MATERIAL_SHARED = 0.25  # the items path only where shared items make ≥ this share of the width
+
+
 def classify(result: FindingResult, alpha: float, repeated: bool = False) -> tuple[str, str]:
-    """The verdict at level alpha (two-sided), and what an unresolved one would need: seeds,
-    or items where the noise every seed shares (one evaluation set) is what keeps it open.
-    repeated: some of the runs repeated another exactly and were counted once."""
+    """The verdict at level alpha (two-sided; each direction one-sided at alpha / 2), and
+    what an unresolved one would need. repeated: some of the runs repeated another exactly
+    and were counted once."""
+    defined = not any(math.isnan(t.estimate.mean) for t in result.tests)
+    if defined and all(t.estimate.n >= 2 for t in result.tests):
+        if result.p_holds < alpha / 2:
+            return "holds", ""
+        if result.p_fails < alpha / 2:
+            return "does not hold", ""
+    return unresolved(result, alpha, repeated)
+
+
+def unresolved(result: FindingResult, alpha: float, repeated: bool = False) -> tuple[str, str]:
+    """An estimate that did not resolve at alpha: underpowered on the claim's side of the
+    margin, leans against on the wrong side, each with the budget that would settle it at
+    alpha; inconclusive on the margin or where no feasible budget settles it."""
     if any(math.isnan(t.estimate.mean) for t in result.tests):
         return "inconclusive", "the evidence is undefined on these runs (see the figure)"
-    if any(t.estimate.n < 2 for t in result.tests):  # before "holds": one seed never resolves
+    lean = result.lean
+    if lean == 0:
+        return "inconclusive", "the estimate sits on the margin"
+    label = LEANING[lean]
+    if any(t.estimate.n < 2 for t in result.tests):  # one seed never resolves
         if repeated:  # the seeds do not reach the measurement: more of them repeat it again
-            return "underpowered", ("the seeds do not reach this measurement (their runs "
-                                    "repeat it exactly), so more seeds cannot resolve it: "
-                                    "replicate what varies it (another checkpoint, e.g. a "
-                                    "pretraining seed)")
-        return "underpowered", ("one seed measures no seed-to-seed variance (item replicates "
-                                "do not stand in for it): run more seeds")
-    if result.p_holds < alpha / 2:
-        return "holds", ""
-    if result.p_fails < alpha / 2:
-        return "does not hold", ""
+            return label, ("the seeds do not reach this measurement (their runs repeat it "
+                           "exactly), so more seeds cannot resolve it: replicate what varies "
+                           "it (another checkpoint, e.g. a pretraining seed)")
+        return label, ("one seed measures no seed-to-seed variance (item replicates do not "
+                       "stand in for it): run more seeds")
     if not all(t.measured for t in result.tests):
-        return "underpowered", ("no uncertainty measured (identical seeds and no item "
-                                "replicates): more seeds, or runs that write replicates")
-    # the part furthest from resolving decides the budget: its seeds, then its items
-    budgets = [(t.seeds_needed(alpha), t.items_needed(alpha), t) for t in result.tests]
-    seeds, items, weakest = max(budgets, key=lambda b: b[:2])
-    if seeds <= FEASIBLE * weakest.estimate.n:
-        return "underpowered", f"≈ {seeds:.0f} seeds would resolve it (80% power)"
-    if 1.0 < items <= FEASIBLE:
-        return "underpowered", ("more items, not seeds: the noise of the items every seed "
-                                "shares does not shrink with seeds; ≥ "
-                                f"{math.ceil(items)}× the items would resolve it (80% power)")
-    return "inconclusive", "the effect is too close to the margin for a feasible budget"
+        return label, ("no uncertainty measured (identical seeds and no item replicates): "
+                       "more seeds, or runs that write replicates")
+    # claim's side: every part must resolve, the furthest decides; wrong side: any part
+    # that leans against settles it (at its Bonferroni share of alpha, as p_fails)
+    if lean > 0:
+        parts, level = result.tests, alpha
+    else:
+        parts = [t for t in result.tests if t.lean < 0]
+        level = alpha / len(result.tests)
+    budgets = [(t.seeds_needed(level), t) for t in parts]
+    seeds, test = (max if lean > 0 else min)(budgets, key=lambda b: b[0])
+    if seeds <= FEASIBLE * test.estimate.n:
+        return label, f"≈ {seeds:.0f} seeds would {SETTLES[lean]} (80% power)"
+    items = test.items_needed(level)
+    if test.shared_share(level) >= MATERIAL_SHARED and 1.0 < items <= FEASIBLE:
+        return label, ("more items, not seeds: the noise of the items every seed shares does "
+                       f"not shrink with seeds; ≥ {math.ceil(items)}× the items would "
+                       f"{SETTLES[lean]} (80% power)")
+    side = "claim's side" if lean > 0 else "wrong side"
+    return "inconclusive", (f"the estimate lies on the {side} of the margin, too close to it "
+                            "for a feasible budget")
+
+
+# ---------------------------------------------------------------- the suite
+
+FRAGILE = 2.0  # a verdict whose adjusted p lies within this factor of alpha, either way
 
 
 def correct_suite(results: list[FindingResult]) -> None:
-    """Holm over the two-sided p-values of the informative findings; sets each result's
-    corrected verdict (an uninformative finding stays so and is not in the family)."""
+    """Holm's step-down in each direction over the informative findings: the claims'
+    one-sided p_holds form one family and their opposites' p_fails another, each at alpha / 2,
+    so a strong "does not hold" competes only with other "does not hold"s. Sets each result's
+    corrected verdict, its note (the budget at its Holm level) and whether it is fragile (an
+    uninformative finding stays so and is in neither family)."""
     informative = [r for r in results if r.raw != "uninformative"]
-    adjusted = holm([r.p_two_sided for r in informative])
     for result in results:
         result.p_adjusted, result.corrected = 1.0, result.raw
-    for result, p in zip(informative, adjusted):
-        result.p_adjusted = p
-        if p < ALPHA:
-            result.corrected = "holds" if result.p_holds < result.p_fails else "does not hold"
-        elif result.raw in ("holds", "does not hold"):
-            result.corrected = "underpowered"  # resolved alone, not beside the other claims
+        result.note = with_context(result, result.raw_note)
+    holds, fails = holm_levels([r.p_holds for r in informative]), \
+        holm_levels([r.p_fails for r in informative])
+    for result, (p_h, level_h), (p_f, level_f) in zip(informative, holds, fails):
+        result.p_adjusted = min(1.0, 2.0 * min(p_h, p_f))
+        if p_h < ALPHA / 2:
+            verdict, note = "holds", ""
+        elif p_f < ALPHA / 2:
+            verdict, note = "does not hold", ""
+        else:  # the budget at the level Holm would hold this finding to, in its direction
+            level = level_h if result.lean > 0 else level_f
+            verdict, note = unresolved(result, 2.0 * level, result.repeated)
+        result.fragile = ALPHA / FRAGILE <= result.p_adjusted < ALPHA * FRAGILE
+        if result.fragile and verdict in ("holds", "does not hold"):
+            note = fragile_note(result, verdict == "holds",
+                                2.0 * (level_h if verdict == "holds" else level_f))
+        elif result.fragile:
+            note = "; ".join([f"fragile: Holm-adjusted p = {result.p_adjusted:.3g}", note])
+        result.corrected, result.note = verdict, with_context(result, note)
+
+
+def holm_levels(p_values: list[float]) -> list[tuple[float, float]]:
+    """Each p's Holm-adjusted value and the one-sided level it is compared with at its rank
+    (alpha / 2 over the hypotheses not yet rejected before it)."""
+    adjusted = holm(p_values)
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    rank = {index: position for position, index in enumerate(order)}
+    return [(adjusted[i], ALPHA / 2 / (len(p_values) - rank[i])) for i in range(len(p_values))]
+
+
+def fragile_note(result: FindingResult, held: bool, alpha: float) -> str:
+    """A resolved verdict within a factor of FRAGILE of its threshold (float noise, another
+    CPU, one seed more could move it), and the seeds that would make it firm: the budget with
+    80% power at its Holm level."""
+    parts = result.tests if held else [t for t in result.tests if t.lean < 0] or result.tests
+    seeds = max(t.seeds_needed(alpha) for t in parts)
+    budget = f"; ≈ {seeds:.0f} seeds would settle it" if math.isfinite(seeds) else ""
+    return (f"fragile: Holm-adjusted p = {result.p_adjusted:.3g}, within {FRAGILE:g}× of "
+            f"α = {ALPHA:g}{budget}")
