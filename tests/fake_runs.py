@@ -83,8 +83,7 @@ def reduction_weights(reduce: str, count: int) -> np.ndarray:
 
 
 def evidence_of(spec: FindingSpec) -> list[Evidence]:
-    return [x for c in spec.comparisons + spec.guards for x in (c.a, c.b)
-            if isinstance(x, Evidence)]
+    return [x for c in spec.comparisons + spec.guards for x in c.evidence]
 
 
 def arms_of(spec: FindingSpec) -> list[Arm]:
@@ -133,27 +132,38 @@ class World:
         return [self.index[(arms[0], key)] for key in keys_of(evidence.metric)]
 
     def equations(self, comparison: Comparison, target: float | None):
-        """(row, right-hand side) pairs saying a − b = target, or a ≡ b layer by layer."""
-        a = self.columns(comparison.a)
-        b = self.columns(comparison.b) if isinstance(comparison.b, Evidence) else None
+        """(row, right-hand side) pairs saying a − b = target (with a twin: (a − b) − (a′ −
+        b′) = target), or a ≡ b layer by layer (and a′ ≡ b′, a ≡ a′: the model its twin)."""
+        pairs = [(comparison.a, comparison.b)]
+        if comparison.twin is not None:
+            pairs += [comparison.twin, (comparison.a, comparison.twin[0])]
         if target is EQUAL:
-            assert b is not None, f"{comparison.describe()}: a number has no layers to equal"
-            if len(a) != len(b) and 1 not in (len(a), len(b)):
-                raise NotImplementedError(f"{comparison.describe()}: curves of unequal length")
-            for i, j in zip(a * (len(b) if len(a) == 1 else 1),
-                            b * (len(a) if len(b) == 1 else 1)):
-                row = np.zeros(len(self.index))
-                row[i], row[j] = 1.0, -1.0
-                self.ties.append((i, j))
-                yield row, 0.0
+            for a, b in pairs:
+                yield from self.ties_of(comparison, a, b)
             return
-        row = np.zeros(len(self.index))
-        row[a] += reduction_weights(comparison.a.reduce, len(a))
-        if b is None:
-            yield row, target + comparison.b
-            return
-        row[b] -= reduction_weights(comparison.b.reduce, len(b))
-        yield row, target
+        row, rhs = np.zeros(len(self.index)), target
+        terms = [(1.0, comparison.a), (-1.0, comparison.b)]
+        if comparison.twin is not None:
+            terms += [(-1.0, comparison.twin[0]), (1.0, comparison.twin[1])]
+        for sign, x in terms:
+            if isinstance(x, Evidence):
+                columns = self.columns(x)
+                row[columns] += sign * reduction_weights(x.reduce, len(columns))
+            else:
+                rhs -= sign * x  # a number moves to the right-hand side
+        yield row, rhs
+
+    def ties_of(self, comparison: Comparison, a: Evidence, b: Evidence | float):
+        """a ≡ b layer by layer: rows a_l − b_l = 0, the pairs tied in self.ties."""
+        assert isinstance(b, Evidence), f"{comparison.describe()}: a number has no layers to equal"
+        a, b = self.columns(a), self.columns(b)
+        if len(a) != len(b) and 1 not in (len(a), len(b)):
+            raise NotImplementedError(f"{comparison.describe()}: curves of unequal length")
+        for i, j in zip(a * (len(b) if len(a) == 1 else 1), b * (len(a) if len(b) == 1 else 1)):
+            row = np.zeros(len(self.index))
+            row[i], row[j] = 1.0, -1.0
+            self.ties.append((i, j))
+            yield row, 0.0
 
     @staticmethod
     def solve(rows: np.ndarray, rhs: np.ndarray, prior: np.ndarray) -> np.ndarray:

@@ -98,9 +98,10 @@ def check_can_fail(spec: FindingSpec) -> None:
             null = verdict(spec, world(spec, {i: 0.0}), f"zero{i}")
             assert null != "holds", f"{comparison.describe()} with no effect holds"
     blind = verdict(spec, blind_world(spec), "blind")
-    if spec.guards:
+    measured = contrasted(spec)
+    if any(blind_target(g, measured) != beyond(g, DISTANCE) for g in spec.guards):
         assert blind == "uninformative", f"a blind measurement: {blind}, not uninformative"
-    else:
+    else:  # no guard, or one that checks something else (pos_layers: the probe's selectivity)
         assert blind != "holds", "a blind measurement holds"
 
 

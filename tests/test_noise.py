@@ -30,6 +30,7 @@ probe or a metric, e.g. that probes memorise) may, and are left out:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import random
 from pathlib import Path
@@ -341,3 +342,40 @@ def test_every_finding_has_a_noise_test():
                "distill_sst2", "pretrain_masking", "pretrain_shape", "pretrain_nsp",
                "pretrain_electra"}
     assert all(set(spec.studies) <= covered for spec in CATALOG.values())
+
+
+# ---------------------------------------------------------------- what a claim is about
+
+
+def type_features(model, model_fingerprint, tokenizer, sentences, cache_dir, pooling,
+                  attention, batch_size, max_length, desc) -> Features:
+    """Hewitt & Liang's null for a probe: one fixed random vector per word type at every
+    layer (a type's vector depends on its spelling only), no context, no attention."""
+    layers, dim = model.config.num_hidden_layers, model.config.hidden_size
+    words = [w for s in sentences for w in s.words]
+    vectors = {w: np.random.default_rng(list(hashlib.sha256(w.encode()).digest()[:8]))
+               .normal(size=dim) for w in set(words)}
+    hidden = np.stack([vectors[w] for w in words])  # (words, dim)
+    offsets = np.concatenate([[0], np.cumsum([len(s.words) for s in sentences])])
+    return Features(np.broadcast_to(hidden, (layers + 1, *hidden.shape)).astype(np.float16),
+                    offsets.astype(np.int64), num_heads=model.config.num_attention_heads)
+
+
+@pytest.mark.slow
+def test_mlp_less_selective_does_not_hold_on_random_vectors_per_type(tmp_path, monkeypatch):
+    """Issue 38: mlp_less_selective was labelled a claim about the method because it "holds on
+    random per-type vectors"; measured, it does not. On one fixed random vector per word type
+    (the model and its twin alike), the linear probe's mean selectivity minus the MLP's is
+    not "holds" (measured at 250/200 sentences: −0.029 [−0.053, −0.006] over 3 seeds, "does
+    not hold"), while on MiniLM it was +0.088: so the yaml calls it a claim about the model,
+    judged against the twin. 3 minutes on 2 cores."""
+    monkeypatch.setattr("bertology.analysis.probe_context.extract_or_load", type_features)
+    run_study("probe_pos", tmp_path, ["max_train_sentences=250", "max_eval_sentences=200",
+                                      "analysis=[linear,mlp]"])
+    spec = CATALOG["mlp_less_selective"]
+    first = spec.comparisons[0]
+    result = judge(dataclasses.replace(spec, comparisons=(first,)), find_runs([tmp_path]))
+    print(f"per-type vectors: {result.tests[0].estimate.mean:+.4f} "
+          f"{result.tests[0].estimate.interval()} {result.raw}")
+    assert result.raw != "holds"
+    assert spec.about == "model" and spec.reads_twin

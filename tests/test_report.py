@@ -362,3 +362,32 @@ def test_a_fragile_verdict_is_shown_and_counted_apart(tmp_path):
     with (out / "tables" / "findings.csv").open() as handle:
         row = next(csv.DictReader(handle))
     assert row["fragile"] == "True" and float(row["p_holm"]) == pytest.approx(0.04, rel=1e-3)
+
+
+def test_a_difference_in_differences_subtracts_the_twins_contrast_by_hand(tmp_path):
+    """feature_layers against its twin: (concat − last) on the pretrained encoder minus the
+    same on the random-init twin, seed by seed. Seeds 0, 1, 2: pretrained +0.30, +0.32,
+    +0.31 and twin +0.28, +0.31, +0.27 give +0.02, +0.01, +0.04: mean 0.07/3, s² = 0.0007/3
+    (t on 2 dof: t = (0.07/3) / √(0.0007/9) = √7 = 2.646): underpowered, not holds."""
+    finding = {**FINDING, "compare": {
+        "a": {"metric": "eval/f1", "where": {"features": "concat", "init": "pretrained"}},
+        "b": {"metric": "eval/f1", "where": {"features": "last", "init": "pretrained"}},
+        "twin": {"a": {"metric": "eval/f1", "where": {"features": "concat", "init": "random"}},
+                 "b": {"metric": "eval/f1", "where": {"features": "last", "init": "random"}}},
+        "expect": "greater"}}
+    gains = {"pretrained": (0.30, 0.32, 0.31), "random": (0.28, 0.31, 0.27)}
+    for init, gain in gains.items():
+        for seed, g in enumerate(gain):
+            base = 0.4 + 0.05 * seed
+            for features, f1 in (("last", base), ("concat", base + g)):
+                write_run(tmp_path / f"{init}{features}{seed}", {"eval/f1": f1}, seed, finding,
+                          init=init, features=features)
+    result = judge(parse_finding(finding), find_runs([tmp_path]))
+    estimate = result.tests[0].estimate
+    assert result.designs == ["paired by seed, difference in differences"]
+    assert estimate.mean == pytest.approx(0.07 / 3)
+    assert estimate.variance == pytest.approx(np.var([0.02, 0.01, 0.04], ddof=1) / 3)
+    assert result.tests[0].z == pytest.approx(math.sqrt(7)) and result.raw == "underpowered"
+    assert "(eval/f1 [features=concat, init=pretrained] − eval/f1 [features=last, " \
+        "init=pretrained]) − (eval/f1 [features=concat, init=random]" in \
+        parse_finding(finding).describe()

@@ -10,7 +10,9 @@ every layer. A ridge regression (standardised features, scikit-learn) decodes th
   never saw; R² against their own mean, so predictions stuck in the training range score
   below 0.
 Beside the model, the same decoder on a digits baseline (each digit's value in each place, in
-which the number's value is linear) shows what a representation that encodes it can reach.
+which the number's value is linear) shows what a representation that encodes it can reach, and
+on the random-init twin (`numeracy/random/layer_LL/…`, the same numbers, splits and resamples)
+what the architecture and tokenizer give without training: the null for what pretraining adds.
 Item replicates resample the scored numbers. Deviations: Wallace et al. decode with an MLP and
 also test list maximum and addition; this is their decoding task with a linear decoder.
 """
@@ -62,13 +64,13 @@ def decode(x: np.ndarray, split: dict[str, np.ndarray], alpha: float
     return {name: model.predict(scaler.transform(x[split[name]])) for name in SPLITS}
 
 
-def extract_numbers(ctx, settings: NumeracySettings) -> np.ndarray:
+def extract_numbers(ctx, settings: NumeracySettings, which: str = "model") -> np.ndarray:
     """(layers + 1, numbers, dim) mean-pooled states of each number alone."""
-    encoder = ctx.encoder("model")
+    encoder = ctx.encoder(which)
     sentences = [ProbeSentence((str(n),), (None,)) for n in range(settings.max_number)]
     features = extract_or_load(encoder.model, encoder.fingerprint, encoder.tokenizer,
                                sentences, ctx.config.cache_dir, "mean", False,
-                               ctx.config.batch_size, 16, desc="extract numbers")
+                               ctx.config.batch_size, 16, desc=f"extract numbers ({which})")
     return np.stack([features.layer(layer) for layer in range(features.num_layers + 1)])
 
 
@@ -80,20 +82,23 @@ def score(predicted: dict[str, np.ndarray], split: dict[str, np.ndarray],
 
 
 def run(ctx, settings: NumeracySettings) -> dict[str, float]:
-    states = extract_numbers(ctx, settings)
     places = len(str(settings.max_number - 1))
-    digits = digit_features(np.arange(settings.max_number), places)
-    series = {f"layer_{layer:02d}": states[layer] for layer in range(len(states))}
-    series["digits"] = digits
+    series = {"digits": digit_features(np.arange(settings.max_number), places)}
+    for which, prefix in (("model", ""), ("random", "random/")):
+        states = extract_numbers(ctx, settings, which)
+        series.update({f"{prefix}layer_{layer:02d}": states[layer]
+                       for layer in range(len(states))})
     rows, sums, replicates = [], {}, {}
     for seed in ctx.config.seeds:
         split = split_numbers(settings, seed)
         indices = {name: bootstrap_indices(len(split[name])) for name in SPLITS}
         for name, x in series.items():
             scores = score(decode(x, split, settings.alpha), split, indices)
-            layer = int(name[6:]) if name.startswith("layer_") else None
-            rows.append({"model": "digits" if layer is None else "model", "layer": layer,
-                         "seed": seed, **{f"r2_{s}": v for s, (v, _) in scores.items()}})
+            encoder, found, layer = name.rpartition("layer_")  # "random/layer_03", "digits"
+            layer = layer if found else ""
+            rows.append({"model": (encoder.rstrip("/") or "model") if layer else "digits",
+                         "layer": int(layer) if layer else None, "seed": seed,
+                         **{f"r2_{s}": v for s, (v, _) in scores.items()}})
             for s, (value, reps) in scores.items():
                 key = f"numeracy/{name}/r2_{s}"
                 sums[key] = sums.get(key, 0.0) + value / len(ctx.config.seeds)
@@ -102,7 +107,7 @@ def run(ctx, settings: NumeracySettings) -> dict[str, float]:
     write_table(ctx.out_dir, name, rows)
     write_replicates(ctx.out_dir, name, replicates)
     digit_rows = [r for r in rows if r["model"] == "digits"]
-    plot_layer_curves([r for r in rows if r["model"] == "model"],
+    plot_layer_curves([r for r in rows if r["model"] != "digits"],
                       [f"r2_{s}" for s in SPLITS], "decoding a number's value (ridge)",
                       ctx.out_dir, name, series="model",
                       baselines=[{"model": "digits baseline",

@@ -55,6 +55,19 @@ def reduce_middle(layers: np.ndarray, values: np.ndarray) -> np.ndarray:
     return values[..., middle_layers(layers)].mean(axis=-1)
 
 
+def lower_middle_layers(layers: np.ndarray) -> np.ndarray:
+    """Layers whose depth (0 = embeddings, 1 = top) lies in the lower-middle band (1/4, 1/2]:
+    where Tenney et al. (2019a, Fig. 2) and Liu et al. (2019, §4) find POS best decoded (the
+    embeddings below it, the top above)."""
+    depth = layers / layers.max()
+    return (depth > 1 / 4 - 1e-9) & (depth <= 1 / 2 + 1e-9)
+
+
+def reduce_lower_middle_minus_top(layers: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Mean over the lower-middle band (lower_middle_layers) minus the top layer."""
+    return values[..., lower_middle_layers(layers)].mean(axis=-1) - values[..., -1]
+
+
 def reduce_middle_minus_ends(layers: np.ndarray, values: np.ndarray) -> np.ndarray:
     """Mean over the middle third of the layers minus the mean over the others."""
     middle = middle_layers(layers)
@@ -104,6 +117,7 @@ REDUCTIONS = {
     "top_minus_bottom": reduce_top_minus_bottom,
     "middle": reduce_middle,
     "middle_minus_ends": reduce_middle_minus_ends,
+    "lower_middle_minus_top": reduce_lower_middle_minus_top,
     "slope": reduce_slope,
     "expected_layer": reduce_expected_layer,
     "argmax_fraction": reduce_argmax_fraction,

@@ -41,17 +41,34 @@ VERDICTS = ("holds", "does not hold", "underpowered", "leans against", "inconclu
 ABOUT = ("model", "method")
 
 
+def describe_side(x: Evidence | float) -> str:
+    return x.describe() if isinstance(x, Evidence) else f"{x:g}"
+
+
 @dataclass(frozen=True)
 class Comparison:
+    """a − b against the margin; with a twin, (a − b) − (a′ − b′): the same contrast on the
+    random-init twin subtracted, so only what training adds counts (a difference in
+    differences, every term paired by seed)."""
+
     a: Evidence | float
     b: Evidence | float
     expect: str
     margin: float
+    twin: tuple[Evidence, Evidence | float] | None = None  # (a′, b′)
 
     def describe(self) -> str:
-        side = [x.describe() if isinstance(x, Evidence) else f"{x:g}" for x in (self.a, self.b)]
         symbol = ">" if self.expect == "greater" else "<"
-        return f"{side[0]} − {side[1]} {symbol} {self.margin:g}"
+        contrast = f"{describe_side(self.a)} − {describe_side(self.b)}"
+        if self.twin is not None:
+            twin = " − ".join(describe_side(x) for x in self.twin)
+            contrast = f"({contrast}) − ({twin})"
+        return f"{contrast} {symbol} {self.margin:g}"
+
+    @property
+    def evidence(self) -> list[Evidence]:
+        """Every evidence it reads."""
+        return [x for x in (self.a, self.b, *(self.twin or ())) if isinstance(x, Evidence)]
 
 
 @dataclass(frozen=True)
@@ -64,9 +81,24 @@ class FindingSpec:
     about: str = "model"  # model | method (ABOUT)
     guards: tuple[Comparison, ...] = ()  # what must hold for the comparison to inform at all
     caveat: str = ""  # what a reader must know beside the verdict (shown in its note)
+    no_twin: str = ""  # an `about: model` claim judged without its twin: why none applies
 
     def describe(self) -> str:
         return " and ".join(c.describe() for c in self.comparisons)
+
+    @property
+    def reads_twin(self) -> bool:
+        """Whether some comparison of the claim contrasts the model with its random-init twin
+        (a twin block, or a twin's metric: probe/random/…, downstream/twin/…)."""
+        return any(c.twin is not None or any(twin_metric(e.metric) for e in c.evidence)
+                   for c in self.comparisons)
+
+
+TWIN_METRICS = ("/random/", "twin/")  # where the pipelines write the twin's readings
+
+
+def twin_metric(metric: str) -> bool:
+    return any(part in metric for part in TWIN_METRICS)
 
 
 def parse_comparison(spec: dict, finding: str) -> Comparison:
@@ -75,8 +107,16 @@ def parse_comparison(spec: dict, finding: str) -> Comparison:
     expect = str(spec.get("expect", "greater"))
     require(expect in EXPECTATIONS, f"finding {finding}: expect={expect!r}; valid: "
             f"{', '.join(EXPECTATIONS)}")
+    twin = None
+    if spec.get("twin") is not None:
+        block = spec["twin"]
+        require(isinstance(block, dict) and "a" in block and "b" in block,
+                f"finding {finding}: twin needs a and b (the same contrast on the twin)")
+        twin = (parse_evidence(block["a"]), parse_evidence(block["b"]))
+        require(isinstance(twin[0], Evidence), f"finding {finding}: twin's a must read the "
+                "runs (a metric), not a number")
     return Comparison(parse_evidence(spec["a"]), parse_evidence(spec["b"]), expect,
-                      float(spec.get("margin", 0.0)))
+                      float(spec.get("margin", 0.0)), twin)
 
 
 def parse_comparisons(block, finding: str) -> tuple[Comparison, ...]:
@@ -97,7 +137,7 @@ def parse_finding(spec: dict) -> FindingSpec:
     return FindingSpec(str(spec["id"]), str(spec.get("claim", "")), str(spec.get("source", "")),
                        parse_comparisons(spec.get("compare"), spec["id"]),
                        (study,) if isinstance(study, str) else tuple(study), str(about), guards,
-                       str(spec.get("caveat", "")))
+                       str(spec.get("caveat", "")), str(spec.get("no_twin", "")))
 
 
 # ---------------------------------------------------------------- one comparison
@@ -142,12 +182,13 @@ DISCRETE = ("argmax_fraction",)  # reductions judged by an exact sign test over 
 
 
 def is_discrete(comparison: Comparison) -> bool:
-    return any(isinstance(x, Evidence) and x.reduce in DISCRETE
-               for x in (comparison.a, comparison.b))
+    return any(x.reduce in DISCRETE for x in comparison.evidence)
 
 
 def compare_runs(comparison: Comparison, runs: list[RunDir]) -> tuple[TTest | SignTest, str]:
     """The test of one comparison over the runs, and how a − b was formed (for the report)."""
+    if comparison.twin is not None:
+        return compare_twin(comparison, runs)
     a = collect(runs, comparison.a)  # a is always an evidence (checked when the spec loads)
     if isinstance(comparison.b, Evidence):
         b = collect(runs, comparison.b)
@@ -171,6 +212,34 @@ def compare_runs(comparison: Comparison, runs: list[RunDir]) -> tuple[TTest | Si
         return SignTest(estimate, tuple(values), comparison.margin, comparison.expect), \
             f"{design}, exact sign test"
     return TTest(combine_seeds(values, reps), comparison.margin, comparison.expect), design
+
+
+def compare_twin(comparison: Comparison, runs: list[RunDir]) -> tuple[TTest, str]:
+    """(a − b) − (a′ − b′), seed by seed: the four terms must share their seeds (the twin of
+    seed s is compared with the model of seed s: the same data order, sentences and head
+    initialisation), their replicates differenced on the same resamples."""
+    require(not is_discrete(comparison), f"{comparison.describe()}: a discrete reduction has "
+            "no difference in differences")
+    terms = [(sign, x) for sign, x in zip((1, -1, -1, 1), (comparison.a, comparison.b,
+                                                           *comparison.twin))]
+    sides = [(sign, collect(runs, x) if isinstance(x, Evidence) else x) for sign, x in terms]
+    first = sides[0][1]
+    orders = [paired_by_seed(first, side) if isinstance(side, Side) else None
+              for _, side in sides]
+    require(all(o is not None for o, (_, side) in zip(orders, sides) if isinstance(side, Side)),
+            f"{comparison.describe()}: a difference in differences pairs the model and its "
+            "twin seed by seed; every term needs one run per seed, the same seeds")
+    values, reps = [], []
+    for i in range(len(first.values)):
+        # (sign, value, replicates) per term; a number is its own replicate on every resample
+        parts = [(sign, side.values[order[i]], side.replicates[order[i]])
+                 if isinstance(side, Side) else (sign, side, side)
+                 for (sign, side), order in zip(sides, orders)]
+        values.append(sum(sign * value for sign, value, _ in parts))
+        missing = any(r is None for _, _, r in parts)
+        reps.append(None if missing else sum(sign * np.asarray(r) for sign, _, r in parts))
+    return (TTest(combine_seeds(values, reps), comparison.margin, comparison.expect),
+            "paired by seed, difference in differences")
 
 
 # ---------------------------------------------------------------- the finding
@@ -242,8 +311,7 @@ def with_context(result: FindingResult, note: str) -> str:
 
 def evidence_of(spec: FindingSpec) -> list[Evidence]:
     """Every evidence the finding reads, guards included."""
-    return [x for c in spec.comparisons + spec.guards for x in (c.a, c.b)
-            if isinstance(x, Evidence)]
+    return [x for c in spec.comparisons + spec.guards for x in c.evidence]
 
 
 def independent_runs(spec: FindingSpec, runs: list[RunDir]) -> tuple[list[RunDir], list[RunDir]]:
