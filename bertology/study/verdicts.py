@@ -1,14 +1,17 @@
-"""A finding's verdict from its runs: holds, does not hold, underpowered, inconclusive or
-uninformative, before and after Holm's correction over every finding of the report.
+"""A finding's verdict from its runs: holds, does not hold, underpowered, leans against,
+inconclusive or uninformative, before and after Holm's correction over every finding of the
+report, and whether it is fragile.
 
 A finding states its claim as one comparison, or several that must all hold (`all:`):
 
-    compare: {a: <evidence>, b: <evidence or a number>, expect: greater | less, margin: m}
+    compare: {a: <evidence>, b: <evidence or a number>, expect: greater | less, margin: m,
+              twin: {a: <evidence>, b: <evidence or a number>}}   # optional
 
-meaning a − b > m (greater) or a − b < m (less). The verdict is computed, never written: a
-one-sided test of the claim against its margin (stats.py), an intersection-union test over the
-parts of a compound claim, and Holm's step-down over the report, so that the chance of any
-false "holds" or "does not hold" in the suite stays at α. A finding says what it is `about`
+meaning a − b > m (greater) or a − b < m (less); with a twin, (a − b) − (a′ − b′) against m.
+The verdict is computed, never written: a one-sided test of the claim against its margin
+(stats.py), an intersection-union test over the parts of a compound claim, and Holm's step-down
+in each direction over the report, so that the chance of any false "holds" or "does not hold"
+in the suite stays at α. A finding says what it is `about`
 (`model` or `method`); runs identical but for their seed count as one replication.
 
 Each verdict, defined: docs/findings.md, "The verdicts, defined".
