@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -56,7 +57,8 @@ def test_ctrl_c_checkpoints_exits_130_and_the_rerun_equals_an_uninterrupted_run(
     hints = [line for line in err.splitlines() if line.startswith("bertology pretrain:")]
     assert hints == [f"bertology pretrain: stopped by Ctrl-C: checkpoint written at step "
                      f"{int(list_checkpoints(stopped / 'checkpoints')[0].name.split('_')[1])}; "
-                     f"rerun with hydra.run.dir={stopped} to resume"], err
+                     f"to resume, rerun: bertology {shlex.join(PRETRAIN)} "
+                     f"hydra.run.dir={stopped}"], err
     written = list_checkpoints(stopped / "checkpoints")
     assert len(written) == 1 and find_damage(written[0]) is None
     assert read_status(stopped)["status"] == "interrupted"

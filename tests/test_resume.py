@@ -147,6 +147,34 @@ def test_a_lower_budget_is_refused(killed_run, tmp_path, capsys):
     assert "trainer.max_steps: 400 -> 300" in error_lines(capsys.readouterr().err)[0]
 
 
+def test_resume_false_is_refused_before_anything_in_the_dir_is_touched(short_run, tmp_path,
+                                                                      capsys):
+    """Issue 42: `resume=false` into a dir with checkpoints was refused after Hydra and the
+    run had rewritten .hydra/, env.json, run_config.json and the status (interrupted became
+    failed). Now it is refused first: one line, exit 2, every file as it was."""
+    run_dir = copy_of(short_run, tmp_path)
+    before = fingerprint(run_dir)
+    code = main([*PRETRAIN, "trainer.max_steps=2000", "resume=false"], run_dir)
+    err = capsys.readouterr().err
+    lines = error_lines(err)
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert "already holds checkpoints and resume=false" in lines[0]
+    assert fingerprint(run_dir) == before, "a refused start touched the run dir"
+    ROWS.append(["rerun with resume=false into a dir with checkpoints", "pretrain",
+                 "refused in one line, exit 2, before Hydra: every file of the dir unchanged"])
+
+
+def test_a_plain_resume_logs_nothing_about_neutral_changes(short_run, tmp_path):
+    """resume=true, logger=none or a larger budget are result-neutral: the resumed run's log
+    has no "changed key" warning (resume_changes.json still records them)."""
+    run_dir = copy_of(short_run, tmp_path)
+    assert main([*PRETRAIN, "trainer.max_steps=9", "resume=true"], run_dir) == 0
+    log = (run_dir / "pretrain.log").read_text()
+    assert "resumed from" in log and "changed key" not in log and "result-changing" not in log
+    assert all(c["result_neutral"] for c in json.loads((run_dir / CHANGES).read_text())[-1][
+        "changes"])
+
+
 def test_resume_force_continues_and_records_the_change(short_run, tmp_path):
     run_dir = copy_of(short_run, tmp_path)
     code = main([*PRETRAIN, "trainer.max_steps=9", "trainer.lr=1e-3", "resume=force"], run_dir)

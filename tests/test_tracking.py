@@ -85,3 +85,23 @@ def test_sweep_jobs_are_grouped_and_tagged_in_wandb(tmp_path, monkeypatch, fresh
     assert [c["tags"] for c in calls] == [["trainer=smoke", "trainer.max_steps=4",
                                           "data.num_sentences=300", "data.eval_docs=5",
                                           f"seed={seed}"] for seed in (0, 1)]
+
+
+def test_a_resumed_run_continues_its_wandb_run_and_says_where_it_is(tmp_path, caplog):
+    """Issue 42: an interrupted, resumed run was a new offline W&B run per start, and W&B's
+    own hint was silenced. Two starts in one run dir are one W&B run id; each start and end
+    logs one line naming it and the `wandb sync` command that uploads every dir of it."""
+    cfg = LoggerConfig(name="wandb", mode="offline")
+    ids = []
+    for start in range(2):
+        with caplog.at_level(logging.INFO):
+            tracker = tracking.build_tracker(cfg, tmp_path, {"seed": 0}, "t")
+            tracker.log({"train/loss": 1.0 / (start + 1)}, start)
+            tracker.finish({"eval/accuracy": 0.5})
+        ids.append(tracker.run._run.id)
+    assert ids[0] == ids[1] == tracking.read_run_id(tmp_path)
+    offline = sorted(p.name for p in (tmp_path / "wandb").glob("offline-run-*"))
+    assert len(offline) == 2 and all(name.endswith(ids[0]) for name in offline)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("W&B")]
+    sync = f"wandb sync {tmp_path / 'wandb' / f'offline-run-*-{ids[0]}'}"
+    assert len(lines) == 4 and all(f"offline run {ids[0]}" in x and sync in x for x in lines)

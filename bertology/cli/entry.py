@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import shutil
 import signal
 import sys
@@ -40,11 +41,17 @@ from bertology.errors import (
     Interrupted,
     RunFailed,
     UserError,
+    require,
 )
 from bertology.pipelines import PIPELINES, load_pipeline
 from bertology.run.processes import is_main_process, run_dir_overrides
 from bertology.run.provenance import write_env
-from bertology.run.resume import check_resume_config, record_start
+from bertology.run.resume import (
+    check_resume_config,
+    holds_training_state,
+    record_start,
+    resume_mode,
+)
 from bertology.run.rundir import RunInUse, check_not_in_use, is_finished, run_status
 from bertology.run.write_errors import describe, errno_of
 
@@ -116,7 +123,24 @@ def precheck(pipeline: str, overrides: list[str]) -> list[str]:
         overrides = [*overrides, f"hydra.run.dir={run_dirs[0]}"]
     if run_dirs:  # a resume under another config: refused before Hydra touches the dir
         check_resume_config(Path(run_dirs[-1]), cfg)
+        check_fresh_start(Path(run_dirs[-1]), cfg)
     return overrides
+
+
+def check_fresh_start(run_dir: Path, cfg: DictConfig) -> None:
+    """resume=false into a dir with training state: refused here, before Hydra rewrites its
+    .hydra/ files and the run its status, env.json and run_config.json (the pipeline checks
+    again for a sweep's job, whose dir Hydra fills first)."""
+    require(resume_mode(cfg) != "false" or not holds_training_state(run_dir),
+            f"{run_dir} already holds checkpoints and resume=false; pick another "
+            "hydra.run.dir or drop resume=false to continue that run")
+
+
+def resume_hint(pipeline: str, out_dir: Path) -> str:
+    """The command that resumes this run: its own overrides (less any resume=), in its dir."""
+    overrides = [o for o in HydraConfig.get().overrides.task
+                 if not o.lstrip("+~").startswith(("resume=", "hydra.run.dir="))]
+    return shlex.join(["bertology", pipeline, *overrides, f"hydra.run.dir={out_dir}"])
 
 
 def _run_job(pipeline: str, cfg: DictConfig) -> None:
@@ -155,13 +179,13 @@ def _run_job(pipeline: str, cfg: DictConfig) -> None:
     except Interrupted as err:
         if owner and err.handover is not None:
             _requeue(pipeline, err, out_dir)
-        message = f"{err}; rerun with hydra.run.dir={out_dir} to resume"
+        message = f"{err}; to resume, rerun: {resume_hint(pipeline, out_dir)}"
         log.warning("%s", message)
         print(f"bertology {pipeline}: {message}", file=sys.stderr)
         sys.exit(err.exit_status)
     except KeyboardInterrupt:  # a second Ctrl-C, or one before training began
-        message = (f"stopped by Ctrl-C; rerun with hydra.run.dir={out_dir} to resume from its "
-                   "last checkpoint")
+        message = (f"stopped by Ctrl-C; to resume from its last checkpoint, rerun: "
+                   f"{resume_hint(pipeline, out_dir)}")
         log.warning("%s", message)
         print(f"bertology {pipeline}: {message}", file=sys.stderr)
         sys.exit(EXIT_CTRL_C)

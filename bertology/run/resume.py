@@ -158,6 +158,10 @@ def record_start(run_dir: Path, cfg: DictConfig, changes: list[Change]) -> None:
                               "result_neutral": c.allowed} for c in changes]}
         history = read_json(run_dir / CHANGES) if (run_dir / CHANGES).exists() else []
         write_json_atomic(run_dir / CHANGES, [*history, entry])
-        log.warning("resumed with %d changed key(s), recorded in %s: %s", len(changes),
-                    CHANGES, "; ".join(map(str, changes)))
+        forced = [c for c in changes if not c.allowed]
+        # a plain resume (resume=true, logger=none, a larger budget) says nothing: only a
+        # change that moves the result (resume=force) is worth a warning
+        if forced:
+            log.warning("resumed with %d result-changing key(s) (resume=force), recorded in "
+                        "%s: %s", len(forced), CHANGES, "; ".join(map(str, forced)))
     write_json_atomic(run_dir / SNAPSHOT, resolved(cfg))

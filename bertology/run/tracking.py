@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bertology.config.groups import LoggerConfig
-from bertology.run.atomic import write_json_atomic
+from bertology.run.atomic import write_json_atomic, write_text_atomic
 from bertology.run.write_errors import writing
 
 log = logging.getLogger(__name__)
@@ -56,8 +56,20 @@ class NullRun:
 
 
 class WandbRun:
-    def __init__(self, run: Any):
-        self._run = run
+    def __init__(self, run: Any, mode: str = "offline", out_dir: Path | None = None):
+        self._run, self.mode, self.out_dir = run, mode, out_dir
+        self.where = self.describe()  # read now: after finish the run object may be gone
+
+    def describe(self) -> str:
+        """Where the W&B run is and, offline, the command that uploads it: every offline dir
+        of this run id (a resumed run adds one per start; W&B merges them into one run)."""
+        run_id = getattr(self._run, "id", None)
+        if run_id is None or self.mode == "disabled":
+            return ""
+        if self.mode == "online":
+            return f"W&B online run {run_id}: {getattr(self._run, 'url', '') or 'no url'}"
+        dirs = Path(self.out_dir or ".") / "wandb" / f"offline-run-*-{run_id}"
+        return f"W&B offline run {run_id}; upload it with: wandb sync {dirs}"
 
     def _guard(self, action: str, fn, *args) -> None:
         try:
@@ -77,6 +89,8 @@ class WandbRun:
     def finish(self) -> None:
         if self._run is not None:
             self._guard("finish", self._run.finish)
+            if self._run is not None and self.where:
+                log.info("%s", self.where)
 
 
 def _logged_in() -> bool:
@@ -116,14 +130,36 @@ def sweep_context() -> tuple[str | None, list[str]]:
     return None, []
 
 
+RUN_ID_FILE = Path("wandb") / "run_id"  # in the run dir: a resumed run continues its W&B run
+
+
+def read_run_id(out_dir: Path) -> str | None:
+    """The W&B run id an earlier start of this run dir used, if any."""
+    try:
+        return (out_dir / RUN_ID_FILE).read_text().strip() or None
+    except OSError:
+        return None
+
+
 def _init_wandb(cfg: LoggerConfig, mode: str, out_dir: Path, config: dict, name: str) -> Any:
+    """W&B's own console output stays off (it would interleave with the progress bars); the
+    start and end lines say where the run is instead (WandbRun.describe). A run dir that
+    started a W&B run before (an interrupted run, resumed) continues it: the same id,
+    resume="allow"."""
     import wandb
 
     group, sweep_tags = sweep_context()
     return wandb.init(project=cfg.project, entity=cfg.entity, mode=mode, dir=str(out_dir),
-                      config=config, name=name, group=group,
-                      tags=list(dict.fromkeys([*cfg.tags, *sweep_tags])),
+                      config=config, name=name, group=group, id=read_run_id(out_dir),
+                      resume="allow", tags=list(dict.fromkeys([*cfg.tags, *sweep_tags])),
                       settings=wandb.Settings(silent=True, console="off"))
+
+
+def remember_run_id(out_dir: Path, run: Any) -> None:
+    run_id = getattr(run, "id", None)
+    if isinstance(run_id, str) and run_id != read_run_id(out_dir):
+        (out_dir / RUN_ID_FILE).parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(out_dir / RUN_ID_FILE, run_id + "\n")
 
 
 def start_wandb(cfg: LoggerConfig, out_dir: Path, config: dict, name: str) -> NullRun | WandbRun:
@@ -133,7 +169,12 @@ def start_wandb(cfg: LoggerConfig, out_dir: Path, config: dict, name: str) -> Nu
     modes = [mode, "offline"] if mode == "online" else [mode]
     for attempt in modes:
         try:
-            return WandbRun(_init_wandb(cfg, attempt, out_dir, config, name))
+            run = _init_wandb(cfg, attempt, out_dir, config, name)
+            remember_run_id(out_dir, run)
+            wandb_run = WandbRun(run, attempt, out_dir)
+            if wandb_run.where:
+                log.info("%s", wandb_run.where)
+            return wandb_run
         except Exception as err:  # W&B must never take a run down with it
             log.warning("wandb (%s) could not start (%s); %s", attempt,
                         str(err).splitlines()[0] if str(err) else type(err).__name__,
