@@ -297,3 +297,14 @@ def test_the_default_config_is_checked_and_composes():
     assert config.teacher_path is None and config.teacher_finetune is not None
     assert config.kd.temperature == 2.0 and config.kd.alpha == 0.5
     assert config.student.init == "teacher_layers"
+
+
+def test_a_distill_run_has_its_training_figure_and_page(distill_run):
+    """Issue 42: every pipeline's run dir has plots/ and index.html; distill's figure draws
+    the student's kd and ce losses and its evaluation over the steps."""
+    out, _ = distill_run
+    assert (out / "plots" / "training.png").stat().st_size > 10_000
+    page = (out / "index.html").read_text()
+    assert 'src="plots/training.png"' in page
+    logged = {k for r in read_jsonl(out / "metrics.jsonl") for k in r}
+    assert {"train/kd_loss", "train/ce_loss"} <= logged  # what the loss panel draws

@@ -51,6 +51,37 @@ def test_default_run_writes_the_output_contract(pos_run):
     assert losses[-1] < losses[0] / 2
 
 
+def test_a_finetune_run_has_its_training_figure_and_page(pos_run):
+    """Issue 42: a fine-tuning run without W&B has its picture: plots/training.png (loss,
+    learning rate, evaluation over the steps, from metrics.jsonl) and index.html."""
+    out, _ = pos_run
+    assert (out / "plots" / "training.png").stat().st_size > 10_000
+    assert 'src="plots/training.png"' in (out / "index.html").read_text()
+
+
+def test_training_figure_panels_by_hand(tmp_path):
+    """Three seeds' logs under seeds/<s>/ and the run's own: one series each, keys sorted
+    into the loss, learning-rate and evaluation panels; perplexity and rates left out; a
+    line cut short is skipped."""
+    from bertology.run import training_figures as tf
+
+    for seed in range(3):
+        path = tmp_path / "seeds" / str(seed) / "metrics.jsonl"
+        path.parent.mkdir(parents=True)
+        path.write_text("\n".join(json.dumps(r) for r in (
+            {"step": 1, "train/loss": 2.0, "train/lr": 1e-3},
+            {"step": 2, "eval/loss": 1.5, "eval/accuracy": 0.6, "eval/perplexity": 4.5,
+             "eval/examples_per_s": 900.0})) + '\n{"step": 3, "train/lo')
+    logs = tf.find_logs(tmp_path)
+    assert sorted(logs) == ["seeds/0", "seeds/1", "seeds/2"] and len(logs["seeds/0"]) == 2
+    keys = {k for r in logs["seeds/0"] for k in r}
+    assert {k for k in keys if tf.is_loss(k)} == {"train/loss", "eval/loss"}
+    assert {k for k in keys if tf.is_lr(k)} == {"train/lr"}
+    assert {k for k in keys if tf.is_score(k)} == {"eval/accuracy"}
+    assert tf.plot_training(tmp_path, "t") == tmp_path / "plots" / "training.png"
+    assert tf.plot_training(tmp_path / "seeds" / "0" / "none", "t") is None  # nothing logged
+
+
 def test_a_random_tiny_bert_learns_pos_far_above_the_majority_tag(pos_run):
     out, metrics = pos_run
     gold = [t for r in read_jsonl(out / "predictions.jsonl") for t in r["gold"]]

@@ -57,6 +57,9 @@ def test_bert_run_writes_the_output_contract(bert_run):
     assert (out / "model" / "tokenizer.json").exists()
     steps = [r["step"] for r in read_jsonl(out / "metrics.jsonl")]
     assert steps == sorted(steps) and steps[-1] == 30
+    # its picture without W&B (issue 42): the loss, lr and eval curves, and the page
+    assert (out / "plots" / "training.png").stat().st_size > 10_000
+    assert 'src="plots/training.png"' in (out / "index.html").read_text()
 
 
 def test_bert_losses_fall(bert_run):

@@ -196,11 +196,22 @@ def _run_job(pipeline: str, cfg: DictConfig) -> None:
             raise
         log.error("%s", message)
         sys.exit(fail(pipeline, message, EXIT_FAILED))
-    log.info("finished: %s\n%s", out_dir, format_summary(metrics))
+    log.info("finished: %s\n%s%s", out_dir, format_summary(metrics), format_figures(out_dir))
 
 
 SUMMARY_ROWS = 16
 HEADLINE_TRAIN = ("train/loss", "train/steps", "train/tokens_per_s")
+
+
+def format_figures(out_dir: Path) -> str:
+    """The closing lines that name the run's figures and page, where it has them."""
+    figures = sorted((out_dir / "plots").glob("*.png"))
+    if not figures:
+        return ""
+    more = f" and {len(figures) - 1} more" if len(figures) > 1 else ""
+    page = out_dir / "index.html"
+    return (f"\n  figure: {figures[0]}{more}"
+            + (f"\n  every figure and table: {page}" if page.exists() else ""))
 
 
 def format_summary(metrics: dict[str, float]) -> str:

@@ -41,6 +41,7 @@ from bertology.pipelines.nested import run_nested
 from bertology.run.atomic import write_predictions
 from bertology.run.replicates import write_replicates
 from bertology.run.tracking import build_tracker
+from bertology.run.training_figures import write_run_page
 from bertology.training.checkpoint import check_resume
 from bertology.training.loop import TrainJob, train
 from bertology.training.state import resolve_budget
@@ -82,7 +83,9 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     metrics.update(compare(teacher.to("cpu"), student, config, data, eval_features,
                            tokenizer.pad_token_id, out_dir))
     save_task_model_atomic(student, tokenizer, out_dir / "model")
-    return tracker.finish(metrics)
+    metrics = tracker.finish(metrics)
+    write_run_page(out_dir, f"bertology distill: {config.task.name}", metrics)
+    return metrics
 
 
 def attention_reaches(model: kd.DistillationModel, teacher: TaskModel, layer_map: list[int],

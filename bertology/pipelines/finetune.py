@@ -56,6 +56,7 @@ from bertology.run.replicates import (
 )
 from bertology.run.rundir import RunDir
 from bertology.run.tracking import build_tracker
+from bertology.run.training_figures import write_run_page
 from bertology.training.checkpoint import check_resume
 from bertology.training.loop import TrainJob, train
 from bertology.training.state import resolve_budget
@@ -77,8 +78,11 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     context = SeedContext(config, trainer, data, tokenizer, model_config, train_features,
                           eval_features, OmegaConf.to_container(cfg, resolve=True), shuffled,
                           encode(shuffled, tokenizer, config.task) if shuffled else None)
+    title = f"bertology finetune: {config.task.name}"
     if len(config.seeds) == 1:
-        return run_seed(context, config.seeds[0], out_dir)
+        metrics = run_seed(context, config.seeds[0], out_dir)
+        write_run_page(out_dir, title, metrics)
+        return metrics
     results = {seed: run_seed(context, seed, out_dir / "seeds" / str(seed))
                for seed in config.seeds}
     best = max(results, key=lambda seed: results[seed][f"eval/{config.task.metric}"])
@@ -86,6 +90,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     summary = aggregate(results, best)
     write_replicates(out_dir, "eval", average_replicates(
         [read_replicates(out_dir / "seeds" / str(seed)) for seed in config.seeds]))
+    write_run_page(out_dir, title, summary)  # every seed's curves
     write_json_atomic(out_dir / "metrics.json", summary)  # last: the run is finished
     return summary
 

@@ -33,6 +33,7 @@ from bertology.run.atomic import write_dir_atomic
 from bertology.run.processes import is_main_process, world_size
 from bertology.run.replicates import read_replicates, write_replicates
 from bertology.run.tracking import build_tracker
+from bertology.run.training_figures import write_run_page
 from bertology.training.checkpoint import check_resume
 from bertology.training.loop import TrainJob, train
 
@@ -67,7 +68,11 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
         save_models(model, tokenizer, out_dir)
     metrics["model/parameters"] = float(count_parameters(model))
     metrics.update(run_downstream(config, out_dir))
-    return tracker.finish(metrics)
+    metrics = tracker.finish(metrics)
+    if is_main_process():
+        write_run_page(out_dir, f"bertology pretrain: {config.model.family}, "
+                       f"{config.objective.name}", metrics)
+    return metrics
 
 
 EQUAL_TOKEN_DOCS = 2000  # training documents the tokens per sequence are measured on

@@ -1,0 +1,102 @@
+"""plots/training.png: the curves of a training run (pretrain, finetune, distill), drawn from
+the metrics.jsonl files under its run dir, so a run without W&B has its picture too.
+
+Every metrics.jsonl under the dir is a series (the run's own, each fine-tuning seed's, a
+distillation's teacher, a pretraining run's downstream fine-tunes), labelled by its dir
+relative to the run. Three panels: the losses, the learning rate, and the evaluation metrics
+that are not losses (accuracy, F1, MLM accuracy), each over the optimiser step.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from bertology.run.figures import plt, save_figure
+
+log = logging.getLogger(__name__)
+
+MAX_KEYS = 3  # per panel and series: the first ones in key order (the rest: metrics.jsonl)
+SKIP_DIRS = ("checkpoints", "wandb", "model")  # where no metrics.jsonl of the run lives
+
+
+def is_loss(key: str) -> bool:
+    return key.endswith("loss")
+
+
+def is_lr(key: str) -> bool:
+    return key.endswith("/lr")
+
+
+def is_score(key: str) -> bool:
+    """An evaluation metric that is not a loss, a loss's transform (perplexity: its scale
+    would flatten the accuracies beside it) nor a wall-clock rate."""
+    return (key.startswith("eval/") and not is_loss(key) and "perplexity" not in key
+            and not key.endswith(("_s", "per_s")))
+
+
+PANELS = (("loss", is_loss), ("learning rate", is_lr), ("evaluation", is_score))
+
+
+def read_log(path: Path) -> list[dict]:
+    """The records of a metrics.jsonl; a line cut short (a full disk, a kill) is skipped."""
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            continue
+    return [r for r in records if isinstance(r, dict) and "step" in r]
+
+
+def find_logs(out_dir: Path) -> dict[str, list[dict]]:
+    """label -> records, for every metrics.jsonl under the run dir ("run" for its own)."""
+    logs = {}
+    for path in sorted(out_dir.rglob("metrics.jsonl")):
+        relative = path.parent.relative_to(out_dir)
+        if any(part in SKIP_DIRS for part in relative.parts):
+            continue
+        records = read_log(path)
+        if records:
+            logs[str(relative) if relative.parts else "run"] = records
+    return logs
+
+
+def series(records: list[dict], key: str) -> tuple[list[float], list[float]]:
+    points = [(r["step"], r[key]) for r in records if key in r]
+    return [p[0] for p in points], [p[1] for p in points]
+
+
+def plot_training(out_dir: Path, title: str) -> Path | None:
+    """plots/training.png (and .pdf); None where the run logged nothing to draw."""
+    logs = find_logs(out_dir)
+    panels = [(name, test) for name, test in PANELS
+              if any(test(k) for records in logs.values() for r in records for k in r)]
+    if not panels:
+        return None
+    figure, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.2), squeeze=False)
+    for axis, (name, test) in zip(axes[0], panels):
+        for label, records in logs.items():
+            keys = sorted({k for r in records for k in r if test(k)})[:MAX_KEYS]
+            for key in keys:
+                steps, values = series(records, key)
+                marker = "o" if len(steps) < 20 else None
+                axis.plot(steps, values, marker=marker, markersize=3,
+                          label=key if label == "run" else f"{label}: {key}")
+        axis.set_title(name)
+        axis.set_xlabel("step")
+        axis.grid(True)
+        if axis.lines:
+            axis.legend(fontsize=7)
+    figure.suptitle(title)
+    return save_figure(figure, out_dir, "training")
+
+
+def write_run_page(out_dir: Path, title: str, metrics: dict[str, float]) -> None:
+    """plots/training.png and index.html (bertology/run/index.py): the picture of a run
+    without W&B (the CLI's closing line names them)."""
+    from bertology.run.index import write_run_index
+
+    plot_training(out_dir, title)
+    write_run_index(out_dir, title, metrics)
