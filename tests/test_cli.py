@@ -135,3 +135,24 @@ def test_the_console_script_answers_bad_input_in_one_line_with_exit_2(tmp_path):
         "bertology pretrain: error: objective.mask_token_ratio + random_token_ratio + "
         "keep_ratio = 0.9; they must be >= 0 and sum to 1 (BERT: 0.8/0.1/0.1)"]
     assert not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.parametrize("args, says", [
+    (["probe", "task=sst2"], "task=sst2 (glue_tsv) has no word labels to probe"),
+    (["finetune", "head.freeze_layers=50"], "head.freeze_layers=50 exceeds the model's 2 layers"),
+    (["finetune", "model=minilm", "head.freeze_layers=7"], "exceeds the model's 6 layers"),
+    (["pretrain", "trainer.max_steps=[1,"], "no viable alternative at input '[1,'"),
+])
+def test_late_refusals_come_before_the_run_dir(args, says, tmp_path, capsys):
+    """Issue 42: these were refused after the data load (probe task=sst2 6 s later, having
+    printed a run dir) or as a traceback from the CLI's own pre-check (Hydra's grammar).
+    Now: one line, exit 2, before Hydra makes the run dir."""
+    run_dir = tmp_path / "run"
+    try:
+        code = main([*args, "logger=none", f"hydra.run.dir={run_dir}"])
+    except SystemExit as stop:
+        code = stop.code
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and says in err, err
+    assert not run_dir.exists()

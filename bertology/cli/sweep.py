@@ -43,8 +43,13 @@ def check_override_repeats(overrides: list[str]) -> None:
     """A list on the command line, group lists included (analysis=[linear,linear], which
     Hydra would merge into one, dropping the repeat without a word)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
 
-    for override in OverridesParser.create().parse_overrides(overrides):
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except OverrideParseException as err:  # Hydra's grammar: its message, one line
+        raise UserError(one_line(err)) from err
+    for override in parsed:
         value = override.value() if not override.is_sweep_override() else None
         if isinstance(value, list):
             check_no_repeats(value, override.get_key_element())

@@ -111,7 +111,22 @@ def load_finetune_config(cfg: DictConfig) -> FinetuneConfig:
         cache_dir=cache_dir,
         eval_shuffled_words=run.eval_shuffled_words,
     )
+    checkpoint = None
     if config.model.name_or_path is not None:
-        read_checkpoint(config.model.name_or_path, "model.name_or_path")
+        checkpoint = read_checkpoint(config.model.name_or_path, "model.name_or_path")
+    check_freeze_layers(config, checkpoint)
     check_task_files(config.task, data_dir)
     return config
+
+
+def check_freeze_layers(config: FinetuneConfig, checkpoint: dict | None) -> None:
+    """head.freeze_layers against the encoder's depth, known from the checkpoint's
+    config.json or the size (a hub id not in the local files: checked when it loads)."""
+    if config.model.name_or_path is None:
+        layers = config.size.num_hidden_layers
+    else:
+        layers = (checkpoint or {}).get("num_hidden_layers")
+    k = config.head.freeze_layers
+    require(not isinstance(layers, int) or k <= layers,
+            f"head.freeze_layers={k} exceeds the model's {layers} layers; freeze at most "
+            f"{layers}")

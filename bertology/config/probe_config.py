@@ -298,6 +298,16 @@ class ProbeConfig:
         require(self.analyses, "analysis= picks nothing; use e.g. analysis=linear or "
                 "analysis=[linear,structural]")
         refuse_tokenizer_name_or_path(self.model, "probe")
+        # before Hydra makes a run dir (the CLI's pre-check runs this): not after the data load
+        require(self.task.format in PROBE_FORMATS, f"task={self.task.name} "
+                f"({self.task.format}) has no word labels to probe; use a tagging task: "
+                f"{PROBE_TASKS}")
+
+
+# Task formats whose sentences carry word labels to probe (bertology/data/probe_sentences.py)
+PROBE_FORMATS = ("synthetic", "conllu", "conll03")
+PROBE_TASKS = ("ud_pos, ud_deps, conll03, synthetic_pos, synthetic_depth, "
+               "synthetic_agreement")
 
 
 def load_probe_config(cfg: DictConfig) -> ProbeConfig:

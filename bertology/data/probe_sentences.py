@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bertology.config.groups import TaskConfig
+from bertology.config.probe_config import PROBE_TASKS
 from bertology.data import synthetic
 from bertology.data.corpora import resolve_path
 from bertology.data.tasks import check_conllu_lines, conllu_error, read_lines, subsample
@@ -131,8 +132,7 @@ def load_probe_sentences(task: TaskConfig, data_dir: Path, max_train: int | None
             subsample(load_conll03_sentences(root / task.eval_file, task), max_eval, seed + 1))
     else:
         raise UserError(f"task={task.name} ({task.format}) has no word labels to probe; use a "
-                        "tagging task: ud_pos, ud_deps, conll03, synthetic_pos, synthetic_depth, "
-                        "synthetic_agreement")
+                        f"tagging task: {PROBE_TASKS}")
     require(splits.train and splits.eval, f"task={task.name}: no sentences to probe; check the "
             "data files")
     log.info("task %s: %d train / %d eval sentences", task.name, len(splits.train),
