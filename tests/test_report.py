@@ -391,3 +391,17 @@ def test_a_difference_in_differences_subtracts_the_twins_contrast_by_hand(tmp_pa
     assert "(eval/f1 [features=concat, init=pretrained] − eval/f1 [features=last, " \
         "init=pretrained]) − (eval/f1 [features=concat, init=random]" in \
         parse_finding(finding).describe()
+
+
+def test_a_report_that_judges_nothing_says_which_studies_to_run(tmp_path):
+    """Issue 42: a report over one unlabelled probe run said only "no findings". Now REPORT.md
+    lists each study, its command and the findings it answers, and the runs table shows the
+    run's headline metrics (a probe's best layer, not only eval/*)."""
+    write_run(tmp_path / "runs" / "0", {"probe/best_layer/accuracy": 0.91,
+                                        "probe/layer_03/accuracy": 0.9}, 0)
+    run_report(tmp_path / "runs", tmp_path / "report")
+    text = (tmp_path / "report" / "REPORT.md").read_text()
+    assert "## No finding judged" in text
+    assert "| probe_pos | `bertology probe -m experiment=study_probe_pos` | anisotropy, " in text
+    assert "| probe/best_layer/accuracy | 0.91 ± 0 |" in text
+    assert "probe/layer_03/accuracy" not in text.split("## Runs")[1]  # the rest: metrics.csv

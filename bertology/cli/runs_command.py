@@ -21,7 +21,6 @@ import io
 import json
 import os
 from collections.abc import Iterable
-from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import NoReturn
 
@@ -29,19 +28,7 @@ from omegaconf import OmegaConf
 
 from bertology.errors import UserError
 from bertology.run.atomic import write_text_atomic
-from bertology.run.rundir import RunDir, finished_runs
-
-# The numbers a run is about (segment-wise globs: `*` stays within one `/` level): scores on
-# held-out data, the best probe layer, what distillation kept, the training loss.
-HEADLINE = ("eval/*", "downstream/eval/*", "*/best_layer/*", "*/*/best_layer/*",
-            "distill/retained", "distill/speedup", "train/loss")
-
-
-def matches(key: str, pattern: str) -> bool:
-    """fnmatch per `/`-separated segment, so `eval/*` is eval/accuracy but not
-    eval/shuffled/accuracy."""
-    parts, globs = key.split("/"), pattern.split("/")
-    return len(parts) == len(globs) and all(map(fnmatchcase, parts, globs))
+from bertology.run.rundir import HEADLINE, RunDir, finished_runs, matches
 
 
 def show(value: object) -> str:

@@ -19,7 +19,7 @@ from bertology.config.report_config import load_report_config
 from bertology.errors import UserError
 from bertology.run.atomic import write_json_atomic
 from bertology.run.tables import write_table
-from bertology.study.catalog import findings_for, load_catalog
+from bertology.study.catalog import findings_for, load_catalog, studies_guide
 from bertology.study.curves import plot_layer_curves
 from bertology.study.report_html import write_html
 from bertology.study.reporting import (
@@ -50,7 +50,13 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     write_table(out_dir, "findings", finding_rows(results), FINDING_COLUMNS)
     figures = {r.id: plot_finding(r, out_dir) for r in results}
     curves = plot_layer_curves(runs, out_dir)  # a checkpoint sweep's probe curves
-    report = write_report(results, skipped, runs, out_dir, figures, curves)
+    guide = None
+    if not results:
+        guide = studies_guide(catalog)
+        log.info("no finding judged: the runs carry no study label; REPORT.md lists each "
+                 "study's command and the findings it answers (e.g. bertology probe -m "
+                 "experiment=study_probe_pos)")
+    report = write_report(results, skipped, runs, out_dir, figures, curves, guide)
     write_html(results, skipped, runs, out_dir, figures, curves)
     log.info("%s: %d runs, %s", report, len(runs),
              ", ".join(f"{r.id}={r.raw}/{holm_verdict(r)}" for r in results) or "no findings")

@@ -24,6 +24,7 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from fnmatch import fnmatchcase
 from functools import cached_property
 from pathlib import Path
 
@@ -37,6 +38,26 @@ from bertology.run.replicates import read_replicates
 STATUS = "status.json"
 LOCK = ".lock"
 FINISHED = "finished"
+
+
+# The numbers a run is about, whatever its pipeline (segment-wise globs: `*` stays within one
+# `/` level): scores on held-out data, the best probe layer, what pruning and distillation kept,
+# the training loss. `bertology runs` and the report's runs table show these.
+HEADLINE = ("eval/*", "downstream/eval/*", "*/best_layer/*", "*/*/best_layer/*",
+            "prune/original/*", "prune/heads_remaining", "distill/retained", "distill/speedup",
+            "train/loss")
+
+
+def matches(key: str, pattern: str) -> bool:
+    """fnmatch per `/`-separated segment, so `eval/*` is eval/accuracy but not
+    eval/shuffled/accuracy."""
+    parts, globs = key.split("/"), pattern.split("/")
+    return len(parts) == len(globs) and all(map(fnmatchcase, parts, globs))
+
+
+def headline_keys(metrics) -> list[str]:
+    """The run's headline metric keys (HEADLINE), sorted."""
+    return sorted(k for k in metrics if any(matches(k, p) for p in HEADLINE))
 
 
 class RunInUse(UserError):

@@ -63,6 +63,18 @@ def load_studies(folder: Path = FINDINGS) -> dict[str, Study]:
             for name, entry in block.items()}
 
 
+def studies_guide(catalog: dict[str, FindingSpec], folder: Path = FINDINGS) -> list[str]:
+    """Markdown lines: each study, the command that runs it, and the findings its runs
+    answer (for a report whose runs judge no finding)."""
+    studies = load_studies(folder if (folder / STUDIES_FILE).exists() else FINDINGS)
+    lines = ["| study | command | findings it answers |", "|---|---|---|"]
+    for name, study in sorted(studies.items()):
+        answers = sorted(spec.id for spec in catalog.values() if name in spec.studies)
+        lines.append(f"| {name} | `bertology {study.pipeline} -m experiment={study.bundle}` "
+                     f"| {', '.join(answers) or '–'} |")
+    return lines
+
+
 def runs_of(spec: FindingSpec, runs: list[RunDir]) -> list[RunDir]:
     return [r for r in runs if r.label in spec.studies]
 

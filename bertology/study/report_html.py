@@ -10,10 +10,9 @@ from html import escape
 from pathlib import Path
 
 from bertology.run.atomic import write_text_atomic
-from bertology.run.rundir import RunDir
+from bertology.run.rundir import RunDir, headline_keys
 from bertology.study.reporting import (
     ABOUT_TITLES,
-    HEADLINE,
     format_estimate,
     group_runs,
     headline,
@@ -89,7 +88,7 @@ def runs_table(runs: list[RunDir]) -> list[str]:
     lines = ["<table>", "<tr><th>group</th><th>runs</th><th>seeds</th><th>metric</th>"
              "<th>mean ± std</th></tr>"]
     for index, group in enumerate(group_runs(runs).values()):
-        for name in sorted({k for r in group for k in r.metrics if k.startswith(HEADLINE)}):
+        for name in headline_keys({k for r in group for k in r.metrics}):
             s = summarise([r.metrics[name] for r in group if name in r.metrics])
             paths = "<br>".join(f"<code>{escape(str(r.path))}</code>" for r in group)
             lines.append(f'<tr><td class="num">{index}</td><td>{paths}</td>'

@@ -8,13 +8,12 @@ from pathlib import Path
 
 from bertology.run.atomic import write_text_atomic
 from bertology.run.figures import GREY, integer_ticks, save_figure
-from bertology.run.rundir import RunDir
+from bertology.run.rundir import RunDir, headline_keys
 from bertology.study.evidence import Evidence, layer_keys
 from bertology.study.results import replication_key
 from bertology.study.stats import Estimate
 from bertology.study.verdicts import VERDICTS, FindingResult, selects
 
-HEADLINE = ("eval/", "distill/retained", "distill/speedup", "prune/heads_remaining")
 MAX_HEADLINES = 8  # per group in REPORT.md; the CSV has them all
 
 
@@ -172,7 +171,7 @@ def findings_table(results: list[FindingResult], figures: dict[str, str]) -> lis
 
 def write_report(results: list[FindingResult], skipped: list[tuple[str, str]],
                  runs: list[RunDir], out_dir: Path, figures: dict[str, str],
-                 curves: dict[str, str] | None = None) -> Path:
+                 curves: dict[str, str] | None = None, guide: list[str] | None = None) -> Path:
     """REPORT.md; figures maps a finding's id to its figure (plot_finding's path), curves a
     caption to a figure of layer curves across runs (curves.plot_layer_curves)."""
     lines = ["# bertology report", "",
@@ -184,6 +183,11 @@ def write_report(results: list[FindingResult], skipped: list[tuple[str, str]],
              "adjusted p lies within 2× of α is marked fragile; seeds counts independent runs "
              "(docs/findings.md: \"The verdicts, defined\").", ""]
     lines += headline(results)
+    if not results and guide:
+        lines += ["", "## No finding judged", "", "A finding reads the runs of its study, "
+                  "labelled `label: <study>` by the study's experiment bundle; these runs carry "
+                  "no such label (or not the studies a finding needs). Each study, the command "
+                  "that runs it, and the findings its runs answer:", "", *guide]
     for about, group in split_by_about(results).items():
         if group:
             title, says = ABOUT_TITLES[about]
@@ -199,7 +203,7 @@ def write_report(results: list[FindingResult], skipped: list[tuple[str, str]],
               "evaluation metrics (all metrics: `tables/metrics.csv`):", "",
               "| group | runs | seeds | metric | mean ± std |", "|---:|---|---:|---|---|"]
     for index, group in enumerate(group_runs(runs).values()):
-        names = sorted({k for r in group for k in r.metrics if k.startswith(HEADLINE)})
+        names = headline_keys({k for r in group for k in r.metrics})
         for name in names[:MAX_HEADLINES]:
             s = summarise([r.metrics[name] for r in group if name in r.metrics])
             lines.append(f"| {index} | {group[0].path}{' …' if len(group) > 1 else ''} "
