@@ -43,13 +43,14 @@ def test_markdown_shows_the_differing_override_and_the_headline_metrics(two_runs
     # trainer.lr differs (a: the default the config holds); logger, trainer and the data
     # keys are the same in both runs, so they are no columns
     default_lr = OmegaConf.load(two_runs / "a" / ".hydra" / "config.yaml").trainer.lr
-    assert header[:2] == ["run", "trainer.lr"]
+    assert header[:5] == ["run", "status", "started", "duration", "trainer.lr"]
     assert "logger" not in header and "data.num_sentences" not in header
     assert {"eval/mlm_accuracy", "eval/perplexity", "train/loss"} <= set(header)
     assert not [h for h in header if h.startswith(("train/tokens", "eval/shuffled"))]
     rows = {row[0]: row for row in ([c.strip() for c in line.strip("|").split("|")]
                                     for line in lines[2:])}
-    assert rows["a"][1] == str(default_lr) and rows["b"][1] == "0.001"
+    assert rows["a"][4] == str(default_lr) and rows["b"][4] == "0.001"
+    assert rows["a"][1] == "finished" and rows["a"][3].endswith("s")
     for name in ("a", "b"):
         metrics = json.loads((two_runs / name / "metrics.json").read_text())
         column = header.index("eval/mlm_accuracy")
@@ -89,15 +90,44 @@ def fake_run(path: Path, model: str, accuracy: float, finished: bool = True) -> 
                                                        "probe/best_layer/accuracy": 0.5}))
 
 
-def test_a_group_override_shows_the_option_and_unfinished_runs_stay_out(tmp_path, capsys):
+def status(path: Path, state: str, pipeline: str = "pretrain", seconds: float = 84.0) -> None:
+    (path / "status.json").write_text(json.dumps({
+        "pipeline": pipeline, "pid": 1, "started": 1_795_800_000.0,
+        "updated": 1_795_800_000.0 + seconds, "status": state}))
+
+
+def test_a_group_override_shows_the_option_and_a_dir_with_no_run_stays_out(tmp_path, capsys):
     fake_run(tmp_path / "sweep" / "0", "bert", 0.4)
     fake_run(tmp_path / "sweep" / "1", "electra", 0.9)
-    fake_run(tmp_path / "sweep" / "2", "roberta", 0.0, finished=False)
+    fake_run(tmp_path / "sweep" / "2", "roberta", 0.0, finished=False)  # no status, no metrics
     assert cli.main(["runs", str(tmp_path / "sweep"), "--format", "csv"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert [(r["model"], float(r["eval/accuracy"])) for r in rows] == [("bert", 0.4),
                                                                         ("electra", 0.9)]
     assert "hydra.run.dir" not in rows[0] and "probe/best_layer/accuracy" in rows[0]
+
+
+def test_status_date_and_duration_with_unfinished_runs_marked_and_reports_apart(tmp_path,
+                                                                                capsys):
+    """Issue 42: interrupted and failed runs were hidden without a word, report runs mixed in,
+    and no run said when it ran or for how long."""
+    fake_run(tmp_path / "0", "bert", 0.4)
+    status(tmp_path / "0", "finished", seconds=84.0)
+    fake_run(tmp_path / "1", "electra", 0.0, finished=False)
+    status(tmp_path / "1", "interrupted", seconds=3725.0)
+    fake_run(tmp_path / "2", "roberta", 0.0, finished=False)
+    status(tmp_path / "2", "failed", seconds=5.0)
+    fake_run(tmp_path / "3", "bert", 0.0)
+    status(tmp_path / "3", "finished", pipeline="report")
+    assert cli.main(["runs", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split(" | ")[0].strip("| "): line for line in out.splitlines()[2:]
+            if line.startswith("| ")}
+    assert sorted(rows) == ["0", "1", "2"]  # the report run is not a row
+    assert "| finished | " in rows["0"] and "| 1m 24s |" in rows["0"]
+    assert "| **interrupted** | " in rows["1"] and "| 1h 02m |" in rows["1"]
+    assert "| **failed** | " in rows["2"] and "| 5s |" in rows["2"]
+    assert "report runs:\n- " in out and str(tmp_path / "3") in out.split("report runs:")[1]
 
 
 def test_segment_globs_stay_within_one_level():
@@ -107,7 +137,7 @@ def test_segment_globs_stay_within_one_level():
 
 
 @pytest.mark.parametrize("args, message", [
-    ([], "no finished run"),
+    ([], "no run (a run dir with status.json or metrics.json)"),
     (["--format", "xml"], "invalid choice"),
     (["missing-dir"], "no such dir"),
 ])

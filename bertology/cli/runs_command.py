@@ -1,7 +1,8 @@
-"""`bertology runs [DIR ...]`: a table of finished runs, one row per run dir, with the overrides
-that differ between them and their headline metrics, as Markdown (for a person, a README or a
-lab notebook) or CSV (`--format csv`, for a spreadsheet), until `bertology report` turns them
-into verdicts and figures.
+"""`bertology runs [DIR ...]`: a table of runs, one row per run dir, with their status (finished,
+interrupted, failed, running), when they started and how long they took, the overrides that
+differ between them and their headline metrics, as Markdown (for a person, a README or a lab
+notebook) or CSV (`--format csv`, for a spreadsheet), until `bertology report` turns them into
+verdicts and figures. Report runs are listed apart, below the table.
 
     bertology runs outputs/pretrain/multirun/2026-11-22/10-00-00
     bertology runs outputs/finetune outputs/distill --format csv --out runs.csv
@@ -21,6 +22,7 @@ import io
 import json
 import os
 from collections.abc import Iterable
+from datetime import datetime
 from pathlib import Path
 from typing import NoReturn
 
@@ -28,7 +30,16 @@ from omegaconf import OmegaConf
 
 from bertology.errors import UserError
 from bertology.run.atomic import write_text_atomic
-from bertology.run.rundir import HEADLINE, RunDir, finished_runs, matches
+from bertology.run.rundir import (
+    HEADLINE,
+    STATUS,
+    RunDir,
+    is_finished,
+    matches,
+    read_status,
+)
+
+UNFINISHED = ("interrupted", "failed", "running", "unknown")
 
 
 def show(value: object) -> str:
@@ -65,18 +76,58 @@ def metric_columns(runs: list[RunDir], patterns: Iterable[str]) -> list[str]:
                               if matches(key, pattern)))
 
 
+def listed_runs(roots: list[Path]) -> list[Path]:
+    """Run dirs under the roots whatever their status: a Hydra config, and a status record or
+    metrics (a dir Hydra made for a refused start has neither)."""
+    dirs = {p.parent.parent for root in roots for p in root.rglob("config.yaml")
+            if p.parent.name == ".hydra"}
+    return sorted(d for d in dirs if (d / STATUS).exists() or (d / "metrics.json").exists())
+
+
+def status_of(path: Path) -> tuple[str, str]:
+    """(status, pipeline) from status.json; a run from before status files: finished."""
+    record = read_status(path) or {}
+    status = record.get("status") or ("finished" if is_finished(path) else "unknown")
+    return str(status), str(record.get("pipeline", ""))
+
+
+def when(path: Path) -> tuple[str, str]:
+    """(started, duration) as text: local time to the minute, and 1h 02m / 3m 05s / 42s."""
+    record = read_status(path) or {}
+    started, updated = record.get("started"), record.get("updated")
+    if not isinstance(started, (int, float)):
+        return "", ""
+    start = datetime.fromtimestamp(started).strftime("%Y-%m-%d %H:%M")
+    if not isinstance(updated, (int, float)):
+        return start, ""
+    seconds = max(0, round(updated - started))
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    duration = (f"{hours}h {minutes:02d}m" if hours else f"{minutes}m {seconds:02d}s" if minutes
+                else f"{seconds}s")
+    return start, duration
+
+
+def read_run(path: Path) -> RunDir:
+    """The run; one that did not finish has no metrics yet (its row shows none)."""
+    return RunDir(path, metrics=None if is_finished(path) else {})
+
+
 def build_table(runs: list[RunDir], patterns: Iterable[str], labels: list[str]
                 ) -> tuple[list[str], list[list[object]]]:
     keys = differing_keys(runs)
     metrics = metric_columns(runs, patterns)
-    rows = [[label, *(value_of(run, k) for k in keys), *(run.metrics.get(m) for m in metrics)]
+    rows = [[label, status_of(run.path)[0], *when(run.path),
+             *(value_of(run, k) for k in keys), *(run.metrics.get(m) for m in metrics)]
             for label, run in zip(labels, runs)]
-    return ["run", *keys, *metrics], rows
+    return ["run", "status", "started", "duration", *keys, *metrics], rows
 
 
 def format_markdown(header: list[str], rows: list[list[object]]) -> str:
     def cell(value: object) -> str:
         text = f"{value:.4g}" if isinstance(value, float) else "" if value is None else str(value)
+        if value in UNFINISHED:  # an interrupted or failed run is marked, not hidden
+            text = f"**{text}**"
         return text.replace("|", "\\|")
 
     lines = ["| " + " | ".join(map(cell, header)) + " |",
@@ -127,15 +178,20 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         raise UserError(f"{', '.join(missing)}: no such dir; give run or sweep dirs "
                         "(e.g. outputs/pretrain/multirun/<date>/<time>)")
-    paths = finished_runs(args.dirs)
+    every = listed_runs(args.dirs)
+    reports = [p for p in every if status_of(p)[1] == "report"]
+    paths = [p for p in every if p not in reports]
     if not paths:
-        raise UserError(f"no finished run (metrics.json, status finished) under "
+        raise UserError(f"no run (a run dir with status.json or metrics.json) under "
                         f"{', '.join(map(str, args.dirs))}; point it at run or sweep dirs")
-    runs = [RunDir(path) for path in paths]
+    runs = [read_run(path) for path in paths]
     csv_format = args.format == "csv"
     header, rows = build_table(runs, [p.strip() for p in args.metrics.split(",") if p.strip()],
                                labels_for(paths, full=csv_format))
     text = (format_csv if csv_format else format_markdown)(header, rows)
+    if reports and not csv_format:  # apart: a report reads runs, it is not one of them
+        text += "\nreport runs:\n" + "".join(f"- {p} ({status_of(p)[0]}, {when(p)[0]})\n"
+                                             for p in reports)
     if args.out is None:
         print(text, end="")
         return 0
