@@ -5,6 +5,7 @@ at the start, the final metrics as a short aligned table."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import subprocess
@@ -119,3 +120,34 @@ def test_pretrain_without_a_terminal_writes_plain_step_lines_and_no_carriage_ret
     record = json.loads((run_dir / "precision.json").read_text())
     assert record["precision"] == {"fp32": "no", "bf16": "bf16"}[chosen]
     assert bool(record["method"]) == timed  # how it timed: in the record, not the line
+
+
+class Collect(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def test_library_load_reports_carry_no_escape_codes_off_a_terminal():
+    """Issue 42: transformers v5 bolds its LOAD REPORT title with ANSI codes whatever the
+    stream, so a log file or a pipe showed `[1m…[0m`. Off a terminal the CLI strips them
+    from the loggers that print it (a real from_pretrained with a missing head)."""
+    from transformers import AutoModelForSequenceClassification
+
+    from bertology.cli import entry
+    from bertology.config.path_checks import resolve_checkpoint
+
+    entry.plain_library_logs()
+    logger, collect = logging.getLogger("transformers.modeling_utils"), Collect()
+    logger.addHandler(collect)  # transformers' loggers do not propagate to caplog's root
+    try:
+        AutoModelForSequenceClassification.from_pretrained(
+            resolve_checkpoint("sentence-transformers/all-MiniLM-L6-v2"), use_safetensors=True,
+            num_labels=2)
+    finally:
+        logger.removeHandler(collect)
+    reports = [m for m in collect.messages if "LOAD REPORT" in m]
+    assert reports and not any("\x1b" in message for message in reports)

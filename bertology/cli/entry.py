@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -311,6 +312,28 @@ def quiet_progress_bars() -> None:
             os.environ.setdefault(name, "1")
 
 
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# transformers v5 bolds its load report's title whatever the stream (utils/loading_report.py,
+# logged through modeling_utils' logger when from_pretrained reports missing keys)
+COLOURED_LOGGERS = ("transformers.modeling_utils", "transformers.utils.loading_report")
+
+
+class StripAnsi(logging.Filter):
+    """Drops ANSI colour codes from a record's message: a log file or a pipe shows text."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str):
+            record.msg = ANSI.sub("", record.msg)
+        return True
+
+
+def plain_library_logs() -> None:
+    """No raw escape codes from a library's log lines unless stderr is a terminal."""
+    if not sys.stderr.isatty():
+        for name in COLOURED_LOGGERS:
+            logging.getLogger(name).addFilter(StripAnsi())
+
+
 def completion(args: list[str]) -> int:
     """`bertology completion bash` prints the bash script (bertology/cli/completion.py)."""
     try:
@@ -348,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
         print(format_help(pipeline))
         return 0
     quiet_progress_bars()
+    plain_library_logs()
     flags = [o for o in overrides if o.startswith("-")]  # -m, --cfg, --info, ...
     try:
         if not flags:
