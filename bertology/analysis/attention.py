@@ -5,11 +5,14 @@ from the word-level maps that features.py extracts once.
 Per head: mean attention to [CLS], [SEP], punctuation, the word itself, the previous and the
 next word, and each row's entropy; dependency heads (Clark et al. §4.2, dependency_heads.py);
 with compare_to, how far each head's maps moved. Item replicates resample the sentences, so the
-per-layer means and the share of special heads get a sampling error. Kovaleva et al.'s five
-classes (their Figure 1) come from a fixed rule on three masses of each map (diagonal,
-vertical, block), not from their CNN on 400 hand-labelled maps, which are not public: the rule
-is not validated against labelled maps, so its shares are not comparable with the paper's, and
-the log and the figure say so.
+per-layer means and the share of special heads get a sampling error. The statistics, dependency
+heads and head distances are measured on the random-init twin too (`attention/random/…`), on
+the model's resamples, so that model − twin is a paired contrast replicate by replicate.
+
+Kovaleva et al.'s five classes (their Figure 1) come from a fixed rule on three masses of each
+map (diagonal, vertical, block), not from their CNN on 400 hand-labelled maps, which are not
+public: the rule is not validated against labelled maps, so its shares are not comparable with
+the paper's, and the log and the figure say so. They are read on the model only.
 
 The statistics and the rule with its thresholds: docs/probing.md, "Attention: per-head
 statistics and Kovaleva classes".
@@ -43,6 +46,17 @@ DOMINANT = 0.6
 MIXED_PART = 0.25
 SAME_BLOCK_OVERLAP = 0.5
 KOVALEVA_MIN_WORDS = 6
+# The model, and the same architecture with fresh weights (probe_context's "random"): what a
+# statistic owes to pretraining is its contrast with this twin. An untrained BERT's maps are
+# near uniform (initializer_range 0.02 keeps q·k small), so e.g. its mass on [CLS], [SEP] and
+# punctuation is about their share of the sentence's tokens, and its best "dependency head" is
+# near chance; Clark et al. (2019) report no such null, as position.py's Lin et al. report none
+ENCODERS = ("model", "random")
+KEY_PREFIX = {"model": "attention", "random": "attention/random"}
+TABLE_SCOPE = {"model": "", "random": "random_"}  # the model's tables keep their names
+SERIES = {"model": "model", "random": "random init"}
+TWIN_LINE = (("special_heads_fraction", "special heads"), ("deps/nsubj/accuracy", "nsubj head"),
+             ("head_divergence/across_minus_within", "JS across − within"))
 
 
 # ---------------------------------------------------------------- per-head statistics
@@ -112,13 +126,16 @@ def compute_special_fraction(stats: np.ndarray) -> np.ndarray:
     return (special > 0.5).mean(axis=(-1, -2))
 
 
-def compute_stat_replicates(sums: np.ndarray, rows: np.ndarray) -> dict[str, np.ndarray]:
+def compute_stat_replicates(sums: np.ndarray, rows: np.ndarray, indices: np.ndarray | None = None,
+                            prefix: str = "attention") -> dict[str, np.ndarray]:
     """Replicates over resampled sentences of each layer's head-mean statistics (layers
-    numbered from 1, as the metrics) and of the special heads' share."""
-    stats = compute_resampled_stats(sums, rows, resample_counts(bootstrap_indices(len(sums))))
-    columns = {f"attention/layer_{layer + 1:02d}/{name}": stats[:, layer, :, k].mean(-1)
+    numbered from 1, as the metrics) and of the special heads' share; indices (replicates,
+    sentences) are the resamples (bootstrap_indices of the sentences where None)."""
+    indices = bootstrap_indices(len(sums)) if indices is None else indices
+    stats = compute_resampled_stats(sums, rows, resample_counts(indices))
+    columns = {f"{prefix}/layer_{layer + 1:02d}/{name}": stats[:, layer, :, k].mean(-1)
                for layer in range(stats.shape[1]) for k, name in enumerate(STATS)}
-    columns["attention/special_heads_fraction"] = compute_special_fraction(stats)
+    columns[f"{prefix}/special_heads_fraction"] = compute_special_fraction(stats)
     return columns
 
 
@@ -208,50 +225,54 @@ def plot_pattern_heatmap(classes: np.ndarray, title: str, out_dir, name: str):
 # ---------------------------------------------------------------- the analysis
 
 
-def run_head_stats(ctx, settings: AttentionSettings, features, sentences,
-                   keep: list[int] | None = None) -> dict[str, float]:
-    """Clark et al.'s §3 statistics per head, and the cosine change with compare_to; `keep`:
-    the eval sentences read (windows.within_windows), None for the first len(sentences)."""
-    task, count = ctx.config.task.name, len(sentences)
+def run_head_stats(ctx, settings: AttentionSettings, which: str, features, sentences,
+                   indices: np.ndarray, keep: list[int] | None = None
+                   ) -> tuple[dict[str, float], dict[str, np.ndarray], list[dict]]:
+    """Clark et al.'s §3 statistics per head of one encoder, and on the model the cosine
+    change with compare_to: (metrics, their replicates over the resamples `indices`, the
+    per-layer table rows). `keep`: the eval sentences read (windows.within_windows), None for
+    the first len(sentences)."""
+    task, count, prefix = ctx.config.task.name, len(sentences), KEY_PREFIX[which]
     puncts = [build_punctuation_mask(s) for s in sentences]
-    maps = iter_attention_maps(features, range(count), "attention stats")
+    maps = iter_attention_maps(features, range(count), f"attention stats ({which})")
     sums, word_rows = collect_sentence_sums(maps, puncts)
     stats = compute_resampled_stats(sums, word_rows, np.ones((1, len(sums))))[0]
-    write_replicates(ctx.out_dir, f"attention_{task}", compute_stat_replicates(sums, word_rows))
     columns = {name: stats[..., k] for k, name in enumerate(STATS)}  # each (layers, heads)
-    if ctx.config.compare_to is not None:
-        other = ctx.features("compare", "eval")
-        other = other if keep is None else SentenceSubset(other, keep)
-        require((other.num_layers, other.num_heads) == (features.num_layers, features.num_heads),
-                f"compare_to={ctx.config.compare_to} has {other.num_layers} layers × "
-                f"{other.num_heads} heads, the model {features.num_layers} × "
-                f"{features.num_heads}; compare checkpoints of one architecture")
-        columns["change"] = compute_cosine_change(
-            iter_attention_maps(features, range(count), "change: model"),
-            iter_attention_maps(other, range(count), "change: compare"))
+    if which == "model" and ctx.config.compare_to is not None:
+        columns["change"] = compute_compare_change(ctx, features, count, keep)
     layers, heads = stats.shape[:2]
-    write_table(ctx.out_dir, f"attention_heads_{task}", [
+    write_table(ctx.out_dir, f"attention_heads_{TABLE_SCOPE[which]}{task}", [
         {"layer": layer + 1, "head": head, **{k: float(v[layer, head]) for k, v in
                                               columns.items()}}
         for layer in range(layers) for head in range(heads)])
     metrics, rows = {}, []
     for layer in range(layers):
         means = {name: float(values[layer].mean()) for name, values in columns.items()}
-        rows.append({"model": "model", "layer": layer + 1, **means})
+        rows.append({"model": which, "layer": layer + 1, **means})
         for name, value in means.items():
             key = "change/layer_{:02d}/mean" if name == "change" else "layer_{:02d}/" + name
-            metrics["attention/" + key.format(layer + 1)] = value
-    write_table(ctx.out_dir, f"attention_{task}", rows)
-    metrics["attention/special_heads_fraction"] = float(compute_special_fraction(stats))
-    if settings.heatmaps:
-        for name, values in columns.items():
-            plot_head_heatmap(values, f"{name} ({task})", ctx.out_dir,
-                              f"attention_{name}_{task}",
-                              label="entropy (nats)" if name == "entropy" else name)
-        plot_layer_curves(rows, list(columns), f"attention per layer ({task})", ctx.out_dir,
-                          f"attention_layers_{task}", xlabel="layer")
-    log_top_heads(columns)
-    return metrics
+            metrics[f"{prefix}/" + key.format(layer + 1)] = value
+    metrics[f"{prefix}/special_heads_fraction"] = float(compute_special_fraction(stats))
+    if which == "model":  # the twin's maps are near uniform: no heat maps, no top heads
+        if settings.heatmaps:
+            for name, values in columns.items():
+                plot_head_heatmap(values, f"{name} ({task})", ctx.out_dir,
+                                  f"attention_{name}_{task}",
+                                  label="entropy (nats)" if name == "entropy" else name)
+        log_top_heads(columns)
+    return metrics, compute_stat_replicates(sums, word_rows, indices, prefix), rows
+
+
+def compute_compare_change(ctx, features, count: int, keep: list[int] | None) -> np.ndarray:
+    """(layers, heads) cosine change between the model's maps and compare_to's."""
+    other = ctx.features("compare", "eval")
+    other = other if keep is None else SentenceSubset(other, keep)
+    require((other.num_layers, other.num_heads) == (features.num_layers, features.num_heads),
+            f"compare_to={ctx.config.compare_to} has {other.num_layers} layers × "
+            f"{other.num_heads} heads, the model {features.num_layers} × "
+            f"{features.num_heads}; compare checkpoints of one architecture")
+    return compute_cosine_change(iter_attention_maps(features, range(count), "change: model"),
+                                 iter_attention_maps(other, range(count), "change: compare"))
 
 
 def log_top_heads(columns: dict[str, np.ndarray]) -> None:
@@ -294,23 +315,78 @@ def run_patterns(ctx, settings: AttentionSettings, features, sentences) -> dict[
 
 
 def run(ctx, settings: AttentionSettings) -> dict[str, float]:
-    """Head statistics, dependency heads, Kovaleva classes (and the change with
-    compare_to) on the first max_sentences eval sentences."""
-    features = ctx.features("model", "eval")
+    """Head statistics, dependency heads and head distances of the model and of its
+    random-init twin, Kovaleva classes (and the change with compare_to) of the model, on the
+    first max_sentences eval sentences."""
+    task = ctx.config.task.name
+    features = {which: ctx.features(which, "eval") for which in ENCODERS}
     sentences = ctx.sentences("eval")[: settings.max_sentences]
-    encoder = ctx.encoder("model")
+    encoder = ctx.encoder("model")  # the twin has its config, so the same windows
     keep, line = within_windows(encoder.model.config, encoder.tokenizer, sentences,
                                 ctx.config.task.max_seq_length)
     log_fitting(log, keep, line)
     if keep is not None:
         if not keep:
             return {}
-        features, sentences = SentenceSubset(features, keep), [sentences[i] for i in keep]
-    log.info("attention: %d layers × %d heads on %d sentences", features.num_layers,
-             features.num_heads, len(sentences))
-    metrics = run_head_stats(ctx, settings, features, sentences, keep)
-    metrics.update(run_dependencies(ctx, settings, features, sentences))
-    metrics.update(run_patterns(ctx, settings, features, sentences))
-    distances, replicates = compute_head_distances(features, len(sentences))
-    write_replicates(ctx.out_dir, f"head_similarity_{ctx.config.task.name}", replicates)
-    return {**metrics, **distances}
+        features = {which: SentenceSubset(f, keep) for which, f in features.items()}
+        sentences = [sentences[i] for i in keep]
+    log.info("attention: %d layers × %d heads on %d sentences, model and random-init twin",
+             features["model"].num_layers, features["model"].num_heads, len(sentences))
+    # One set of resamples for both encoders (as position.py): replicate r of the model and
+    # of the twin reads the same sentences (the odd ones, for dependency heads), so
+    # model − twin is a paired contrast resample by resample
+    resamples = (bootstrap_indices(len(sentences)),
+                 bootstrap_indices(len(sentences) // 2) if len(sentences) > 1 else None)
+    metrics, replicates, rows = {}, {}, []
+    for which in ENCODERS:
+        encoder_metrics, columns, layer_rows = run_encoder(ctx, settings, which,
+                                                           features[which], sentences,
+                                                           resamples, keep)
+        metrics.update(encoder_metrics)
+        rows.extend(layer_rows)
+        for name, part in columns.items():
+            replicates.setdefault(name, {}).update(part)
+    for name, columns in replicates.items():
+        if columns:
+            write_replicates(ctx.out_dir, f"{name}_{task}", columns)
+    write_layer_table(ctx, settings, rows)
+    metrics.update(run_patterns(ctx, settings, features["model"], sentences))
+    log_twin(metrics)
+    return metrics
+
+
+def run_encoder(ctx, settings: AttentionSettings, which: str, features, sentences,
+                resamples: tuple[np.ndarray, np.ndarray | None], keep: list[int] | None
+                ) -> tuple[dict[str, float], dict[str, dict[str, np.ndarray]], list[dict]]:
+    """One encoder's head statistics, dependency heads and head distances: (metrics,
+    replicate columns by replicates file, per-layer table rows); `resamples` are the indices
+    of all sentences and of the odd (dependency scoring) ones."""
+    indices, held_out = resamples
+    metrics, stat_columns, rows = run_head_stats(ctx, settings, which, features, sentences,
+                                                 indices, keep)
+    deps, dep_columns = run_dependencies(ctx, settings, features, sentences, which, held_out)
+    distances, distance_columns = compute_head_distances(features, len(sentences), indices,
+                                                         KEY_PREFIX[which])
+    columns = {"attention": stat_columns, "attention_deps": dep_columns,
+               "head_similarity": distance_columns}
+    return {**metrics, **deps, **distances}, columns, rows
+
+
+def write_layer_table(ctx, settings: AttentionSettings, rows: list[dict]) -> None:
+    """tables/attention_<task>.csv, a row per encoder and layer, and its layer curves with
+    the twin's beside the model's."""
+    task = ctx.config.task.name
+    write_table(ctx.out_dir, f"attention_{task}", rows)
+    if settings.heatmaps:
+        names = [name for name in (*STATS, "change") if name in rows[0]]
+        plot_layer_curves([{**row, "model": SERIES[row["model"]]} for row in rows], names,
+                          f"attention per layer ({task})", ctx.out_dir,
+                          f"attention_layers_{task}", xlabel="layer")
+
+
+def log_twin(metrics: dict[str, float]) -> None:
+    """The findings' attention numbers on the model and on its random-init twin, one line."""
+    parts = [f"{label} {metrics[f'attention/{key}']:.3f} vs "
+             f"{metrics[f'attention/random/{key}']:.3f}"
+             for key, label in TWIN_LINE if f"attention/random/{key}" in metrics]
+    log.info("attention, model vs random-init twin: %s", "; ".join(parts))

@@ -11,6 +11,9 @@ and scored on the odd ones, so that the best of 2·L·H heads is not scored wher
 Item replicates resample the odd (scoring) sentences, a sentence's dependents together, with
 the head and offset fixed as chosen on the even ones: they give the sampling error of the
 held-out accuracies (the choice's own variability is the seeds', which draw other sentences).
+The random-init twin's maps go through the same split and, in attention.py, the same
+resamples, so its best head (chosen on its own even sentences) is the null for what
+pretraining adds; its offset baseline is the model's, as it reads only the trees.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import numpy as np
 from bertology.analysis.features import iter_attention_maps
 from bertology.config.probe_config import AttentionSettings
 from bertology.data.probe_sentences import ProbeSentence
-from bertology.run.replicates import bootstrap_indices, compute_ratio_replicates, write_replicates
+from bertology.run.replicates import bootstrap_indices, compute_ratio_replicates
 from bertology.run.tables import write_table
 
 log = logging.getLogger(__name__)
@@ -151,34 +154,46 @@ def compute_row_replicates(row: dict, per_sentence: list[dict[str, RelationCount
             compute_ratio_replicates(baseline, dependents, indices))
 
 
-def run_dependencies(ctx, settings: AttentionSettings, features, sentences
-                     ) -> dict[str, float]:
-    """Clark et al.'s §4.2: each relation's best head against the best fixed offset, both
-    chosen on the even sentences and scored on the odd ones (split-half)."""
+def run_dependencies(ctx, settings: AttentionSettings, features, sentences, which: str = "model",
+                     indices: np.ndarray | None = None
+                     ) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+    """Clark et al.'s §4.2 on one encoder's maps ("model", or "random": its random-init
+    twin, keys attention/random/deps/…): each relation's best head against the best fixed
+    offset, both chosen on the even sentences and scored on the odd ones (split-half). The
+    metrics, and their replicates over `indices` (replicates, odd sentences): resamples of
+    the scoring sentences, bootstrap_indices of them where None."""
     if any(s.heads is None or s.deprels is None for s in sentences):
-        log.info("attention: task %s has no dependency trees; dependency heads skipped",
-                 ctx.config.task.name)
-        return {}
+        if which == "model":
+            log.info("attention: task %s has no dependency trees; dependency heads skipped",
+                     ctx.config.task.name)
+        return {}, {}
     select = count_half(features, sentences, 0)
     by_sentence = count_half_by_sentence(features, sentences, 1)
     score = merge_counts(by_sentence)
     relations = sorted(set(select) & set(score), key=lambda r: (r != "all", -score[r].count, r))
     rows = [build_dependency_row(r, select[r], score[r]) for r in relations]
-    write_table(ctx.out_dir, f"attention_deps_{ctx.config.task.name}", rows)
+    # the model's keys and table keep their names; the twin's are attention/random/deps/…
+    # and attention_deps_random_<task>
+    key_scope, table_scope = ("", "") if which == "model" else (f"{which}/", f"{which}_")
+    write_table(ctx.out_dir, f"attention_deps_{table_scope}{ctx.config.task.name}", rows)
     metrics, columns = {}, {}
-    indices = bootstrap_indices(len(by_sentence)) if by_sentence else None
+    if indices is None and by_sentence:
+        indices = bootstrap_indices(len(by_sentence))
     for row in rows:
         # fewer held-out dependents stay in the table but get no metric (Clark et al. list
         # relations with at least 100)
         if row["count"] >= settings.min_dependents:
-            key = f"attention/deps/{row['relation']}"
+            key = f"attention/{key_scope}deps/{row['relation']}"
             metrics[f"{key}/accuracy"] = row["best_accuracy"]
             metrics[f"{key}/baseline"] = row["baseline_accuracy"]
             columns[f"{key}/accuracy"], columns[f"{key}/baseline"] = compute_row_replicates(
                 row, by_sentence, indices)
-            log.info("%-10s %5d  head %d-%d %s %.3f | offset %+d %.3f", row["relation"],
-                     row["count"], row["best_layer"], row["best_head"], row["direction"],
-                     row["best_accuracy"], row["baseline_offset"], row["baseline_accuracy"])
-    if columns:
-        write_replicates(ctx.out_dir, f"attention_deps_{ctx.config.task.name}", columns)
-    return metrics
+            if which == "model":  # the twin's headline numbers are one line (attention.py)
+                log_row(row)
+    return metrics, columns
+
+
+def log_row(row: dict) -> None:
+    log.info("%-10s %5d  head %d-%d %s %.3f | offset %+d %.3f", row["relation"], row["count"],
+             row["best_layer"], row["best_head"], row["direction"], row["best_accuracy"],
+             row["baseline_offset"], row["baseline_accuracy"])

@@ -41,9 +41,12 @@ def layer_pairs(layers: int, heads: int) -> tuple[np.ndarray, np.ndarray]:
     return upper & same, upper & ~same
 
 
-def compute_head_distances(features: Features, sentences: int) -> tuple[dict, dict]:
+def compute_head_distances(features: Features, sentences: int,
+                           indices: np.ndarray | None = None,
+                           prefix: str = "attention") -> tuple[dict, dict]:
     """Mean within-layer and across-layer JS divergence over the first `sentences` eval
-    sentences: (metrics, their replicates over sentences)."""
+    sentences: (metrics, their replicates over the resampled sentences `indices`, (replicates,
+    sentences); bootstrap_indices of the sentences where None)."""
     within_mask, across_mask = layer_pairs(features.num_layers, features.num_heads)
     within, across = [], []
     for index in range(min(sentences, features.num_sentences)):
@@ -52,8 +55,8 @@ def compute_head_distances(features: Features, sentences: int) -> tuple[dict, di
         within.append(divergence[within_mask].mean())
         across.append(divergence[across_mask].mean())
     within, across = np.array(within), np.array(across)
-    values = {"attention/head_divergence/within_layer": within,
-              "attention/head_divergence/across_layers": across,
-              "attention/head_divergence/across_minus_within": across - within}
+    values = {f"{prefix}/head_divergence/within_layer": within,
+              f"{prefix}/head_divergence/across_layers": across,
+              f"{prefix}/head_divergence/across_minus_within": across - within}
     return ({k: float(v.mean()) for k, v in values.items()},
-            {k: compute_mean_replicates(v) for k, v in values.items()})
+            {k: compute_mean_replicates(v, indices) for k, v in values.items()})

@@ -58,7 +58,9 @@ def load_encoder(name_or_path: str, attention: bool) -> tuple[PreTrainedModel,
 
 
 def random_like(model: PreTrainedModel, seed: int) -> PreTrainedModel:
-    """The same architecture and config with fresh weights (its initializer_range)."""
+    """The same architecture and config with fresh weights (its initializer_range), and the
+    model's attention implementation: eager where attention maps are read, so that the twin
+    returns maps too (SDPA returns none)."""
     torch.manual_seed(seed)
     config = copy.deepcopy(model.config)
     return AutoModel.from_config(config, attn_implementation=config._attn_implementation)
@@ -101,12 +103,13 @@ class ProbeContext:
 
     def features(self, which: str = "model", split: str = "train") -> Features:
         """Word-level hidden states of one encoder on one split, from the cache or extracted
-        now; with attention maps where an analysis reads them (the eval split of the model
-        and of compare_to; maps take ~(layers·heads·n²) floats a sentence, so no more)."""
+        now; with attention maps where an analysis reads them: the eval split of every
+        encoder (the random-init twin's maps are the attention analysis's null); maps take
+        ~(layers·heads·n²) floats a sentence, so the train split gets none."""
         key = (which, split)
         if key not in self._features:
             encoder = self.encoder(which)
-            attention = self.attention and split == "eval" and which != "random"
+            attention = self.attention and split == "eval"
             self._features[key] = extract_or_load(
                 encoder.model, encoder.fingerprint, encoder.tokenizer, self.sentences(split),
                 self.config.cache_dir, self.config.pooling, attention,
