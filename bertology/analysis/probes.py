@@ -207,8 +207,10 @@ def probe_encoder(ctx, kind: str, settings, which: str, data: ProbeData
         train_layer, eval_layer = train_features.layer(layer), eval_features.layer(layer)
         hits = []
         for seed in ctx.config.seeds:
+            # the twin's control task too: its selectivity is the null for the model's
+            # (mlp_less_selective compares linear − MLP selectivity with the twin's)
             metrics, seed_hits = score_layer(kind, settings, data, train_layer, eval_layer, seed,
-                                             control=settings.control and which == "model")
+                                             control=settings.control)
             rows.append({"model": which, "layer": layer, "seed": seed, **metrics})
             hits.append(seed_hits)
             progress.update()
