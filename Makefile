@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 TORCH   ?= torch==2.13.0
 export BERTOLOGY_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: help setup test test-slow tables lint bench reproduce clean
+.PHONY: help setup test test-slow tables lint bench reproduce default-runs clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -40,6 +40,9 @@ ENCODERS ?= minilm
 
 reproduce:  ## every finding at CPU scale, then the report (outputs/reproduce/<stamp>/report/REPORT.md)
 	$(BIN)/python -m bertology.reproduce --encoders $(ENCODERS)
+
+default-runs:  ## time the default pretrain and probe runs; writes docs/default_runs.md (the docs' one source)
+	$(BIN)/python bench/default_runs.py
 
 bench:  ## benchmarks; figures go to bench/RESULTS.md
 	$(BIN)/python bench/bench_pretrain.py
