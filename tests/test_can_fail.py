@@ -355,6 +355,7 @@ def test_the_fixture_has_every_comparison():
         assert [r["test"] for r in rows] == [c.describe() for c in spec.comparisons], finding
         for row in rows:
             assert float(row["se"]) > 0 and int(row["seeds"]) == len(SEEDS), row
+            assert float(row["dof"]) >= len(SEEDS) - 1, row  # the seed part's ν at least
 
 
 def test_a_tautology_says_why():
