@@ -85,6 +85,7 @@ class FindingSpec:
     guards: tuple[Comparison, ...] = ()  # what must hold for the comparison to inform at all
     caveat: str = ""  # what a reader must know beside the verdict (shown in its note)
     no_twin: str = ""  # an `about: model` claim judged without its twin: why none applies
+    tautology: str = ""  # can_fail: false: why the real measurement cannot come out against it
 
     def describe(self) -> str:
         return " and ".join(c.describe() for c in self.comparisons)
@@ -140,7 +141,8 @@ def parse_finding(spec: dict) -> FindingSpec:
     return FindingSpec(str(spec["id"]), str(spec.get("claim", "")), str(spec.get("source", "")),
                        parse_comparisons(spec.get("compare"), spec["id"]),
                        (study,) if isinstance(study, str) else tuple(study), str(about), guards,
-                       str(spec.get("caveat", "")), str(spec.get("no_twin", "")))
+                       str(spec.get("caveat", "")), str(spec.get("no_twin", "")),
+                       str(spec.get("tautology", "")) if spec.get("can_fail") is False else "")
 
 
 # ---------------------------------------------------------------- one comparison
@@ -302,7 +304,8 @@ def judge(spec: FindingSpec, runs: list[RunDir]) -> FindingResult:
         result.raw_note = f"guard not met: {'; '.join(failed)}"
     repeated = (f"{len(repeats)} run(s) repeat another exactly (same config less the seed, "
                 "same evidence) and count once") if repeats else ""
-    result.context = "; ".join(filter(None, [repeated, spec.caveat]))
+    tautology = f"cannot fail (a tautology): {spec.tautology}" if spec.tautology else ""
+    result.context = "; ".join(filter(None, [repeated, spec.caveat, tautology]))
     result.corrected, result.note = result.raw, with_context(result, result.raw_note)
     result.repeated = bool(repeats)
     return result
