@@ -139,6 +139,7 @@ def test_the_console_script_answers_bad_input_in_one_line_with_exit_2(tmp_path):
 
 @pytest.mark.parametrize("args, says", [
     (["probe", "task=sst2"], "task=sst2 (glue_tsv) has no word labels to probe"),
+    (["probe", "task=synthetic_negation"], "task=synthetic_negation (synthetic) has no word"),
     (["finetune", "head.freeze_layers=50"], "head.freeze_layers=50 exceeds the model's 2 layers"),
     (["finetune", "model=minilm", "head.freeze_layers=7"], "exceeds the model's 6 layers"),
     (["pretrain", "trainer.max_steps=[1,"], "no viable alternative at input '[1,'"),

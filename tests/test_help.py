@@ -214,3 +214,15 @@ def test_report_help_offers_only_what_report_takes(tmp_path, monkeypatch, capsys
     (tmp_path / "runs_a").mkdir()
     assert entry.main(["report", "runs_a", "--cfg", "job"]) == 0
     assert "runs:" in capsys.readouterr().out
+
+
+def test_probe_help_offers_only_the_tasks_it_can_probe():
+    """Issue 42: `probe --help` offered task=sst2, which the probe then refused; it lists the
+    tagging tasks only (word labels), and the pipelines that read sentence tasks keep them."""
+    from bertology.cli.help import format_help
+
+    probe = format_help("probe").split("\ntask:\n")[1].split("\nanalysis:")[0]
+    assert "ud_pos" in probe and "synthetic_pos" in probe and "conll03" in probe
+    assert not any(f" {name} " in probe for name in ("sst2", "mrpc", "squad",
+                                                     "synthetic_negation"))
+    assert " sst2 " in format_help("finetune")

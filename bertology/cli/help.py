@@ -31,6 +31,25 @@ def _rows(group: str, options: list[str], default: str | list[str] | None) -> li
             f"{describe_option(group, option, room)}" for option in options]
 
 
+def probe_reads(option: str) -> bool:
+    """A task probe can read: word labels (probe_config.has_word_labels)."""
+    from omegaconf import OmegaConf
+
+    from bertology.config.probe_config import has_word_labels
+
+    task = OmegaConf.load(CONF_DIR / "task" / f"{option}.yaml")
+    return has_word_labels(str(task.get("format")), task.get("label_field"))
+
+
+# (pipeline, group) -> which of the group's options the pipeline can run
+OFFERED = {("probe", "task"): probe_reads}
+
+
+def offered(pipeline: str, group: str) -> list[str]:
+    keep = OFFERED.get((pipeline, group), lambda option: True)
+    return [option for option in group_options(group) if keep(option)]
+
+
 def format_help(pipeline: str) -> str:
     about = describe(CONF_DIR / f"{pipeline}.yaml", width=1000)
     about = textwrap.shorten(about.removeprefix(f"bertology {pipeline}:"), placeholder=" ...",
@@ -43,7 +62,7 @@ def format_help(pipeline: str) -> str:
     for group in pipeline_groups(pipeline):
         if group == EXPERIMENT or not group_options(group):
             continue
-        lines += [f"{group}:", *_rows(group, group_options(group), defaults.get(group))]
+        lines += [f"{group}:", *_rows(group, offered(pipeline, group), defaults.get(group))]
     experiments = pipeline_experiments(pipeline)
     if experiments:
         lines += ["", "experiments (experiment=NAME: a versioned bundle of overrides; most are "

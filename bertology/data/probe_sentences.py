@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bertology.config.groups import TaskConfig
-from bertology.config.probe_config import PROBE_TASKS
+from bertology.config.probe_config import PROBE_TASKS, SYNTHETIC_PROBE_FIELDS
 from bertology.data import synthetic
 from bertology.data.corpora import resolve_path
 from bertology.data.tasks import check_conllu_lines, conllu_error, read_lines, subsample
@@ -94,7 +94,6 @@ def synthetic_labels(sentence: synthetic.Sentence, field: str) -> tuple[str | No
     return tuple(str(value) for value in getattr(sentence, field))
 
 
-SYNTHETIC_PROBE_FIELDS = ("upos", "depths", "agreement", "deprel")
 
 
 def load_synthetic_sentences(task: TaskConfig) -> ProbeSplits:
