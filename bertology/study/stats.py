@@ -10,7 +10,8 @@ with 3 seeds whatever the seed-to-seed variance (IntHout, Ioannidis & Borm, 2014
 part, the item noise every seed shares, which more seeds do not shrink. Each part keeps its own t
 quantile and the two add in quadrature, which keeps the level for every ratio of the parts. One
 seed measures no seed-to-seed variance: its claim is underpowered. Items that seeds share at
-other positions of their lists escape the replicates and enter at a bound (compute_overlap).
+other positions of their lists escape the replicates and enter at a bound (compute_overlap);
+seeds whose fine-tuning collapsed are flagged, not averaged in (collapsed_seeds).
 
 The derivation: docs/findings.md, "The statistics, derived".
 """
@@ -77,6 +78,20 @@ def compute_overlap(items: list) -> float:
                        for item, i in positions[s].items() if item in positions[t])
         total += unpaired / math.sqrt(len(items[s]) * len(items[t]))
     return total / (n * (n - 1))
+
+
+def collapsed_seeds(values: list[float], floor) -> list[int]:
+    """The seeds whose runs collapsed: an accuracy at or below the floor, the accuracy of
+    always predicting the majority class (a run's majority_accuracy; one floor, or one per
+    seed). Mosbach, Andriushchenko & Klakow (2021) call such a fine-tuning run failed and
+    report how many failed; Dodge et al. (2020) see many restarts diverge on small GLUE tasks.
+    No test of a mean over seeds keeps its level, at any number of seeds, where a rare collapse
+    drags that mean (Bahadur & Savage, 1956; docs/findings.md, "Overlapping sentences and
+    collapsed seeds"): a verdict reports "k of n seeds collapsed" and judges the seeds that
+    trained. Without a floor there is no flag: on 3 healthy seeds a median/MAD rule flags one
+    5% of the time even at 10 MADs."""
+    floors = np.broadcast_to(np.asarray(floor, dtype=np.float64), (len(values),))
+    return [s for s, (v, f) in enumerate(zip(values, floors)) if v <= f]
 
 
 @dataclass(frozen=True)
