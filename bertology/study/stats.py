@@ -9,7 +9,9 @@ interval with equal weights (Hartung & Knapp, 2001; Sidik & Jonkman, 2002), whic
 with 3 seeds whatever the seed-to-seed variance (IntHout, Ioannidis & Borm, 2014); and a shared
 part, the item noise every seed shares, which more seeds do not shrink. Each part keeps its own t
 quantile and the two add in quadrature, which keeps the level for every ratio of the parts. One
-seed measures no seed-to-seed variance: its claim is underpowered.
+seed measures no seed-to-seed variance: its claim is underpowered. Items that seeds share at
+other positions of their lists escape the replicates and enter at a bound (compute_overlap);
+seeds whose fine-tuning collapsed are flagged, not averaged in (collapsed_seeds).
 
 The derivation: docs/findings.md, "The statistics, derived".
 """
@@ -40,11 +42,11 @@ def compute_half_width(parts: tuple[Part, ...] | list, alpha: float):
     return np.sqrt(sum(stats.t.isf(alpha, dof) ** 2 * np.asarray(v) for v, dof, _ in parts))
 
 
-def compute_random_effects(values: np.ndarray, replicates: np.ndarray
+def compute_random_effects(values: np.ndarray, replicates: np.ndarray, overlap=0.0
                            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(mean, s², V_sh) over the seed axis of values (..., n) and item replicates (..., n, R)
     (the formulas above); vectorised so the level test runs thousands of simulated studies
-    through the same arithmetic as the report."""
+    through the same arithmetic as the report. overlap (scalar or (...)): compute_overlap."""
     n = values.shape[-1]
     mean = values.mean(axis=-1)  # (...)
     seed_var = values.var(axis=-1, ddof=1)  # (...): seed effects and private item noise
@@ -52,7 +54,44 @@ def compute_random_effects(values: np.ndarray, replicates: np.ndarray
     own = replicates.var(axis=-1, ddof=1).sum(axis=-1)  # (...)
     total = replicates.sum(axis=-2).var(axis=-1, ddof=1)  # (...)
     shared = np.maximum(0.0, (total - own) / (n * (n - 1)))  # (...): noise of common items
-    return mean, seed_var, shared
+    # Items two seeds share at other positions of their lists: replicate r resamples other
+    # items in each, so the replicates do not see the noise they share. It is at most their
+    # share of a seed's item variance (all of their noise common; Cauchy–Schwarz, items of
+    # equal variance), and enters at that bound
+    return mean, seed_var, shared + np.asarray(overlap) * own / n
+
+
+def compute_overlap(items: list) -> float:
+    """The share of a seed's eval items that another seed also scored where the replicates
+    cannot pair them, averaged over pairs of seeds: items[s] lists seed s's item ids (e.g.
+    the sentences' indices in the eval file) in the order its replicates resample them. An
+    item shared at the same position of two lists of the same length is paired (replicate r
+    draws the same positions, bootstrap_indices) and counted by V_sh already."""
+    n = len(items)
+    if n < 2:
+        return 0.0
+    positions = [{item: i for i, item in enumerate(seed)} for seed in items]
+    total = 0.0
+    for s, t in ((s, t) for s in range(n) for t in range(n) if s != t):
+        paired = len(items[s]) == len(items[t])
+        unpaired = sum(not (paired and positions[t][item] == i)
+                       for item, i in positions[s].items() if item in positions[t])
+        total += unpaired / math.sqrt(len(items[s]) * len(items[t]))
+    return total / (n * (n - 1))
+
+
+def collapsed_seeds(values: list[float], floor) -> list[int]:
+    """The seeds whose runs collapsed: an accuracy at or below the floor, the accuracy of
+    always predicting the majority class (a run's majority_accuracy; one floor, or one per
+    seed). Mosbach, Andriushchenko & Klakow (2021) call such a fine-tuning run failed and
+    report how many failed; Dodge et al. (2020) see many restarts diverge on small GLUE tasks.
+    No test of a mean over seeds keeps its level, at any number of seeds, where a rare collapse
+    drags that mean (Bahadur & Savage, 1956; docs/findings.md, "Overlapping sentences and
+    collapsed seeds"): a verdict reports "k of n seeds collapsed" and judges the seeds that
+    trained. Without a floor there is no flag: on 3 healthy seeds a median/MAD rule flags one
+    5% of the time even at 10 MADs."""
+    floors = np.broadcast_to(np.asarray(floor, dtype=np.float64), (len(values),))
+    return [s for s, (v, f) in enumerate(zip(values, floors)) if v <= f]
 
 
 @dataclass(frozen=True)
@@ -119,9 +158,13 @@ class Estimate:
                 for v, dof, n in self.parts]
 
 
-def combine_seeds(values: list[float], replicates: list[np.ndarray | None]) -> Estimate:
+def combine_seeds(values: list[float], replicates: list[np.ndarray | None],
+                  overlap: float = 0.0) -> Estimate:
     """The mean over seeds of per-seed values, with its seed and shared item parts (above).
-    replicates[s] is seed s's (R,) array, or None where its run wrote none."""
+    replicates[s] is seed s's (R,) array, or None where its run wrote none. overlap, the
+    share of its items a seed shares with others where their replicates do not pair them
+    (compute_overlap), enters the shared part at its bound (with replicates: they measure the
+    item variance it is a share of)."""
     values = [float(v) for v in values]
     n = len(values)
     if n == 0:
@@ -134,7 +177,8 @@ def combine_seeds(values: list[float], replicates: list[np.ndarray | None]) -> E
         return Estimate(float(np.mean(values)), ((float(np.var(values, ddof=1)) / n,
                                                   n - 1.0, n),), n, False)
     reps = np.stack(usable)  # (seeds, R)
-    mean, seed_var, shared = (float(x) for x in compute_random_effects(np.array(values), reps))
+    mean, seed_var, shared = (float(x) for x in compute_random_effects(np.array(values), reps,
+                                                                        overlap))
     # The seed part keeps n − 1 degrees of freedom even where the items say the seeds should
     # agree: 3 seeds cannot tell τ² = 0 from τ² = 4 σ²_item, and reading them with a normal
     # quantile when they happen to agree is how the truncated-τ² rule lost its level (HKSJ).
