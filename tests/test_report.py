@@ -405,3 +405,29 @@ def test_a_report_that_judges_nothing_says_which_studies_to_run(tmp_path):
     assert "| probe_pos | `bertology probe -m experiment=study_probe_pos` | anisotropy, " in text
     assert "| probe/best_layer/accuracy | 0.91 ± 0 |" in text
     assert "probe/layer_03/accuracy" not in text.split("## Runs")[1]  # the rest: metrics.csv
+
+
+def test_a_collapsed_seed_is_set_aside_and_named(tmp_path):
+    """A fine-tuning seed at the majority class (Mosbach et al., 2021: a failed run) is not
+    averaged in: freezing "costs" 0.30 on seed 2 only because that seed of the frozen arm
+    collapsed. The seed leaves both arms, the note names it, and the claim is judged on the
+    two seeds that trained; with every seed collapsed, all stay and the note says so."""
+    finding = {**FINDING, "compare": {
+        "a": {"metric": "eval/accuracy", "where": {"arm": "frozen"}},
+        "b": {"metric": "eval/accuracy", "where": {"arm": "full"}},
+        "expect": "greater", "margin": -0.015}}
+    accuracy = {"full": (0.80, 0.82, 0.81), "frozen": (0.805, 0.823, 0.51)}
+    for arm, values in accuracy.items():
+        for seed, acc in enumerate(values):
+            write_run(tmp_path / f"{arm}{seed}", {"eval/accuracy": acc,
+                                                  "eval/majority_accuracy": 0.51},
+                      seed, finding, arm=arm)
+    result = judge(parse_finding(finding), find_runs([tmp_path]))
+    assert result.tests[0].estimate.n == 2
+    assert result.tests[0].estimate.mean == pytest.approx((0.005 + 0.003) / 2)
+    assert "1 of 3 seeds collapsed" in result.note and "seed 2" in result.note
+    for seed in (0, 1):  # all three collapsed: nothing left to judge on, all kept
+        (tmp_path / f"frozen{seed}" / "metrics.json").write_text(json.dumps(
+            {"eval/accuracy": 0.50 + 0.005 * seed, "eval/majority_accuracy": 0.51}))
+    result = judge(parse_finding(finding), find_runs([tmp_path]))
+    assert result.tests[0].estimate.n == 3 and "kept, fewer than 2 trained" in result.note

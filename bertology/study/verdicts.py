@@ -33,6 +33,7 @@ from bertology.study.stats import (
     FEASIBLE,
     SignTest,
     TTest,
+    collapsed_seeds,
     combine_seeds,
     difference,
     holm,
@@ -285,10 +286,46 @@ class FindingResult:
         return -1 if -1 in leans else 1 if leans and all(x == 1 for x in leans) else 0
 
 
+# A trained model's accuracy and its majority-class floor, as each pipeline writes them: a run
+# at or below the floor collapsed (Mosbach et al., 2021; Dodge et al., 2020)
+ACCURACY_FLOORS = (("eval/accuracy", "eval/majority_accuracy"),
+                   ("prune/original/accuracy", "prune/original/majority_accuracy"),
+                   ("distill/teacher/accuracy", "distill/teacher/majority_accuracy"))
+
+
+def collapsed(runs: list[RunDir]) -> set:
+    """The seeds some run of which collapsed to the majority class (stats.collapsed_seeds)."""
+    seeds = set()
+    for accuracy, floor in ACCURACY_FLOORS:
+        scored = [r for r in runs if accuracy in r.metrics and floor in r.metrics]
+        flagged = collapsed_seeds([r.metrics[accuracy] for r in scored],
+                                  [r.metrics[floor] for r in scored])
+        seeds |= {scored[i].seed for i in flagged}
+    return seeds
+
+
+def set_aside_collapsed(runs: list[RunDir]) -> tuple[list[RunDir], str]:
+    """The runs of the seeds that trained, and the note that says how many collapsed. A seed
+    that collapsed leaves every arm (its pairs go with it): averaging it in drags the mean, and
+    no test of a mean keeps its level against a rare collapse (docs/findings.md). Where fewer
+    than 2 seeds trained, all stay: there is nothing to judge on, and a guard says so."""
+    gone = collapsed(runs)
+    seeds = {r.seed for r in runs}
+    if not gone or len(seeds - gone) < 2:
+        note = (f"{len(gone)} of {len(seeds)} seeds collapsed (accuracy ≤ majority class); "
+                "kept, fewer than 2 trained") if gone else ""
+        return runs, note
+    note = (f"{len(gone)} of {len(seeds)} seeds collapsed (accuracy ≤ majority class: seed "
+            f"{', '.join(map(str, sorted(gone, key=str)))}), set aside; judged on the "
+            f"{len(seeds - gone)} that trained")
+    return [r for r in runs if r.seed not in gone], note
+
+
 def judge(spec: FindingSpec, runs: list[RunDir]) -> FindingResult:
     """The raw verdict; the corrected one needs the whole suite (correct_suite)."""
     require(all(isinstance(c.a, Evidence) for c in spec.comparisons + spec.guards),
             f"finding {spec.id}: side a must read the runs (a metric), not a number")
+    runs, collapse = set_aside_collapsed(runs)
     runs, repeats = independent_runs(spec, runs)
     compared = [compare_runs(c, runs) for c in spec.comparisons]
     result = FindingResult(spec, runs, [t for t, _ in compared], [d for _, d in compared])
@@ -305,7 +342,7 @@ def judge(spec: FindingSpec, runs: list[RunDir]) -> FindingResult:
     repeated = (f"{len(repeats)} run(s) repeat another exactly (same config less the seed, "
                 "same evidence) and count once") if repeats else ""
     tautology = f"cannot fail (a tautology): {spec.tautology}" if spec.tautology else ""
-    result.context = "; ".join(filter(None, [repeated, spec.caveat, tautology]))
+    result.context = "; ".join(filter(None, [collapse, repeated, spec.caveat, tautology]))
     result.corrected, result.note = result.raw, with_context(result, result.raw_note)
     result.repeated = bool(repeats)
     return result
