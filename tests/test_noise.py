@@ -38,47 +38,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import compose_config
-from omegaconf import OmegaConf
+from study_runs import CATALOG, assert_no_finding_holds, run_study
 
 from bertology.analysis.features import Features
 from bertology.pipelines import load_pipeline
-from bertology.study.catalog import load_catalog, load_studies, runs_of
 from bertology.study.results import find_runs
-from bertology.study.verdicts import ABOUT, correct_suite, judge
-
-CATALOG = load_catalog()
-SEEDS = (0, 1, 2)
+from bertology.study.verdicts import judge
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-def run_study(study: str, root: Path, overrides: list[str], seeds=SEEDS,
-              arms: list[list[str]] = ([],)) -> None:
-    """Every arm × seed of a study into root/<n>, each with its saved config (as Hydra)."""
-    pipeline = load_studies()[study].pipeline
-    for index, (arm, seed) in enumerate((a, s) for a in arms for s in seeds):
-        cfg = compose_config(pipeline, [f"experiment=study_{study}", f"seed={seed}",
-                                        "logger=none", *overrides, *arm])
-        run_dir = root / str(index)
-        (run_dir / ".hydra").mkdir(parents=True)
-        OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")
-        load_pipeline(pipeline)(cfg, run_dir)
-
-
-def assert_no_finding_holds(root: Path, studies: set[str], about: tuple[str, ...] = ABOUT,
-                            only: tuple[str, ...] = ()) -> list:
-    """Judge every finding the studies' runs under root answer (or `only` those), correct them
-    as one suite, and fail naming those that hold (only findings about `about` count)."""
-    runs = find_runs([root])
-    results = [judge(spec, runs_of(spec, runs)) for spec in CATALOG.values()
-               if set(spec.studies) <= studies and (not only or spec.id in only)]
-    correct_suite(results)
-    assert results, f"no finding reads {studies}"
-    counted = {spec.id for spec in CATALOG.values() if spec.about in about}
-    held = [(r.id, r.raw, r.corrected) for r in results
-            if r.id in counted and "holds" in (r.raw, r.corrected)]
-    assert not held, f"findings that hold on noise: {held}"
-    return results
 
 
 # ---------------------------------------------------------------- random features
