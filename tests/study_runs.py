@@ -1,11 +1,17 @@
 """How tests/test_noise.py runs a study and judges it. Each arm × seed is composed as
 `bertology <pipeline> -m experiment=study_<name>` composes it and saved as Hydra saves it, then
-run. Every finding the runs answer is judged, and all of them corrected as one suite, by the
-report's own code.
+run here, one run after another, or on two lanes: one process per core, each on one thread as
+the test module's own runs (the way `make reproduce` runs its studies side by side), so that
+on 2 cores a study takes half the wall time. Every finding the runs answer is judged, and all
+of them corrected as one suite, by the report's own code.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Iterable
+from concurrent.futures import Executor, ProcessPoolExecutor
+from multiprocessing import get_context
 from pathlib import Path
 
 from conftest import compose_config
@@ -18,6 +24,7 @@ from bertology.study.verdicts import ABOUT, correct_suite, judge
 
 CATALOG = load_catalog()
 SEEDS = (0, 1, 2)
+LANES = 2
 
 
 def plan_study(study: str, root: Path, overrides: list[str], seeds=SEEDS,
@@ -46,6 +53,39 @@ def run_study(study: str, root: Path, overrides: list[str], seeds=SEEDS,
     """Every arm × seed of a study into root/<n>, here, one after another."""
     for job in plan_study(study, root, overrides, seeds, arms):
         run_saved(*job)
+
+
+def start_lane() -> None:
+    """One thread per run, as the test module's. CPU latency (int8's, the student's speed-up)
+    is timed once, not over 3 rounds of 20 repeats: no finding reads it, and at full length it
+    takes longer than the distillation it times."""
+    import torch
+
+    from bertology.models import latency
+    from bertology.pipelines import distill
+    from bertology.pruning import prune_context
+
+    torch.set_num_threads(1)
+    quick = functools.partial(latency.compare_latency, rounds=1, repeats=1)
+    prune_context.compare_latency = distill.compare_latency = quick
+
+
+def start_lanes() -> Executor:
+    """The lanes: fresh processes (spawned, not forked from one that holds torch's threads),
+    each started by start_lane."""
+    return ProcessPoolExecutor(LANES, mp_context=get_context("spawn"), initializer=start_lane)
+
+
+def run_in_lanes(lanes: Executor, jobs: Iterable[tuple[str, Path]]) -> None:
+    """Every (pipeline, run dir) job, in the order given, as lanes free up; the first failure
+    is raised, and the jobs not started yet are dropped."""
+    futures = [lanes.submit(run_saved, *job) for job in jobs]
+    try:
+        for future in futures:
+            future.result()
+    finally:
+        for future in futures:
+            future.cancel()
 
 
 def judge_studies(roots: list[Path], studies: set[str], only: tuple[str, ...] = ()) -> list:
