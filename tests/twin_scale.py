@@ -3,8 +3,9 @@ distillation studies, and what it asserts of the pretrained arm there.
 
 Each study keeps its own recipe (model, task, arms, seeds, experiments) on the real SST-2 and
 CoNLL-2003, cut to a sample on which all-MiniLM-L6-v2 still learns the task: "no claim holds on
-the twin" is only asked where a claim could hold. The sizes below are the smallest measured at
-which every guard holds on the pretrained arm, which the test asserts (assert_it_learns).
+the twin" is only asked where a claim could hold: every guard must hold on the pretrained arm
+(assert_it_learns). Where a smaller size, or the study's own rate, left the pretrained arm short
+of that, the size's comment says what was measured.
 """
 
 from __future__ import annotations
