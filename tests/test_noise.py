@@ -24,8 +24,11 @@ probe or a metric, e.g. that probes memorise) may, and are left out:
 - probe studies: the model under study is a random-init MiniLM (its architecture and
   tokenizer, fresh weights), so the analyses' own twin contrasts compare one random init with
   another; compare_to is that model briefly fine-tuned;
-- finetune, prune and distill studies: the model fine-tuned (pruned, distilled) starts from
-  random weights and learns the true labels;
+- finetune, prune and distill studies: MiniLM's architecture and tokenizer with random weights
+  (finetune_sst2 at init=random; finetune_conll, which sweeps init itself, with MiniLM replaced
+  by a random MiniLM; prune and distill start from the twin's fine-tuned SST-2 model), on the
+  true labels of the real SST-2 and CoNLL-2003, at the reduced scale of tests/twin_scale.py,
+  where MiniLM itself learns the tasks: the same runs on MiniLM must meet every guard;
 - pretrain studies: the encoder left untrained is already the twin (the last i.i.d. test)."""
 
 from __future__ import annotations
@@ -38,47 +41,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import compose_config
-from omegaconf import OmegaConf
+from study_runs import (
+    CATALOG,
+    assert_no_finding_holds,
+    judge_studies,
+    plan_study,
+    run_in_lanes,
+    run_study,
+    start_lanes,
+)
+from twin_scale import CONLL, CONLL_ARMS, PRUNE, SST2, assert_it_learns, print_verdicts
 
 from bertology.analysis.features import Features
 from bertology.pipelines import load_pipeline
-from bertology.study.catalog import load_catalog, load_studies, runs_of
 from bertology.study.results import find_runs
-from bertology.study.verdicts import ABOUT, correct_suite, judge
-
-CATALOG = load_catalog()
-SEEDS = (0, 1, 2)
+from bertology.study.verdicts import judge
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-def run_study(study: str, root: Path, overrides: list[str], seeds=SEEDS,
-              arms: list[list[str]] = ([],)) -> None:
-    """Every arm × seed of a study into root/<n>, each with its saved config (as Hydra)."""
-    pipeline = load_studies()[study].pipeline
-    for index, (arm, seed) in enumerate((a, s) for a in arms for s in seeds):
-        cfg = compose_config(pipeline, [f"experiment=study_{study}", f"seed={seed}",
-                                        "logger=none", *overrides, *arm])
-        run_dir = root / str(index)
-        (run_dir / ".hydra").mkdir(parents=True)
-        OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")
-        load_pipeline(pipeline)(cfg, run_dir)
-
-
-def assert_no_finding_holds(root: Path, studies: set[str], about: tuple[str, ...] = ABOUT,
-                            only: tuple[str, ...] = ()) -> list:
-    """Judge every finding the studies' runs under root answer (or `only` those), correct them
-    as one suite, and fail naming those that hold (only findings about `about` count)."""
-    runs = find_runs([root])
-    results = [judge(spec, runs_of(spec, runs)) for spec in CATALOG.values()
-               if set(spec.studies) <= studies and (not only or spec.id in only)]
-    correct_suite(results)
-    assert results, f"no finding reads {studies}"
-    counted = {spec.id for spec in CATALOG.values() if spec.about in about}
-    held = [(r.id, r.raw, r.corrected) for r in results
-            if r.id in counted and "holds" in (r.raw, r.corrected)]
-    assert not held, f"findings that hold on noise: {held}"
-    return results
 
 
 # ---------------------------------------------------------------- random features
@@ -326,14 +305,69 @@ def test_layer_and_head_findings_do_not_hold_on_a_random_init_modernbert(tmp_pat
     assert len(results) == 6
 
 
-@pytest.mark.slow
-def test_finetuning_findings_do_not_hold_on_the_random_init_twin(tmp_path):
-    assert_no_finding_holds(tmp_path, run_finetuning_studies(tmp_path), about=MODEL_ONLY)
+# The fine-tuning, pruning and distillation studies, on MiniLM (model/) and on its twin (twin/),
+# at the reduced scale of tests/twin_scale.py, where the pretrained arm learns the task.
+
+
+@pytest.fixture(scope="module")
+def lanes():
+    """Two lanes (tests/study_runs.py), started once for the twin tests below."""
+    with start_lanes() as pool:
+        yield pool
+
+
+@pytest.fixture(scope="module")
+def sst2_models(tmp_path_factory, lanes) -> Path:
+    """finetune_sst2's all-layers arm, three seeds, on MiniLM (model/sst2) and its twin
+    (twin/sst2: init=random): the study's runs, and the fine-tuned models prune_sst2 and
+    distill_sst2 start from (as `make reproduce`'s {sst2_model}: seed s reads seed s's)."""
+    root = tmp_path_factory.mktemp("sst2_models")
+    all_layers = [*SST2, "head.freeze_layers=0"]
+    run_in_lanes(lanes, [*plan_study("finetune_sst2", root / "model" / "sst2", all_layers),
+                         *plan_study("finetune_sst2", root / "twin" / "sst2",
+                                     [*all_layers, "init=random"])])
+    return root
 
 
 @pytest.mark.slow
-def test_compression_findings_do_not_hold_on_the_random_init_twin(tmp_path):
-    assert_no_finding_holds(tmp_path, run_compression_studies(tmp_path), about=MODEL_ONLY)
+@pytest.mark.data("glue_sst2", "conll2003_ner")
+def test_finetuning_findings_do_not_hold_on_the_random_init_twin(tmp_path, lanes, sst2_models,
+                                                                 random_minilm):
+    """finetune_sst2 on MiniLM and on init=random; finetune_conll, which sweeps init itself, on
+    MiniLM and with MiniLM replaced by a random MiniLM (model and twin both untrained)."""
+    studies = {"finetune_sst2", "finetune_conll"}
+    lower_frozen = [*SST2, "head.freeze_layers=3"]
+    run_in_lanes(lanes, [
+        *plan_study("finetune_sst2", tmp_path / "model" / "sst2", lower_frozen),
+        *plan_study("finetune_sst2", tmp_path / "twin" / "sst2", [*lower_frozen, "init=random"]),
+        *plan_study("finetune_conll", tmp_path / "model" / "conll", CONLL, arms=CONLL_ARMS),
+        *plan_study("finetune_conll", tmp_path / "twin" / "conll",
+                    [*CONLL, f"model.name_or_path={random_minilm}"], arms=CONLL_ARMS)])
+    model = [sst2_models / "model", tmp_path / "model"]
+    assert_it_learns(model, studies)
+    print_verdicts("model", judge_studies(model, studies))
+    print_verdicts("twin", assert_no_finding_holds(
+        [sst2_models / "twin", tmp_path / "twin"], studies, about=MODEL_ONLY))
+
+
+@pytest.mark.slow
+@pytest.mark.data("glue_sst2")
+def test_compression_findings_do_not_hold_on_the_random_init_twin(tmp_path, lanes, sst2_models):
+    """prune_sst2 and distill_sst2 on the SST-2 models of MiniLM and of its twin, seed by seed
+    (the prune runs first: they take longest)."""
+    studies = {"prune_sst2", "distill_sst2"}
+    jobs = {"prune": [], "distill": []}
+    for arm in ("model", "twin"):
+        tuned = f"{sst2_models / arm / 'sst2'}/${{seed}}/model"  # the run of this seed
+        jobs["prune"] += plan_study("prune_sst2", tmp_path / arm / "prune",
+                                    [*PRUNE, f"model.name_or_path={tuned}"])
+        jobs["distill"] += plan_study("distill_sst2", tmp_path / arm / "distill",
+                                      [*SST2, f"teacher.name_or_path={tuned}"])
+    run_in_lanes(lanes, [*jobs["prune"], *jobs["distill"]])
+    assert_it_learns([tmp_path / "model"], studies)
+    print_verdicts("model", judge_studies([tmp_path / "model"], studies))
+    print_verdicts("twin", assert_no_finding_holds(tmp_path / "twin", studies,
+                                                   about=MODEL_ONLY))
 
 
 def test_every_finding_has_a_noise_test():
