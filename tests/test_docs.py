@@ -359,3 +359,23 @@ def test_help_names_every_family():
     from bertology.families import FAMILIES
 
     assert all(name in USAGE for name in FAMILIES), [n for n in FAMILIES if n not in USAGE]
+
+
+def test_the_front_page_quotes_the_default_runs_measured_numbers():
+    """Issue 42: the default run was 84 s in the README, 44.7 s in docs/pipelines.md and "about
+    45 s" in a config comment, NSP 0.84 or 0.891. docs/default_runs.md (make default-runs)
+    is the one source: the README's first-run paragraph quotes its pretrain row, to 3 digits."""
+    rows = [line for line in (REPO / "docs" / "default_runs.md").read_text().splitlines()
+            if line.startswith("| `bertology pretrain`")]
+    assert len(rows) == 1, "docs/default_runs.md has no pretrain row: run make default-runs"
+    _, seconds, metrics = (cell.strip() for cell in rows[0].strip("|").split("|"))
+    readme = (REPO / "README.md").read_text()
+    paragraph = readme[readme.index("Held-out MLM accuracy"):].split("\n\n")[0]
+    quoted = [float(x) for x in re.findall(r"(?<![\w.])\d+\.\d+(?![\w.])", metrics)]
+    assert quoted, metrics
+    for value in quoted:
+        assert f"{value:.3g}" in paragraph, (value, paragraph)
+    assert f"took {seconds}" in paragraph.replace("\n", " ")
+    for doc in ("docs/pipelines.md", "docs/probing.md", "conf/trainer/default.yaml",
+                "conf/probe.yaml"):
+        assert "default_runs.md" in (REPO / doc).read_text(), doc

@@ -101,7 +101,9 @@ def test_a_resumed_run_continues_its_wandb_run_and_says_where_it_is(tmp_path, ca
         ids.append(tracker.run._run.id)
     assert ids[0] == ids[1] == tracking.read_run_id(tmp_path)
     offline = sorted(p.name for p in (tmp_path / "wandb").glob("offline-run-*"))
-    assert len(offline) == 2 and all(name.endswith(ids[0]) for name in offline)
+    assert len(offline) == 2 and all(f"-{ids[0]}" in name for name in offline)
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("W&B")]
-    sync = f"wandb sync {tmp_path / 'wandb' / f'offline-run-*-{ids[0]}'}"
+    pattern = tmp_path / "wandb" / f"offline-run-*-{ids[0]}*"
+    assert len(list(pattern.parent.glob(pattern.name))) == 2  # the command uploads both
+    sync = f"wandb sync {pattern}"
     assert len(lines) == 4 and all(f"offline run {ids[0]}" in x and sync in x for x in lines)

@@ -68,7 +68,9 @@ class WandbRun:
             return ""
         if self.mode == "online":
             return f"W&B online run {run_id}: {getattr(self._run, 'url', '') or 'no url'}"
-        dirs = Path(self.out_dir or ".") / "wandb" / f"offline-run-*-{run_id}"
+        # W&B names each start's dir offline-run-<time>-<id>, with -1, -2 … for starts within
+        # one second
+        dirs = Path(self.out_dir or ".") / "wandb" / f"offline-run-*-{run_id}*"
         return f"W&B offline run {run_id}; upload it with: wandb sync {dirs}"
 
     def _guard(self, action: str, fn, *args) -> None:
