@@ -76,8 +76,8 @@ def main() -> None:
              "docs quote these numbers and no others about the default runs "
              "(`tests/test_docs.py` checks README.md's).", "",
              f"Measured at {commit} on {date.today().isoformat()}, {os.cpu_count()} cores of "
-             f"{cpu_name()} ({cpu_flags()}), load average {load:.1f} at the start, each run "
-             "alone with a fresh cache.", "",
+             f"{cpu_name()} ({cpu_flags()}), load average {load:.1f} at the start and "
+             f"{{end_load}} at the end, one run after another, a fresh cache.", "",
              "| command | wall time | metrics |", "|---|---:|---|"]
     with tempfile.TemporaryDirectory() as tmp:
         work, cache = Path(tmp), Path(tmp) / "cache"
@@ -94,7 +94,8 @@ def main() -> None:
     lines += ["", "The probe's first run pretrains its checkpoint (the default `bertology "
               "pretrain`, cached under `cache_dir/pretrained/`): its time includes that "
               "pretraining; the second run's (again) reads it from the cache."]
-    OUT.write_text("\n".join(lines) + "\n")
+    text = "\n".join(lines) + "\n"
+    OUT.write_text(text.replace("{end_load}", f"{os.getloadavg()[0]:.1f}"))
     print(f"-> {OUT.relative_to(REPO)}")
 
 
