@@ -131,6 +131,7 @@ class Collect(logging.Handler):
         self.messages.append(record.getMessage())
 
 
+@pytest.mark.slow  # loads MiniLM: make test stays under 3 minutes
 def test_library_load_reports_carry_no_escape_codes_off_a_terminal():
     """Issue 42: transformers v5 bolds its LOAD REPORT title with ANSI codes whatever the
     stream, so a log file or a pipe showed `[1m…[0m`. Off a terminal the CLI strips them

@@ -164,6 +164,7 @@ def test_resume_false_is_refused_before_anything_in_the_dir_is_touched(short_run
                  "refused in one line, exit 2, before Hydra: every file of the dir unchanged"])
 
 
+@pytest.mark.slow  # a resumed pretraining run: make test stays under 3 minutes
 def test_a_plain_resume_logs_nothing_about_neutral_changes(short_run, tmp_path):
     """resume=true, logger=none or a larger budget are result-neutral: the resumed run's log
     has no "changed key" warning (resume_changes.json still records them)."""
