@@ -50,7 +50,7 @@ from study_runs import (
     run_study,
     start_lanes,
 )
-from twin_scale import CONLL, CONLL_ARMS, PRUNE, SST2, assert_it_learns, print_verdicts
+from twin_scale import CONLL, PRUNE, SST2, assert_it_learns, conll_arms, print_verdicts
 
 from bertology.analysis.features import Features
 from bertology.pipelines import load_pipeline
@@ -334,20 +334,26 @@ def sst2_models(tmp_path_factory, lanes) -> Path:
 def test_finetuning_findings_do_not_hold_on_the_random_init_twin(tmp_path, lanes, sst2_models,
                                                                  random_minilm):
     """finetune_sst2 on MiniLM and on init=random; finetune_conll, which sweeps init itself, on
-    MiniLM and with MiniLM replaced by a random MiniLM (model and twin both untrained)."""
+    MiniLM and with MiniLM replaced by a random MiniLM (model and twin both untrained). The
+    init=random arm never reads the checkpoint's weights, so both studies share its runs."""
     studies = {"finetune_sst2", "finetune_conll"}
     lower_frozen = [*SST2, "head.freeze_layers=3"]
     run_in_lanes(lanes, [
         *plan_study("finetune_sst2", tmp_path / "model" / "sst2", lower_frozen),
         *plan_study("finetune_sst2", tmp_path / "twin" / "sst2", [*lower_frozen, "init=random"]),
-        *plan_study("finetune_conll", tmp_path / "model" / "conll", CONLL, arms=CONLL_ARMS),
+        *plan_study("finetune_conll", tmp_path / "model" / "conll", CONLL,
+                    arms=conll_arms("pretrained")),
+        *plan_study("finetune_conll", tmp_path / "random" / "conll", CONLL,
+                    arms=conll_arms("random")),
         *plan_study("finetune_conll", tmp_path / "twin" / "conll",
-                    [*CONLL, f"model.name_or_path={random_minilm}"], arms=CONLL_ARMS)])
-    model = [sst2_models / "model", tmp_path / "model"]
+                    [*CONLL, f"model.name_or_path={random_minilm}"],
+                    arms=conll_arms("pretrained"))])
+    model = [sst2_models / "model", tmp_path / "model", tmp_path / "random"]
     assert_it_learns(model, studies)
     print_verdicts("model", judge_studies(model, studies))
     print_verdicts("twin", assert_no_finding_holds(
-        [sst2_models / "twin", tmp_path / "twin"], studies, about=MODEL_ONLY))
+        [sst2_models / "twin", tmp_path / "twin", tmp_path / "random"], studies,
+        about=MODEL_ONLY))
 
 
 @pytest.mark.slow

@@ -31,9 +31,12 @@ SST2 = ["trainer.max_train_examples=640", "trainer.epochs=1", "trainer.batch_siz
 # scored on 100 of the 3,250 dev sentences.
 CONLL = ["trainer.max_train_examples=128", "trainer.batch_size=8", "trainer.eval_batches=1",
          "task.max_eval_examples=100"]
-CONLL_ARMS = [[f"head.features={features}", f"init={init}"]
-              for features in ("last", "concat_last_four", "scalar_mix")
-              for init in ("pretrained", "random")]  # the study's sweep
+FEATURES = ("last", "concat_last_four", "scalar_mix")  # the study's sweep, with init
+
+
+def conll_arms(init: str) -> list[list[str]]:
+    """The study's head.features arms at one init."""
+    return [[f"head.features={features}", f"init={init}"] for features in FEATURES]
 
 # prune_sst2: every experiment of the study, on the same 200 dev sentences, heads scored on 16
 # training phrases (it scores them on 256). On 100 sentences the guard did not hold: +0.170
@@ -50,7 +53,7 @@ ORIGINAL = learned("prune/original/accuracy", "prune/original/majority_accuracy"
 # every arm's entity F1 over the majority tagger's (all O: 0)
 TAGGED = tuple(learned({"metric": "eval/f1", "where": {"head.features": features,
                                                         "init": "pretrained"}}, 0.0)
-               for features in ("last", "concat_last_four", "scalar_mix"))
+               for features in FEATURES)
 # For the findings of these studies with no guard: what says the fine-tuned model learned
 # the task, asserted on the pretrained arm as their guards are.
 LEARNED = {"heads_raise": (ORIGINAL,), "special_token_gradients": (ORIGINAL,),
