@@ -452,3 +452,14 @@ def test_a_floor_on_every_resample_is_judged_as_measured():
                          np.linspace(-0.01, 0.01, REPLICATES), np.zeros(REPLICATES)])
     assert near.raw == "does not hold"
     assert suite_result([0.0, 0.0, 0.0], 0.25).raw == "leans against"
+
+
+def test_seeds_at_one_floor_whose_resamples_vary_are_not_exact():
+    """Every seed collapsed to one value but each seed's replicates move (the floor's own
+    resampling noise, independent across seeds): V_sh estimates below zero and is clamped to
+    0. That zero is not measured, so the estimate is not exact and no infinite t follows."""
+    wobble = np.random.default_rng(0).normal(0.0, 0.01, REPLICATES)
+    moving = [wobble, -wobble, np.zeros(REPLICATES)]  # Var(Σ) = 0 < Σ Var: V_sh clamped
+    estimate = combine_seeds([0.0, 0.0, 0.0], moving)
+    assert estimate.variance == 0.0 and not estimate.exact
+    assert not TTest(estimate, -0.25, "greater").measured

@@ -97,12 +97,14 @@ def collapsed_seeds(values: list[float], floor) -> list[int]:
 @dataclass(frozen=True)
 class Estimate:
     """A mean, the variance parts of its uncertainty (Part) and the number of seeds; `items`
-    says whether item-level replicates entered it."""
+    says whether item-level replicates entered it, `moving` whether any seed's replicates
+    vary (a zero V_sh can be a clamped negative estimate, not a measured zero)."""
 
     mean: float
     parts: tuple[Part, ...]
     n: int
     items: bool
+    moving: bool = False
 
     @property
     def variance(self) -> float:
@@ -119,7 +121,7 @@ class Estimate:
         """Seeds that agree exactly, each with item replicates that do not vary (a floor or
         ceiling: every resample of every seed at one value): zero spread as measured, not an
         unmeasured spread (independent_runs merges only runs that repeat one measurement)."""
-        return self.items and self.n >= 2 and self.variance == 0.0
+        return self.items and self.n >= 2 and self.variance == 0.0 and not self.moving
 
     @property
     def se(self) -> float:
@@ -184,14 +186,15 @@ def combine_seeds(values: list[float], replicates: list[np.ndarray | None],
     # quantile when they happen to agree is how the truncated-τ² rule lost its level (HKSJ).
     # V_sh is estimated from R replicates: R − 1 degrees of freedom.
     return Estimate(mean, ((seed_var / n, n - 1.0, n), (shared, reps.shape[1] - 1.0, 0)), n,
-                    True)
+                    True, moving=bool(np.ptp(reps, axis=1).max() > 0))
 
 
 def difference(a: Estimate, b: Estimate) -> Estimate:
     """a − b for sides that share no seeds: each side's parts, side by side (Welch's sum of
     variances, each part read with its own ν). A side with one seed has an unknown (nan)
     variance, and so has the difference."""
-    return Estimate(a.mean - b.mean, a.parts + b.parts, min(a.n, b.n), a.items and b.items)
+    return Estimate(a.mean - b.mean, a.parts + b.parts, min(a.n, b.n), a.items and b.items,
+                    a.moving or b.moving)
 
 
 def one_sided_p(gap: float, parts: tuple[Part, ...]) -> float:
