@@ -4,6 +4,7 @@ rate schedule against HF's, and runs that stop at whichever budget ends first.""
 from __future__ import annotations
 
 import json
+import logging
 import sys
 
 import pytest
@@ -13,6 +14,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from transformers import BertConfig, BertForMaskedLM, BertForPreTraining
 
 from bertology.config.groups import ObjectiveConfig, TrainerConfig
+from bertology.errors import Interrupted
 from bertology.objectives import OBJECTIVES
 from bertology.objectives.mlm import IGNORE
 from bertology.pipelines import pretrain
@@ -89,6 +91,28 @@ def test_the_progress_bar_counts_the_budget_that_ends_the_run(capsys, monkeypatc
     steps.update(LoopState(step=4))
     steps.close()
     assert (steps.bar.total, steps.bar.n) == (50, 4) and "4/50" in capsys.readouterr().err
+
+
+def test_log_lines_at_a_terminal_clear_the_bar_and_it_closes_before_an_interruption(
+        capsys, monkeypatch):
+    """At a terminal a console log line (the step line, the Ctrl-C warning) goes through
+    tqdm.write: it starts on a cleared line, never after the bar's text; leaving the context
+    (an Interrupted raised inside it) closes the bar first, ending its line."""
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    console = logging.StreamHandler(sys.stderr)
+    logging.getLogger().addHandler(console)
+    try:
+        with pytest.raises(Interrupted), BudgetBar(LoopState(), TrainerConfig(max_steps=50),
+                                                   "pretrain", enabled=True) as bar:
+            bar.update(LoopState(step=1))
+            logging.getLogger("bertology.training.loop").warning("step 1/50  loss 7.1")
+            raise Interrupted("stopped by Ctrl-C")
+    finally:
+        logging.getLogger().removeHandler(console)
+    err = capsys.readouterr().err
+    before = err[:err.index("step 1/50")]
+    assert before.endswith("\r") or before.endswith("\n"), repr(before[-40:])
+    assert bar.bar.disable and err.endswith("\n")  # closed, its line ended
 
 
 def _run(tmp_path, overrides):

@@ -161,6 +161,10 @@ def test_a_real_probe_run_draws_every_probe_figure_in_house_style(tmp_path, draw
     index = (tmp_path / "run" / "index.html").read_text()  # the run's page lists them all
     assert all(f'src="plots/{p.name}"' in index for p in (tmp_path / "run" / "plots").glob("*.png"))
     assert check_house_style(tmp_path / "run", drawn) >= 10
+    # every figure names the model it shows (here no checkpoint: a random-init BERT)
+    subject = "a random-init bert of 2 layers, hidden 128 (no checkpoint)"
+    assert all(subject in {t.get_text() for t in figure.texts} for figure in drawn)
+    assert subject in index
 
 
 def test_the_report_draws_each_finding_in_house_style(tmp_path, drawn):

@@ -7,11 +7,14 @@ checkpoint first). A missing, truncated or corrupted weights file is a one-line 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from safetensors import SafetensorError
 from transformers import PreTrainedModel
+from transformers.utils import logging as hf_logging
 
 from bertology.errors import UserError
 from bertology.models.spanbert import (
@@ -26,11 +29,25 @@ def save_model(model: PreTrainedModel, path: Path) -> None:
     """save_pretrained (safetensors); a SpanBERT model's SBO head goes beside the weights, not
     into them, so plain transformers loads the encoder."""
     if not has_sbo_head(model):
-        model.save_pretrained(path)
+        with no_shard_bar():
+            model.save_pretrained(path)
         return
-    with without_sbo_head(model):
+    with without_sbo_head(model), no_shard_bar():
         model.save_pretrained(path)
     save_sbo_head(getattr(model, ATTRIBUTE), Path(path))
+
+
+@contextmanager
+def no_shard_bar() -> Iterator[None]:
+    """transformers v5 draws a "Writing model shards" bar on every save; at a terminal it
+    lands on the training bar at each checkpoint, for a file that takes milliseconds."""
+    enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if enabled:
+            hf_logging.enable_progress_bar()
 
 
 def load_safetensors_model(auto_class: Any, name_or_path: Any, **kwargs: Any) -> Any:

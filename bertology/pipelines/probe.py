@@ -34,6 +34,7 @@ from bertology.data.tokenizers import load_or_train_tokenizer
 from bertology.errors import require
 from bertology.models.build import build_config
 from bertology.pipelines.nested import run_nested
+from bertology.run.figures import figure_source
 from bertology.run.index import write_run_index
 from bertology.run.replicates import MIN_BOOTSTRAP_ITEMS
 from bertology.run.tracking import build_tracker
@@ -65,12 +66,24 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     tracker = build_tracker(config.logger, out_dir, OmegaConf.to_container(cfg, resolve=True),
                             name=f"probe-{config.task.name}-{'+'.join(config.analyses)}")
     metrics: dict[str, float] = {}
-    for name, settings in config.analyses.items():
-        log.info("analysis %s on task %s", name, config.task.name)
-        metrics.update(ANALYSES[name](ctx, settings))
+    subject = describe_subject(config)
+    with figure_source(subject):
+        for name, settings in config.analyses.items():
+            log.info("analysis %s on task %s", name, config.task.name)
+            metrics.update(ANALYSES[name](ctx, settings))
     write_run_index(out_dir, f"bertology probe: {config.task.name}, "
-                    f"{'+'.join(config.analyses)}", metrics)
+                    f"{'+'.join(config.analyses)} ({subject})", metrics)
+    log.info("probed %s", subject)  # the line above the closing summary
     return tracker.finish(metrics)
+
+
+def describe_subject(config: ProbeConfig) -> str:
+    """The model the figures and the closing lines are about."""
+    if config.model.name_or_path is None:
+        size = config.size
+        return (f"a random-init {config.model.family} of {size.num_hidden_layers} layers, "
+                f"hidden {size.hidden_size} (no checkpoint)")
+    return f"checkpoint: {config.model.name_or_path}"
 
 
 def build_context(config: ProbeConfig, out_dir: Path) -> ProbeContext:

@@ -33,6 +33,7 @@ from bertology.pipelines.nested import run_nested
 from bertology.pruning import attention_gradients, compression, head_pruning
 from bertology.pruning.heads import load_pruned, read_pruned_heads
 from bertology.pruning.prune_context import PruneContext, build_importance_batches
+from bertology.run.figures import figure_source
 from bertology.run.index import write_run_index
 from bertology.run.replicates import write_replicates
 from bertology.run.tracking import build_tracker
@@ -65,16 +66,18 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
                             name=f"prune-{config.task.name}-{out_dir.name}")
     metrics = {f"prune/original/{k}": v for k, v in ctx.base.items()}
     metrics.update({f"eval/{k}": v for k, v in ctx.base.items()})
-    for name in (n for n in EXPERIMENTS if n in config.prune.experiments):
-        log.info("experiment %s on task %s", name, config.task.name)
-        metrics.update(EXPERIMENTS[name](ctx))
+    with figure_source(f"fine-tuned model: {model_path}"):
+        for name in (n for n in EXPERIMENTS if n in config.prune.experiments):
+            log.info("experiment %s on task %s", name, config.task.name)
+            metrics.update(EXPERIMENTS[name](ctx))
     if ctx.pruned is not None:
         save_task_model_atomic(ctx.pruned, ctx.tokenizer, out_dir / "model")
     original = "prune/original/"
     ctx.replicates.update({f"eval/{k[len(original):]}": v for k, v in ctx.replicates.items()
                            if k.startswith(original)})
     write_replicates(out_dir, "prune", ctx.replicates)
-    write_run_index(out_dir, f"bertology prune: {config.task.name}", metrics)
+    write_run_index(out_dir, f"bertology prune: {config.task.name} ({model_path})", metrics)
+    log.info("pruned the fine-tuned model %s", model_path)
     return tracker.finish(metrics)
 
 

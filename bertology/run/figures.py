@@ -7,15 +7,20 @@ figure goes into a paper as it is:
 - integer ticks on every layer axis (`integer_ticks`), a legend naming every line;
 - an uncertainty band says what it is in the title (`band_caption`);
 - PNG for a quick look and PDF (vector, TrueType fonts a journal accepts) for the paper, each
-  written to a temporary name and renamed.
+  written to a temporary name and renamed;
+- under `figure_source(...)`, a grey line at the foot of every figure names the checkpoint it
+  is about: a PNG pasted into a paper draft or a chat keeps the model it shows.
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 import statistics
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import matplotlib
@@ -47,6 +52,19 @@ matplotlib.rcParams.update({
     "savefig.dpi": 150,
 })
 logging.getLogger("fontTools").setLevel(logging.WARNING)  # the PDF's font subsetting, per table
+# What this run's figures are about (e.g. "checkpoint: <path>"); set by the pipeline around its
+# analyses, so no analysis has to thread it through its own title
+SOURCE: contextvars.ContextVar[str] = contextvars.ContextVar("figure_source", default="")
+
+
+@contextmanager
+def figure_source(text: str) -> Iterator[None]:
+    """Every figure saved inside the block carries `text` at its foot."""
+    token = SOURCE.set(text)
+    try:
+        yield
+    finally:
+        SOURCE.reset(token)
 
 
 def save_figure(figure, out_dir: Path, name: str) -> Path:
@@ -54,6 +72,10 @@ def save_figure(figure, out_dir: Path, name: str) -> Path:
     figure is closed (matplotlib keeps every open one). Returns the PNG's path."""
     plots = out_dir / "plots"
     plots.mkdir(parents=True, exist_ok=True)
+    if SOURCE.get():
+        # above the figure's top edge (bbox_inches="tight" takes it in): clear of the title,
+        # the panels and a legend placed outside the axes
+        figure.text(0.0, 1.0, SOURCE.get(), ha="left", va="bottom", fontsize=7, color=GREY)
     for fmt in FORMATS:
         tmp = plots / f".{name}.tmp.{fmt}"
         with writing(plots / f"{name}.{fmt}"):

@@ -161,10 +161,10 @@ def train(job: TrainJob) -> dict[str, float]:
     if cfg.prefetch_batches:
         batches = prefetch(batches, cfg.prefetch_batches)
     count_flops = flops_counter(objective, cfg.flops_convention)
-    progress = BudgetBar(state, cfg, job.desc, enabled=accelerator.is_main_process)
     window = Window()
     held_out = HeldOut(objective, data, cfg, accelerator)
-    with stop_signals() as stop:
+    with (BudgetBar(state, cfg, job.desc, enabled=accelerator.is_main_process) as progress,
+          stop_signals() as stop):
         while budget_progress(state, cfg) < 1.0:
             torch.manual_seed(job.seed * 1_000_003 + state.step)  # dropout: f(seed, step)
             lr = compute_lr(state, cfg)
@@ -195,7 +195,6 @@ def train(job: TrainJob) -> dict[str, float]:
                 raise Interrupted(f"stopped by {stop.describe()}: checkpoint written at step "
                                   f"{state.step}", handover=stop.requeue_handler(),
                                   signum=stop.signum)
-    progress.close()
     held_out.write_replicates(model, out_dir)  # the final eval's item replicates; rank 0 writes
     return _final_metrics(state)
 

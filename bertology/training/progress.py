@@ -6,9 +6,11 @@ from __future__ import annotations
 import math
 import sys
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 from tqdm.auto import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
 
 from bertology.config.groups import TrainerConfig
 from bertology.training.state import LoopState, budget_progress
@@ -16,7 +18,10 @@ from bertology.training.state import LoopState, budget_progress
 
 class BudgetBar:
     """The bar a person waits on: steps when `max_steps` is the only budget, else the percent
-    of the budget spent (a FLOPs or time budget ends the run long before `max_steps`)."""
+    of the budget spent (a FLOPs or time budget ends the run long before `max_steps`). Used as
+    a context: while the bar is shown, the console's log lines go through tqdm.write (each
+    clears the bar, prints its line, and redraws it below, instead of landing on the bar), and
+    the bar is closed on the way out, before an interruption's closing lines print."""
 
     def __init__(self, state: LoopState, cfg: TrainerConfig, desc: str, enabled: bool):
         self.cfg = cfg
@@ -29,8 +34,18 @@ class BudgetBar:
                                       "[{elapsed}<{remaining}{postfix}]")
         # Only for a person at a terminal: redirected, each redraw is a carriage return in
         # one endless line of the job's log; the plain step lines say the same there.
-        shown = enabled and sys.stderr.isatty()
-        self.bar = tqdm(desc=desc, disable=not shown, dynamic_ncols=True, **options)
+        self.shown = enabled and sys.stderr.isatty()
+        self.bar = tqdm(desc=desc, disable=not self.shown, dynamic_ncols=True, **options)
+        self.redirect = ExitStack()
+
+    def __enter__(self) -> BudgetBar:
+        if self.shown:
+            self.redirect.enter_context(logging_redirect_tqdm())
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+        self.redirect.close()
 
     def update(self, state: LoopState) -> None:
         if self.by_steps:
