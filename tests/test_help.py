@@ -109,6 +109,9 @@ def test_a_misspelt_option_or_key_is_one_line_with_the_suggestion_exit_2(args, l
     (["probe", "analysis=[linear,structral]"], "did you mean analysis=structural?"),
     (["pretrain", "trainer.zzzzz=1"], "trainer has: adam_beta1"),
     (["pretrain", "trainer=smoke,default"], "add -m"),
+    # a group of other pipelines is named as one, never "did you mean model?" for `model`
+    (["report", "model=bert"], "model is a config group of other pipelines, not of the report"),
+    (["distill", "model=bert"], "write model@teacher.model=<option>"),
 ])
 def test_misspellings_name_the_closest_valid_names(args, words, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)

@@ -12,7 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from bertology.config.compose import CONF_DIR
-from bertology.config.options import all_groups, did_you_mean, group_options
+from bertology.config.options import all_groups, did_you_mean, group_options, primary_defaults
 
 MISSING_OPTION = re.compile(r"Could not (?:find|load) '(?P<group>[\w/]+)/(?P<option>[^']+)'")
 AVAILABLE = re.compile(r"Available options in '[^']+':\n(?P<options>(?:\t[^\n]+\n?)+)")
@@ -52,7 +52,15 @@ def unknown_option(group: str, option: str, options: list[str], pipeline: str) -
 
 def unknown_key(key: str, keys: list[str], pipeline: str) -> str:
     """Matched within its group when the group exists (trainer.max_step), else as a whole
-    (trainr.max_steps); a far-off name in a known group lists that group's keys."""
+    (trainr.max_steps); a far-off name in a known group lists that group's keys. A group of
+    other pipelines is said to be one (never "did you mean model?" for `model`)."""
+    placed = [g for g in primary_defaults(pipeline) if g.partition("@")[0] == key]
+    if placed:  # distill's teacher: model@teacher.model
+        return (f"{key} is placed at {placed[0].partition('@')[2]} in the {pipeline} config; "
+                f"write {placed[0]}=<option>")
+    if key in all_groups():
+        return (f"{key} is a config group of other pipelines, not of the {pipeline} config; "
+                f"`bertology {pipeline} --help` lists its groups and keys")
     parent, _, name = key.rpartition(".")
     siblings = sorted(k.rpartition(".")[2] for k in keys if parent and k.startswith(parent + ".")
                       and k.rpartition(".")[0] == parent)
