@@ -97,16 +97,24 @@ def rerun(killed: Path, tmp_path: Path, args: list[str]) -> tuple[int, Path]:
     return main([*PRETRAIN, "trainer.max_steps=400", *args], run_dir), run_dir
 
 
-@pytest.mark.slow
-def test_resume_with_another_lr_is_refused_and_the_dir_untouched(killed_run, tmp_path, capsys):
-    run_dir = copy_of(killed_run, tmp_path)
+def refused(run_dir: Path, args: list[str], capsys) -> str:
+    """`bertology <args>` into run_dir is refused: exit 2, one line and no traceback, every
+    file of the dir byte- and mtime-identical. Returns the line."""
     before = fingerprint(run_dir)
-    code = main([*PRETRAIN, "trainer.max_steps=400", "trainer.lr=1e-3"], run_dir)
+    code = main(args, run_dir)
     err = capsys.readouterr().err
     lines = error_lines(err)
     assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
-    assert "trainer.lr: 0.002 -> 0.001" in lines[0] and "resume=force" in lines[0], lines
-    assert fingerprint(run_dir) == before, "a refused resume touched the run dir"
+    assert fingerprint(run_dir) == before, "a refused start touched the run dir"
+    return lines[0]
+
+
+@pytest.mark.slow
+def test_resume_with_another_lr_is_refused_and_the_dir_untouched(killed_run, tmp_path, capsys):
+    run_dir = copy_of(killed_run, tmp_path)
+    line = refused(run_dir, [*PRETRAIN, "trainer.max_steps=400", "trainer.lr=1e-3"], capsys)
+    assert "trainer.lr: 0.002 -> 0.001" in line and "resume=force" in line, line
+    before = fingerprint(run_dir)
     saved = list_checkpoints(run_dir / "checkpoints")[-1].name
     ROWS.append(["killed after its first checkpoint, rerun with trainer.lr changed", "pretrain",
                  f"exit 2, one line naming trainer.lr with both values (0.002 -> 0.001); all "
@@ -153,13 +161,8 @@ def test_resume_false_is_refused_before_anything_in_the_dir_is_touched(short_run
     run had rewritten .hydra/, env.json, run_config.json and the status (interrupted became
     failed). Now it is refused first: one line, exit 2, every file as it was."""
     run_dir = copy_of(short_run, tmp_path)
-    before = fingerprint(run_dir)
-    code = main([*PRETRAIN, "trainer.max_steps=2000", "resume=false"], run_dir)
-    err = capsys.readouterr().err
-    lines = error_lines(err)
-    assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
-    assert "already holds checkpoints and resume=false" in lines[0]
-    assert fingerprint(run_dir) == before, "a refused start touched the run dir"
+    line = refused(run_dir, [*PRETRAIN, "trainer.max_steps=2000", "resume=false"], capsys)
+    assert "already holds checkpoints and resume=false" in line
     ROWS.append(["rerun with resume=false into a dir with checkpoints", "pretrain",
                  "refused in one line, exit 2, before Hydra: every file of the dir unchanged"])
 

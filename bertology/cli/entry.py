@@ -42,15 +42,14 @@ from bertology.errors import (
     Interrupted,
     RunFailed,
     UserError,
-    require,
 )
 from bertology.pipelines import PIPELINES, load_pipeline
 from bertology.run.processes import is_main_process, run_dir_overrides
 from bertology.run.provenance import write_env
 from bertology.run.resume import (
     check_resume_config,
-    holds_training_state,
     record_start,
+    refuse_fresh_start,
     resume_mode,
 )
 from bertology.run.rundir import RunInUse, check_not_in_use, is_finished, run_status
@@ -124,17 +123,8 @@ def precheck(pipeline: str, overrides: list[str]) -> list[str]:
         overrides = [*overrides, f"hydra.run.dir={run_dirs[0]}"]
     if run_dirs:  # a resume under another config: refused before Hydra touches the dir
         check_resume_config(Path(run_dirs[-1]), cfg)
-        check_fresh_start(Path(run_dirs[-1]), cfg)
+        refuse_fresh_start(Path(run_dirs[-1]), resume_mode(cfg))
     return overrides
-
-
-def check_fresh_start(run_dir: Path, cfg: DictConfig) -> None:
-    """resume=false into a dir with training state: refused here, before Hydra rewrites its
-    .hydra/ files and the run its status, env.json and run_config.json (the pipeline checks
-    again for a sweep's job, whose dir Hydra fills first)."""
-    require(resume_mode(cfg) != "false" or not holds_training_state(run_dir),
-            f"{run_dir} already holds checkpoints and resume=false; pick another "
-            "hydra.run.dir or drop resume=false to continue that run")
 
 
 def resume_hint(pipeline: str, out_dir: Path) -> str:

@@ -40,9 +40,9 @@ from bertology.objectives import kd
 from bertology.pipelines.nested import run_nested
 from bertology.run.atomic import write_predictions
 from bertology.run.replicates import write_replicates
+from bertology.run.resume import refuse_fresh_start
 from bertology.run.tracking import build_tracker
 from bertology.run.training_figures import write_run_page
-from bertology.training.checkpoint import check_resume
 from bertology.training.loop import TrainJob, train
 from bertology.training.state import resolve_budget
 
@@ -53,7 +53,7 @@ LATENCY_BATCH = 32  # eval sequences per timed forward pass
 
 def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     config = load_distill_config(cfg)
-    check_resume(config, out_dir)
+    refuse_fresh_start(out_dir, config.resume)
     teacher_path = resolve_checkpoint(config.teacher_path) if config.teacher_path \
         else build_teacher(config, out_dir / "teacher")
     data = load_task(config.task, config.data_dir, config.trainer.max_train_examples)

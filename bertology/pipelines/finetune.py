@@ -54,10 +54,10 @@ from bertology.run.replicates import (
     read_replicates,
     write_replicates,
 )
+from bertology.run.resume import refuse_fresh_start
 from bertology.run.rundir import RunDir
 from bertology.run.tracking import build_tracker
 from bertology.run.training_figures import write_run_page
-from bertology.training.checkpoint import check_resume
 from bertology.training.loop import TrainJob, train
 from bertology.training.state import resolve_budget
 
@@ -66,7 +66,7 @@ log = logging.getLogger(__name__)
 
 def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     config = resolve_model_path(load_finetune_config(cfg))
-    check_resume(config, out_dir)
+    refuse_fresh_start(out_dir, config.resume)
     data = load_task(config.task, config.data_dir, config.trainer.max_train_examples)
     tokenizer, model_config = load_tokenizer_and_config(config, data)
     train_features = encode(data.train, tokenizer, config.task)

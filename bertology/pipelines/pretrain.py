@@ -32,9 +32,9 @@ from bertology.pipelines.nested import run_nested
 from bertology.run.atomic import write_dir_atomic
 from bertology.run.processes import is_main_process, world_size
 from bertology.run.replicates import read_replicates, write_replicates
+from bertology.run.resume import refuse_fresh_start
 from bertology.run.tracking import build_tracker
 from bertology.run.training_figures import write_run_page
-from bertology.training.checkpoint import check_resume
 from bertology.training.loop import TrainJob, train
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     require(world_size() == 1 or config.downstream is None,
             "downstream.task runs in one process; pretrain with several processes without it, "
             "then run `bertology finetune model.name_or_path=<run>/model`")
-    check_resume(config, out_dir)
+    refuse_fresh_start(out_dir, config.resume)
     corpus = build_corpus(config.data, config.data_dir)
     config, tokenizer = load_tokenizer(config, corpus)
     objective = build_objective(config, tokenizer, corpus)

@@ -130,6 +130,16 @@ def resume_mode(cfg: DictConfig | dict) -> str:
     return str(cfg.get("resume", "auto")).lower()
 
 
+def refuse_fresh_start(run_dir: Path, mode: str) -> None:
+    """resume=false into a dir that holds training state (its own checkpoints or a nested
+    run's) is refused: by the CLI before Hydra writes its .hydra/ files and the run its status,
+    env.json and run_config.json, and again by the pipeline for a sweep's job, whose dir
+    Hydra fills first."""
+    if str(mode).lower() == "false" and holds_training_state(run_dir):
+        raise UserError(f"{run_dir} already holds checkpoints and resume=false; pick another "
+                        "hydra.run.dir or drop resume=false to continue that run")
+
+
 def check_resume_config(run_dir: Path, cfg: DictConfig) -> list[Change]:
     """The changes against the config the run dir's training state was made under; raises
     UserError naming those that change the result, unless resume=force."""

@@ -27,7 +27,6 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_model, save_model
 
-from bertology.errors import require
 from bertology.run.atomic import share_with_group
 from bertology.run.write_errors import as_os_error
 
@@ -139,10 +138,3 @@ def load_checkpoint(path: Path, model: torch.nn.Module, optimizer) -> dict:
     return json.loads((path / "state.json").read_text())
 
 
-def check_resume(config, out_dir: Path) -> None:
-    """resume=false refuses a run dir that already holds checkpoints (any pipeline's config
-    with a `resume` field)."""
-    if config.resume == "false":
-        require(not list_checkpoints(out_dir / "checkpoints"),
-                f"{out_dir} already holds checkpoints and resume=false; pick another "
-                "hydra.run.dir or drop resume=false to continue that run")
