@@ -142,3 +142,55 @@ def test_a_probe_sweep_over_a_runs_checkpoints_runs_through_the_cli(bert_run, tm
         assert OmegaConf.load(run / ".hydra" / "config.yaml").model.name_or_path == model
         metrics = json.loads((run / "metrics.json").read_text())
         assert 0 <= metrics["probe/layer_02/accuracy"] <= 1
+
+
+def tiny_bert_dir(path: Path) -> Path:
+    """A 1-layer BertModel saved as a model dir (no tokenizer: only weights are loaded here)."""
+    from transformers import BertConfig, BertModel
+
+    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=32)
+    BertModel(config).save_pretrained(path)
+    return path
+
+
+def test_a_checkpoint_whose_weights_are_named_otherwise_is_refused_not_random(tmp_path):
+    """Issue 41: transformers initialises every weight it does not find at random and only
+    logs it, so a checkpoint saved under another prefix ran to the end on a random encoder.
+    Now: one UserError naming the file, how many of the encoder's weights are missing, and
+    the names the checkpoint does hold."""
+    from safetensors.torch import save_file
+    from transformers import AutoModel
+
+    from bertology.errors import UserError
+    from bertology.models.weights import load_safetensors_model
+
+    path = tiny_bert_dir(tmp_path / "model")
+    tensors = load_file(path / "model.safetensors")
+    save_file({f"wrapper.{k}": v for k, v in tensors.items()}, path / "model.safetensors",
+              metadata={"format": "pt"})
+    with pytest.raises(UserError) as err:
+        load_safetensors_model(AutoModel, path)
+    message = str(err.value)
+    assert "\n" not in message and str(path) in message and "would be random" in message
+    assert "'wrapper.embeddings" in message
+
+
+def test_a_missing_task_head_or_pooler_loads_and_is_said_in_one_line(tmp_path, caplog):
+    """A classifier head missing is what fine-tuning starts from; a pooler missing (a
+    masked-LM checkpoint has none) touches no analysis: both load."""
+    from safetensors.torch import save_file
+    from transformers import AutoModel, AutoModelForSequenceClassification
+
+    from bertology.models.weights import load_safetensors_model
+
+    path = tiny_bert_dir(tmp_path / "model")
+    tensors = load_file(path / "model.safetensors")
+    save_file({k: v for k, v in tensors.items() if not k.startswith("pooler.")},
+              path / "model.safetensors", metadata={"format": "pt"})
+    encoder = load_safetensors_model(AutoModel, path)
+    assert torch.equal(encoder.embeddings.word_embeddings.weight,
+                       tensors["embeddings.word_embeddings.weight"])
+    with caplog.at_level("INFO", logger="bertology.models.weights"):
+        load_safetensors_model(AutoModelForSequenceClassification, path)
+    assert "newly initialised (not in the checkpoint): classifier, pooler" in caplog.text
