@@ -29,7 +29,12 @@ from bertology.config.probe_config import GeometrySettings
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import require
 from bertology.run.figures import plot_layer_curves
-from bertology.run.replicates import bootstrap_indices, resample_counts, write_replicates
+from bertology.run.replicates import (
+    bootstrap_indices,
+    compute_sentence_ids,
+    resample_counts,
+    write_replicates,
+)
 from bertology.run.tables import write_table
 
 log = logging.getLogger(__name__)
@@ -306,7 +311,7 @@ def run(ctx: ProbeContext, settings: GeometrySettings) -> dict[str, float]:
                             compute_layer_replicates(x, plans, offsets, weights).items()})
     task = ctx.config.task.name
     write_table(ctx.out_dir, f"geometry_{task}", rows)
-    write_replicates(ctx.out_dir, f"geometry_{task}", columns)
+    write_replicates(ctx.out_dir, f"geometry_{task}", columns, compute_sentence_ids(sentences))
     plot_layer_curves(rows, list(MEASURES), f"contextuality (Ethayarajh, 2019): {task}",
                       ctx.out_dir, f"geometry_{task}")
     if ctx.config.compare_to is not None:

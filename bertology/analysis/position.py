@@ -26,7 +26,12 @@ from bertology.analysis.probes import Units, sample, unit_features
 from bertology.config.probe_config import PositionSettings
 from bertology.errors import require
 from bertology.run.figures import plot_layer_curves
-from bertology.run.replicates import bootstrap_indices, compute_ratio_replicates, write_replicates
+from bertology.run.replicates import (
+    bootstrap_indices,
+    compute_ratio_replicates,
+    compute_sentence_ids,
+    write_replicates,
+)
 from bertology.run.tables import write_table
 
 log = logging.getLogger(__name__)
@@ -85,7 +90,7 @@ def run(ctx, settings: PositionSettings) -> dict[str, float]:
     majority = float((evaluation.labels == np.bincount(train.labels).argmax()).mean())
     name = f"position_{ctx.config.task.name}"
     write_table(ctx.out_dir, name, rows)
-    write_replicates(ctx.out_dir, name, columns)
+    write_replicates(ctx.out_dir, name, columns, compute_sentence_ids(ctx.sentences("eval")))
     plot_layer_curves([{**r, "model": SERIES[r["model"]]} for r in rows], ["accuracy"],
                       f"position probe ({classes} classes): {ctx.config.task.name}",
                       ctx.out_dir, name,

@@ -39,7 +39,12 @@ from bertology.config.probe_config import LinearSettings, MLPSettings
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import require
 from bertology.run.figures import plot_layer_curves
-from bertology.run.replicates import bootstrap_indices, compute_ratio_replicates, write_replicates
+from bertology.run.replicates import (
+    bootstrap_indices,
+    compute_ratio_replicates,
+    compute_sentence_ids,
+    write_replicates,
+)
 from bertology.run.tables import write_table
 
 log = logging.getLogger(__name__)
@@ -249,7 +254,8 @@ def run_probes(ctx, settings, kind: str, prefix: str) -> dict[str, float]:
         columns.update({f"{scope}/{key}": reps for key, reps in encoder_columns.items()})
     name = f"{kind}_{ctx.config.task.name}"
     write_table(ctx.out_dir, name, rows)
-    write_replicates(ctx.out_dir, name, columns)
+    # the eval sentences, in the order the replicates resample them (the report's overlap)
+    write_replicates(ctx.out_dir, name, columns, compute_sentence_ids(ctx.sentences("eval")))
     title = f"{kind} probe: {ctx.config.task.name}"
     if seeds_vary_only_the_control(kind, settings, data, ctx.config.seeds):
         log.info("%s probe: every seed trains on the same %d words (max_train_words=%s) and "

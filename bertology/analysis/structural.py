@@ -42,7 +42,12 @@ from bertology.config.probe_config import StructuralSettings
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import require
 from bertology.run.figures import layer_means, plot_layer_curves
-from bertology.run.replicates import bootstrap_indices, resample_counts, write_replicates
+from bertology.run.replicates import (
+    bootstrap_indices,
+    compute_sentence_ids,
+    resample_counts,
+    write_replicates,
+)
 from bertology.run.tables import write_table
 
 log = logging.getLogger(__name__)
@@ -266,7 +271,8 @@ def run(ctx, settings: StructuralSettings) -> dict[str, float]:
                             score_parts(kind, parts, weights).items()})
     metrics = [m for kind in settings.probes for m in METRICS[kind]]
     write_table(ctx.out_dir, f"structural_{task}", rows)
-    write_replicates(ctx.out_dir, f"structural_{task}", columns)
+    write_replicates(ctx.out_dir, f"structural_{task}", columns,
+                     compute_sentence_ids(evaluation))
     layered = [row for row in rows if row["model"] != "linear_baseline"]
     plot_layer_curves(layered, metrics, f"structural probes (Hewitt & Manning, 2019): {task}",
                       ctx.out_dir, f"structural_{task}",

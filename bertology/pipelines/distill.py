@@ -39,7 +39,7 @@ from bertology.models.windows import matched_reaches
 from bertology.objectives import kd
 from bertology.pipelines.nested import run_nested
 from bertology.run.atomic import write_predictions
-from bertology.run.replicates import write_replicates
+from bertology.run.replicates import compute_item_ids, write_replicates
 from bertology.run.resume import refuse_fresh_start
 from bertology.run.tracking import build_tracker
 from bertology.run.training_figures import write_run_page
@@ -178,7 +178,7 @@ def compare(teacher: TaskModel, student: TaskModel, config: DistillConfig, data:
     student_prefix = "distill/student/"
     replicates.update({f"eval/{k[len(student_prefix):]}": v for k, v in replicates.items()
                        if k.startswith(student_prefix)})
-    write_replicates(out_dir, "eval", replicates)
+    write_replicates(out_dir, "eval", replicates, compute_item_ids(data.eval))
     metrics["distill/speedup"] = (metrics["distill/teacher/latency_ms"]
                                   / metrics["distill/student/latency_ms"])
     metrics["distill/latency_threads"] = float(torch.get_num_threads())

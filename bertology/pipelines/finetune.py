@@ -50,6 +50,7 @@ from bertology.objectives import task as task_objective
 from bertology.run.atomic import write_dir_atomic, write_json_atomic, write_predictions
 from bertology.run.replicates import (
     average_replicates,
+    compute_item_ids,
     compute_mean_replicates,
     read_replicates,
     write_replicates,
@@ -89,7 +90,8 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     promote(out_dir / "seeds" / str(best), out_dir)
     summary = aggregate(results, best)
     write_replicates(out_dir, "eval", average_replicates(
-        [read_replicates(out_dir / "seeds" / str(seed)) for seed in config.seeds]))
+        [read_replicates(out_dir / "seeds" / str(seed)) for seed in config.seeds]),
+        compute_item_ids(data.eval))  # every restart scores the same eval examples
     write_run_page(out_dir, title, summary)  # every seed's curves
     write_json_atomic(out_dir / "metrics.json", summary)  # last: the run is finished
     return summary
@@ -147,7 +149,8 @@ def run_seed(ctx: SeedContext, seed: int, seed_dir: Path) -> dict[str, float]:
         metrics.update(shuffled_scores)
         replicates.update(shuffled_replicates)
     metrics["model/parameters"] = float(count_parameters(model))
-    write_replicates(seed_dir, "eval", replicates)
+    # the eval examples, in the order the replicates resample them (the report's overlap)
+    write_replicates(seed_dir, "eval", replicates, compute_item_ids(ctx.data.eval))
     write_predictions(rows, seed_dir / "predictions.jsonl")
     save_task_model_atomic(model, ctx.tokenizer, seed_dir / "model")
     return tracker.finish(metrics)

@@ -35,7 +35,7 @@ from bertology.pruning.heads import load_pruned, read_pruned_heads
 from bertology.pruning.prune_context import PruneContext, build_importance_batches
 from bertology.run.figures import figure_source
 from bertology.run.index import write_run_index
-from bertology.run.replicates import write_replicates
+from bertology.run.replicates import compute_item_ids, write_replicates
 from bertology.run.tracking import build_tracker
 
 log = logging.getLogger(__name__)
@@ -75,10 +75,24 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     original = "prune/original/"
     ctx.replicates.update({f"eval/{k[len(original):]}": v for k, v in ctx.replicates.items()
                            if k.startswith(original)})
-    write_replicates(out_dir, "prune", ctx.replicates)
+    write_prune_replicates(out_dir, ctx)
     write_run_index(out_dir, f"bertology prune: {config.task.name} ({model_path})", metrics)
     log.info("pruned the fine-tuned model %s", model_path)
     return tracker.finish(metrics)
+
+
+SPECIAL = "prune/special/"  # attention_gradients: examples within every layer's window only
+
+
+def write_prune_replicates(out_dir: Path, ctx: PruneContext) -> None:
+    """replicates/prune.csv, over the eval examples (their ids beside it, for the report's
+    overlap), and prune_special.csv, whose examples may be a subset (no ids: unknown)."""
+    special = {k: v for k, v in ctx.replicates.items() if k.startswith(SPECIAL)}
+    scored = {k: v for k, v in ctx.replicates.items() if not k.startswith(SPECIAL)}
+    if scored:
+        write_replicates(out_dir, "prune", scored, compute_item_ids(ctx.data.eval))
+    if special:
+        write_replicates(out_dir, "prune_special", special)
 
 
 def count_heads(config: PruneConfig) -> int:

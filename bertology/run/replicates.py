@@ -12,11 +12,20 @@ resampled together (sentences are the unit), so within-sentence correlation wide
 as it should. Resample r draws its item indices from a generator seeded by (r, number of
 items) alone, so two runs scored on the same item list (two layers, two models, two seeds of
 the same split) get the same resamples, and the report can pair them item by item.
+
+Beside `<name>.csv`, `replicates/<name>.items.json` lists the ids of the items its resamples
+draw from, in the order bootstrap_indices indexes them: {"items": ["3f1c…", …]}, one id per
+item, a hash of the item's content (compute_item_ids), so two seeds or runs that score the same
+sentence give it the same id wherever it sits in their lists. The report counts from them the
+items seeds share at other positions (study/stats.py, compute_overlap), which the replicates
+cannot pair. A run made before the ids were written has none: its overlap is unknown.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -29,6 +38,7 @@ REPLICATES = 400  # enough for a standard error to within ~4% (1 / sqrt(2R))
 # width that would read as certainty (the probe and finetune pipelines check it)
 MIN_BOOTSTRAP_ITEMS = 2
 FOLDER = "replicates"
+ITEMS_SUFFIX = ".items.json"  # beside <name>.csv: the ids of the items it resamples
 
 
 def bootstrap_indices(num_items: int, replicates: int = REPLICATES) -> np.ndarray:
@@ -61,13 +71,30 @@ def compute_mean_replicates(values: np.ndarray, indices: np.ndarray | None = Non
     return values[indices].mean(axis=1)
 
 
-def write_replicates(out_dir: Path, name: str, columns: dict[str, np.ndarray]) -> Path:
-    """replicates/<name>.csv: one column per metric key, one row per resample (atomic)."""
+def compute_item_ids(items) -> list[str]:
+    """A stable id per item (a sentence's words, an example's fields): the first 16 hex digits
+    of the SHA-1 of its JSON (keys sorted), equal wherever two runs score the same item."""
+    return [hashlib.sha1(json.dumps(item, sort_keys=True, ensure_ascii=False, default=str)
+                         .encode()).hexdigest()[:16] for item in items]
+
+
+def compute_sentence_ids(sentences) -> list[str]:
+    """compute_item_ids of sentences by their words alone: the same sentence has one id
+    whatever its labels (a task's tags, a tree) or its place in a list."""
+    return compute_item_ids([list(s.words) for s in sentences])
+
+
+def write_replicates(out_dir: Path, name: str, columns: dict[str, np.ndarray],
+                     items: list[str] | None = None) -> Path:
+    """replicates/<name>.csv: one column per metric key, one row per resample (atomic); with
+    items, the ids of the items every column resamples (in bootstrap_indices' order) go to
+    <name>.items.json first, so a csv never stands beside another list's ids."""
     lengths = {len(v) for v in columns.values()}
     if len(lengths) != 1:
         raise ValueError(f"replicate columns differ in length: {sorted(lengths)}")
     path = out_dir / FOLDER / f"{name}.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
+    write_item_ids(path.with_name(f"{name}{ITEMS_SUFFIX}"), items)
     tmp = path.with_name(f".{path.name}.tmp")
     keys = sorted(columns)
     with writing(path), tmp.open("w", newline="") as handle:
@@ -77,6 +104,17 @@ def write_replicates(out_dir: Path, name: str, columns: dict[str, np.ndarray]) -
             writer.writerow([repr(float(v)) for v in row])
     os.replace(tmp, path)
     return path
+
+
+def write_item_ids(path: Path, items: list[str] | None) -> None:
+    """The ids file (atomic); None removes a stale one (a rewrite without ids: unknown)."""
+    if items is None:
+        path.unlink(missing_ok=True)
+        return
+    tmp = path.with_name(f".{path.name}.tmp")
+    with writing(path):
+        tmp.write_text(json.dumps({"items": [str(i) for i in items]}) + "\n")
+    os.replace(tmp, path)
 
 
 def read_replicates(run_dir: Path) -> dict[str, np.ndarray]:
@@ -90,6 +128,25 @@ def read_replicates(run_dir: Path) -> dict[str, np.ndarray]:
         values = np.array(rows[1:], dtype=np.float64)  # (replicates, keys)
         columns.update({key: values[:, i] for i, key in enumerate(rows[0])})
     return columns
+
+
+def read_item_ids(run_dir: Path) -> dict[str, list[str]]:
+    """The item ids behind each replicate column, by metric key (as read_replicates), for the
+    columns whose file has an ids file; {} for a run made before runs wrote them."""
+    ids: dict[str, list[str]] = {}
+    for path in sorted((run_dir / FOLDER).glob("*.csv")):
+        sidecar = path.with_name(f"{path.stem}{ITEMS_SUFFIX}")
+        with path.open(newline="") as handle:
+            header = next(csv.reader(handle), [])
+        for key in header:  # a key written twice: the last file's ids, or none
+            ids.pop(key, None)
+        if sidecar.exists():
+            items = json.loads(sidecar.read_text())
+            if not isinstance(items, dict) or not isinstance(items.get("items"), list):
+                raise ValueError(f"{sidecar.name}: no list of item ids")
+            items = [str(i) for i in items["items"]]
+            ids.update({key: items for key in header})
+    return ids
 
 
 def average_replicates(tables: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:

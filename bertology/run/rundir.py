@@ -33,7 +33,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from bertology.errors import Interrupted, UserError
 from bertology.run.atomic import read_json, write_json_atomic
-from bertology.run.replicates import read_replicates
+from bertology.run.replicates import FOLDER, read_item_ids, read_replicates
 
 STATUS = "status.json"
 LOCK = ".lock"
@@ -152,6 +152,12 @@ class RunDir:
     @cached_property
     def replicates(self) -> dict[str, np.ndarray]:
         return read_replicates(self.path)
+
+    @cached_property
+    def item_ids(self) -> dict[str, list[str]]:
+        """The ids of the items each replicate column resamples, by metric key ({} for a run
+        made before runs recorded them: run/replicates.py)."""
+        return self._read(FOLDER, lambda _: read_item_ids(self.path))
 
     @property
     def finished(self) -> bool:

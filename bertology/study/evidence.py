@@ -173,3 +173,15 @@ def evaluate(evidence: Evidence, metrics: dict[str, float],
         return value, None
     table = np.stack([replicates[k] for k in keys], axis=-1)  # (R, layers)
     return value, reduce(layers, table)
+
+
+def evaluate_items(evidence: Evidence, metrics: dict[str, float],
+                   item_ids: dict[str, list[str]]) -> list[str] | None:
+    """The ids of the items the evidence's replicates resample, in their order (every metric
+    it reads resamples one list); None where some metric has no ids (a run made before runs
+    recorded them) or two metrics resample different lists."""
+    _, keys = layer_keys(metrics, evidence.metric)
+    lists = [item_ids.get(k) for k in keys]
+    if not lists or any(ids is None or ids != lists[0] for ids in lists):
+        return None
+    return lists[0]

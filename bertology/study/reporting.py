@@ -24,15 +24,20 @@ def format_estimate(e: Estimate) -> tuple[str, str]:
 
 
 FINDING_COLUMNS = ["finding", "about", "claim", "source", "test", "design", "effect", "ci_low",
-                   "ci_high", "se", "dof", "seeds", "item_replicates", "p_holds", "p_fails",
-                   "p_holm", "raw_verdict", "corrected_verdict", "fragile", "note", "runs"]
+                   "ci_high", "se", "dof", "seeds", "item_replicates", "item_overlap",
+                   "p_holds", "p_fails", "p_holm", "raw_verdict", "corrected_verdict", "fragile",
+                   "note", "runs"]
 
 
 def finding_rows(results: list[FindingResult]) -> list[dict]:
     """tables/findings.csv: one row per comparison of each finding (FINDING_COLUMNS)."""
     rows = []
     for r in results:
-        for test, design, comparison in zip(r.tests, r.designs, r.spec.comparisons):
+        # item_overlap: the share counted (stats.compute_overlap); blank where some run
+        # recorded no item ids (made before runs did), counted as 0
+        overlaps = r.overlaps or [None] * len(r.tests)
+        for test, design, comparison, overlap in zip(r.tests, r.designs, r.spec.comparisons,
+                                                     overlaps):
             low, high = test.estimate.interval()
             rows.append({
                 "finding": r.id, "about": r.spec.about, "claim": r.spec.claim,
@@ -40,8 +45,9 @@ def finding_rows(results: list[FindingResult]) -> list[dict]:
                 "test": comparison.describe(), "design": design, "effect": test.estimate.mean,
                 "ci_low": low, "ci_high": high, "se": test.estimate.se,
                 "dof": test.estimate.dof, "seeds": test.estimate.n,
-                "item_replicates": test.estimate.items, "p_holds": r.p_holds,
-                "p_fails": r.p_fails, "p_holm": r.p_adjusted, "raw_verdict": r.raw,
+                "item_replicates": test.estimate.items, "item_overlap": overlap,
+                "p_holds": r.p_holds, "p_fails": r.p_fails, "p_holm": r.p_adjusted,
+                "raw_verdict": r.raw,
                 "corrected_verdict": r.corrected, "fragile": r.fragile, "note": r.note,
                 "runs": " ".join(str(run.path) for run in r.runs)})
     return rows

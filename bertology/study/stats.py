@@ -80,6 +80,18 @@ def compute_overlap(items: list) -> float:
     return total / (n * (n - 1))
 
 
+def compute_terms_overlap(terms: list[list[list | None]]) -> float | None:
+    """compute_overlap of a contrast whose terms (a, b; a twin's a′, b′) each give every
+    seed's item ids, in the order of the seeds paired: the largest term's share. Where every
+    term of a seed scores one list (two layers of a run, a model and its twin on one seed's
+    sentences) each term's share is the contrast's own; where they differ it is the bound of
+    the term sharing most (a heuristic). None where some seed's ids are unknown (a run made
+    before runs recorded them)."""
+    if any(ids is None for seeds in terms for ids in seeds):
+        return None
+    return max((compute_overlap(seeds) for seeds in terms), default=0.0)
+
+
 def collapsed_seeds(values: list[float], floor) -> list[int]:
     """The seeds whose runs collapsed: an accuracy at or below the floor, the accuracy of
     always predicting the majority class (a run's majority_accuracy; one floor, or one per

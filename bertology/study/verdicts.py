@@ -26,7 +26,13 @@ import numpy as np
 
 from bertology.errors import require
 from bertology.run.rundir import RunDir
-from bertology.study.evidence import Evidence, evaluate, layer_keys, parse_evidence
+from bertology.study.evidence import (
+    Evidence,
+    evaluate,
+    evaluate_items,
+    layer_keys,
+    parse_evidence,
+)
 from bertology.study.results import replication_key
 from bertology.study.stats import (
     ALPHA,
@@ -35,6 +41,7 @@ from bertology.study.stats import (
     TTest,
     collapsed_seeds,
     combine_seeds,
+    compute_terms_overlap,
     difference,
     holm,
 )
@@ -156,6 +163,7 @@ class Side:
     runs: list[RunDir]
     values: list[float]
     replicates: list[np.ndarray | None]
+    items: list[list[str] | None]  # the ids its replicates resample (None: not recorded)
 
     @property
     def seeds(self) -> list:
@@ -170,7 +178,15 @@ def collect(runs: list[RunDir], evidence: Evidence) -> Side:
     chosen = [r for r in runs if selects(r, evidence)]
     require(bool(chosen), f"no run matches {evidence.describe()}")
     pairs = [evaluate(evidence, r.metrics, r.replicates) for r in chosen]
-    return Side(chosen, [v for v, _ in pairs], [reps for _, reps in pairs])
+    return Side(chosen, [v for v, _ in pairs], [reps for _, reps in pairs],
+                [evaluate_items(evidence, r.metrics, r.item_ids) for r in chosen])
+
+
+def overlap_of(terms: list[tuple[Side, list[int]]]) -> float | None:
+    """The share of items seeds share where their replicates cannot pair them
+    (stats.compute_terms_overlap), from the runs' recorded ids, each term's runs taken in the
+    order given (its seeds paired); None where some run recorded none."""
+    return compute_terms_overlap([[side.items[i] for i in order] for side, order in terms])
 
 
 def paired_by_seed(a: Side, b: Side) -> list[int] | None:
@@ -191,8 +207,10 @@ def is_discrete(comparison: Comparison) -> bool:
     return any(x.reduce in DISCRETE for x in comparison.evidence)
 
 
-def compare_runs(comparison: Comparison, runs: list[RunDir]) -> tuple[TTest | SignTest, str]:
-    """The test of one comparison over the runs, and how a − b was formed (for the report)."""
+def compare_runs(comparison: Comparison, runs: list[RunDir]
+                 ) -> tuple[TTest | SignTest, str, float | None]:
+    """The test of one comparison over the runs, how a − b was formed (for the report), and
+    the item overlap counted (compute_overlap; None: unknown, counted as 0)."""
     if comparison.twin is not None:
         return compare_twin(comparison, runs)
     a = collect(runs, comparison.a)  # a is always an evidence (checked when the spec loads)
@@ -204,9 +222,13 @@ def compare_runs(comparison: Comparison, runs: list[RunDir]) -> tuple[TTest | Si
     if order is None:
         require(not is_discrete(comparison), f"{comparison.describe()}: a discrete reduction "
                 "is judged seed by seed; both sides need the same seeds")
-        estimate = difference(combine_seeds(a.values, a.replicates),
-                              combine_seeds(b.values, b.replicates))
-        return TTest(estimate, comparison.margin, comparison.expect), "unpaired (Welch)"
+        overlaps = [overlap_of([(side, list(range(len(side.values))))]) for side in (a, b)]
+        estimate = difference(
+            *(combine_seeds(side.values, side.replicates, overlap=ov or 0.0)
+              for side, ov in zip((a, b), overlaps)))
+        unknown = None in overlaps
+        return (TTest(estimate, comparison.margin, comparison.expect), "unpaired (Welch)",
+                None if unknown else max(overlaps))
     values = [a.values[i] - (comparison.b if b is None else b.values[j])
               for i, j in enumerate(order)]
     reps = [None if a.replicates[i] is None or (b is not None and b.replicates[j] is None)
@@ -216,11 +238,14 @@ def compare_runs(comparison: Comparison, runs: list[RunDir]) -> tuple[TTest | Si
     if is_discrete(comparison):
         estimate = combine_seeds(values, [None] * len(values))
         return SignTest(estimate, tuple(values), comparison.margin, comparison.expect), \
-            f"{design}, exact sign test"
-    return TTest(combine_seeds(values, reps), comparison.margin, comparison.expect), design
+            f"{design}, exact sign test", None
+    overlap = overlap_of([(a, list(range(len(a.values))))] + ([] if b is None else [(b, order)]))
+    return (TTest(combine_seeds(values, reps, overlap=overlap or 0.0), comparison.margin,
+                  comparison.expect), design, overlap)
 
 
-def compare_twin(comparison: Comparison, runs: list[RunDir]) -> tuple[TTest, str]:
+def compare_twin(comparison: Comparison, runs: list[RunDir]
+                 ) -> tuple[TTest, str, float | None]:
     """(a − b) − (a′ − b′), seed by seed: the four terms must share their seeds (the twin of
     seed s is compared with the model of seed s: the same data order, sentences and head
     initialisation), their replicates differenced on the same resamples."""
@@ -244,8 +269,10 @@ def compare_twin(comparison: Comparison, runs: list[RunDir]) -> tuple[TTest, str
         values.append(sum(sign * value for sign, value, _ in parts))
         missing = any(r is None for _, _, r in parts)
         reps.append(None if missing else sum(sign * np.asarray(r) for sign, _, r in parts))
-    return (TTest(combine_seeds(values, reps), comparison.margin, comparison.expect),
-            "paired by seed, difference in differences")
+    overlap = overlap_of([(side, order) for (_, side), order in zip(sides, orders)
+                          if isinstance(side, Side)])
+    return (TTest(combine_seeds(values, reps, overlap=overlap or 0.0), comparison.margin,
+                  comparison.expect), "paired by seed, difference in differences", overlap)
 
 
 # ---------------------------------------------------------------- the finding
@@ -269,6 +296,9 @@ class FindingResult:
     context: str = ""  # repeats merged, the caveat: appended to either note
     fragile: bool = False
     repeated: bool = False  # some runs repeated another exactly and count once
+    # per comparison, the share of items seeds share at other positions of their lists that
+    # entered its interval (stats.compute_overlap); None: runs without item ids, counted as 0
+    overlaps: list[float | None] = field(default_factory=list)
 
     @property
     def id(self) -> str:
@@ -332,7 +362,8 @@ def judge(spec: FindingSpec, runs: list[RunDir]) -> FindingResult:
     runs, collapse = set_aside_collapsed(runs)
     runs, repeats = independent_runs(spec, runs)
     compared = [compare_runs(c, runs) for c in spec.comparisons]
-    result = FindingResult(spec, runs, [t for t, _ in compared], [d for _, d in compared])
+    result = FindingResult(spec, runs, [t for t, _, _ in compared], [d for _, d, _ in compared],
+                           overlaps=[o for _, _, o in compared])
     result.guard_tests = [compare_runs(g, runs)[0] for g in spec.guards]
     tests = result.tests
     result.p_holds = max(t.p_holds for t in tests)  # intersection-union: every part must hold
