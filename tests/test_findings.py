@@ -71,6 +71,17 @@ def test_every_finding_declares_its_unit_of_replication():
         PRETRAINING_STUDIES
 
 
+def test_the_docs_table_of_units_is_the_catalogues():
+    """docs/findings.md's "Unit of replication" table lists every finding under its unit."""
+    text = (REPO / "docs" / "findings.md").read_text().split("### Unit of replication")[1]
+    listed = {}
+    for line in text.split("## How verdicts")[0].splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if line.startswith("| ") and cells[0] in ("checkpoint", "pretraining"):
+            listed.update({name.strip().rstrip("\\*"): cells[0] for name in cells[2].split(",")})
+    assert listed == {spec.id: spec.unit for spec in CATALOG.values()}
+
+
 @pytest.mark.parametrize("unit", [None, "seed", ["checkpoint"]])
 def test_a_missing_or_unknown_unit_is_one_line_naming_the_file(tmp_path, unit):
     block = OmegaConf.to_container(OmegaConf.load(FINDINGS / "anisotropy.yaml"))
