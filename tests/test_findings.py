@@ -15,6 +15,7 @@ from test_experiments import sweep_jobs
 
 from bertology.cli.entry import CONFIG_CHECKS, PIPELINES
 from bertology.config.path_checks import MADE_BY_THE_RUN
+from bertology.errors import UserError
 from bertology.pipelines import load_pipeline
 from bertology.run.rundir import RunDir
 from bertology.study import schedule as reproduce
@@ -48,6 +49,51 @@ def test_every_finding_says_what_it_is_about():
     method = {spec.id for spec in CATALOG.values() if spec.about == "method"}
     assert method == {"control_memorised", "random_init_strong", "finetuning_top_layers",
                       "special_token_gradients"}
+
+
+PRETRAINING_STUDIES = {"pretrain_masking", "pretrain_nsp", "pretrain_shape", "pretrain_electra"}
+
+
+def test_every_finding_declares_its_unit_of_replication():
+    """Each yaml says `unit:` (no default relied on): a finding whose runs each pretrain their
+    own encoder (the pretraining studies) replicates the procedure; every other one reads a
+    given checkpoint (model.name_or_path, compare_to, a shared fine-tuned MiniLM), so its
+    seeds resample items, probes or fine-tuning of one model (Sellam et al., 2021)."""
+    for path in sorted(FINDINGS.glob("*.yaml")):
+        if path.name != "studies.yaml":
+            assert OmegaConf.load(path).get("unit") in ("checkpoint", "pretraining"), path.name
+    pretraining = {spec.id for spec in CATALOG.values() if spec.unit == "pretraining"}
+    assert pretraining == {spec.id for spec in CATALOG.values()
+                           if set(spec.studies) <= PRETRAINING_STUDIES}
+    assert pretraining == {"depth_over_width", "dynamic_masking", "electra", "no_nsp"}
+    # the studies whose runs pretrain (each run its own encoder, from random init)
+    assert {name for name, study in STUDY.items() if study.pipeline == "pretrain"} == \
+        PRETRAINING_STUDIES
+
+
+def test_the_docs_table_of_units_is_the_catalogues():
+    """docs/findings.md's "Unit of replication" table lists every finding under its unit."""
+    text = (REPO / "docs" / "findings.md").read_text().split("### Unit of replication")[1]
+    listed = {}
+    for line in text.split("## How verdicts")[0].splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if line.startswith("| ") and cells[0] in ("checkpoint", "pretraining"):
+            listed.update({name.strip().rstrip("\\*"): cells[0] for name in cells[2].split(",")})
+    assert listed == {spec.id: spec.unit for spec in CATALOG.values()}
+
+
+@pytest.mark.parametrize("unit", [None, "seed", ["checkpoint"]])
+def test_a_missing_or_unknown_unit_is_one_line_naming_the_file(tmp_path, unit):
+    block = OmegaConf.to_container(OmegaConf.load(FINDINGS / "anisotropy.yaml"))
+    block.pop("unit")
+    if unit is not None:
+        block["unit"] = unit
+    (tmp_path / "anisotropy.yaml").write_text(OmegaConf.to_yaml(block))
+    with pytest.raises(UserError) as err:
+        load_catalog(tmp_path)
+    message = str(err.value)
+    assert len(message.splitlines()) == 1 and str(tmp_path / "anisotropy.yaml") in message
+    assert f"unit={unit!r}; valid: checkpoint, pretraining" in message
 
 
 def test_every_model_claim_is_a_contrast_with_its_twin_or_says_why_not():

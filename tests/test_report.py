@@ -26,7 +26,7 @@ from bertology.study.results import find_runs
 from bertology.study.verdicts import judge, parse_finding
 
 FINDING = {"id": "demo", "claim": "a beats b", "source": "a paper, Table 1",
-           "compare": {"a": "eval/a", "b": "eval/b", "expect": "greater"}}
+           "unit": "checkpoint", "compare": {"a": "eval/a", "b": "eval/b", "expect": "greater"}}
 
 
 def study_of(finding: dict) -> str:
@@ -184,14 +184,18 @@ def test_report_pipeline_writes_markdown_tables_and_figures(tmp_path):
     metrics = run_report(runs, out, FINDING)
     assert metrics["report/findings"] == 1 and metrics["report/raw/holds"] == 1
     assert metrics["report/corrected/holds"] == 1  # Holm over one finding changes nothing
+    assert metrics["report/checkpoint/corrected/holds"] == 1
+    assert metrics["report/pretraining/findings"] == 0
     text = (out / "REPORT.md").read_text()
-    assert "| demo | a beats b | a paper, Table 1 |" in text and "**holds**" in text
+    assert "| demo | a beats b | for one checkpoint | a paper, Table 1 |" in text  # none recorded
+    assert "**holds**" in text
     assert "| eval/accuracy | 0.5 ± 0 |" in text  # the plain run's group, in the runs section
     assert (out / "plots" / "finding_demo.png").stat().st_size > 0
     with (out / "tables" / "findings.csv").open() as handle:
         row = next(csv.DictReader(handle))
     assert list(row) == FINDING_COLUMNS  # the declared columns are the rows' own
     assert row["raw_verdict"] == row["corrected_verdict"] == "holds"
+    assert row["unit"] == "checkpoint" and row["scope"] == "checkpoint: not recorded"
     assert float(row["ci_low"]) > 0 and int(row["seeds"]) == 3
     with (out / "tables" / "metrics.csv").open() as handle:
         rows = list(csv.DictReader(handle))
@@ -320,28 +324,90 @@ def test_runs_of_an_arm_the_finding_does_not_read_are_not_called_repeats(tmp_pat
     assert result.tests[0].estimate.n == 3 and "repeat" not in result.note
 
 
-def test_the_headline_counts_claims_about_the_model(tmp_path):
-    """REPORT.md and REPORT.html: model and method claims in separate tables; the headline
-    counts the model's only."""
+MINILM = {"name_or_path": "sentence-transformers/all-MiniLM-L6-v2"}
+
+
+def test_the_headline_counts_pretraining_and_checkpoint_claims_apart(tmp_path):
+    """REPORT.md and REPORT.html: claims about pretraining, about one checkpoint and about the
+    method in separate tables; the headline counts pretraining claims first and checkpoint
+    claims apart, naming the checkpoint from the runs' config; each row states its scope."""
     method = {**FINDING, "id": "probe_fact", "about": "method", "study": "s"}
     model = {**FINDING, "id": "model_fact", "about": "model", "study": "s"}
+    pretrained = {**FINDING, "id": "recipe_fact", "unit": "pretraining", "study": "s"}
     for seed, (a, b) in enumerate([(0.80, 0.70), (0.82, 0.71), (0.81, 0.69)]):
-        write_run(tmp_path / "runs" / str(seed), {"eval/a": a, "eval/b": b}, seed, label="s")
-    cat = {"probe_fact": parse_finding(method), "model_fact": parse_finding(model)}
+        write_run(tmp_path / "runs" / str(seed), {"eval/a": a, "eval/b": b}, seed, label="s",
+                  model=MINILM)
+    cat = {s["id"]: parse_finding(s) for s in (method, model, pretrained)}
     runs = find_runs([tmp_path / "runs"])
     results = [judge(spec, runs) for spec in cat.values()]
     report.correct_suite(results)
+    assert [r.corrected for r in results] == ["holds"] * 3
     from bertology.study.report_html import write_html
     from bertology.study.reporting import write_report
     figures = {r.id: "x.png" for r in results}
     (tmp_path / "x.png").write_bytes(b"\x89PNG")
     text = write_report(results, [], runs, tmp_path, figures).read_text()
-    assert "claims about the model: 1 holds," in text
-    assert "## Claims about the model" in text and "## Claims about the method" in text
-    assert text.index("model_fact") < text.index("## Claims about the method") < text.index(
-        "probe_fact")
+    assert "Pretraining claims, across independently pretrained encoders: 1 of 1 hold (0 " \
+        "fragile) after Holm's correction\nCheckpoint claims (all-MiniLM-L6-v2; not claims " \
+        "about BERT): 1 of 1 hold (0 fragile)" in text
+    assert "verdicts on the 1 pretraining claims: 1 holds," in text
+    assert "verdicts on the 1 checkpoint claims: 1 holds," in text
+    assert "Claims about the method (1, not counted above): 1 holds" in text
+    assert text.index("## Claims about pretraining") < text.index("recipe_fact") < text.index(
+        "## Claims about one checkpoint") < text.index("model_fact") < text.index(
+        "## Claims about the method") < text.index("probe_fact")
+    assert "| model_fact | a beats b | for all-MiniLM-L6-v2 |" in text
+    assert "| recipe_fact | a beats b | across 3 independently pretrained encoders |" in text
     page = write_html(results, [], runs, tmp_path, figures).read_text()
-    assert "claims about the model: 1 holds," in page and "Claims about the method" in page
+    assert "Checkpoint claims (all-MiniLM-L6-v2; not claims about BERT): 1 of 1 hold" in page
+    assert "<td>for all-MiniLM-L6-v2</td>" in page and "Claims about pretraining" in page
+    assert "Claims about the method" in page
+
+
+def test_findings_csv_and_metrics_count_the_two_units_apart(tmp_path):
+    """The pipeline end to end: a pretraining claim that holds and a checkpoint claim that does
+    not; findings.csv's scope column and the report/<unit>/… metrics keep them apart, and the
+    totals stay the sum."""
+    pretrained = {**FINDING, "id": "recipe", "unit": "pretraining", "study": "pre"}
+    checkpoint = {**FINDING, "id": "ckpt", "study": "ck"}
+    runs = tmp_path / "runs"
+    for seed, (a, b) in enumerate([(0.80, 0.70), (0.82, 0.71), (0.81, 0.69)]):
+        write_run(runs / f"pre{seed}", {"eval/a": a, "eval/b": b}, seed, pretrained)
+        write_run(runs / f"ck{seed}", {"eval/a": b, "eval/b": a}, seed, checkpoint,
+                  model=MINILM)
+    out = tmp_path / "report"
+    metrics = run_report(runs, out, pretrained, checkpoint)
+    assert metrics["report/pretraining/findings"] == metrics["report/checkpoint/findings"] == 1
+    assert metrics["report/pretraining/corrected/holds"] == 1
+    assert metrics["report/checkpoint/corrected/holds"] == 0
+    assert metrics["report/checkpoint/corrected/does_not_hold"] == 1
+    assert metrics["report/method/findings"] == 0 and metrics["report/corrected/holds"] == 1
+    with (out / "tables" / "findings.csv").open() as handle:
+        rows = {row["finding"]: row for row in csv.DictReader(handle)}
+    assert rows["recipe"]["unit"] == "pretraining"
+    assert rows["recipe"]["scope"] == "pretraining: 3 encoders"
+    assert rows["ckpt"]["scope"] == "checkpoint: all-MiniLM-L6-v2"
+    assert (out / "REPORT.md").read_text().count("1 of 1 hold (0 fragile)") == 1
+
+
+def test_a_fine_tuned_checkpoint_is_named_by_the_checkpoint_it_started_from(tmp_path):
+    """make reproduce prunes (and distils from) a MiniLM fine-tuned per seed in a run dir of its
+    own: the scope follows model.name_or_path (a distill run: teacher.name_or_path) back to that
+    run's config; a local dir that is no run's stays as given; no checkpoint at all (random
+    init) is "for one checkpoint"."""
+    from bertology.run.rundir import RunDir
+    from bertology.study.scope import Scope, checkpoint_of
+
+    tuned = write_run(tmp_path / "sst2_model" / "seed_0", {}, 0, model=MINILM)
+    prune = write_run(tmp_path / "prune", {}, 0, model={"name_or_path": str(tuned / "model")})
+    distill = write_run(tmp_path / "distill", {}, 0, model={"name_or_path": None},
+                        teacher={"name_or_path": str(tuned / "model"),
+                                 "model": {"name_or_path": None}})
+    alone = write_run(tmp_path / "alone", {}, 0, model={"name_or_path": str(tmp_path / "x")})
+    assert checkpoint_of(RunDir(prune)) == checkpoint_of(RunDir(distill)) == "all-MiniLM-L6-v2"
+    assert checkpoint_of(RunDir(alone)) == str(tmp_path / "x")
+    assert checkpoint_of(RunDir(tmp_path, config={"seed": 0})) is None
+    assert Scope("checkpoint").words == "for one checkpoint"
 
 
 def test_a_fragile_verdict_is_shown_and_counted_apart(tmp_path):

@@ -9,38 +9,58 @@ import sys
 
 from bertology.study.summary import write_summary
 
-FIELDS = ["finding", "about", "raw_verdict", "corrected_verdict", "fragile"]
-ROWS = [("a", "model", "holds", "holds", False), ("b", "model", "holds", "underpowered", False),
-        ("c", "model", "does not hold", "does not hold", False),
-        ("d", "method", "holds", "holds", False),
-        ("e", "model", "uninformative", "uninformative", False),
-        ("f", "model", "holds", "holds", True),  # Holm-adjusted p within 2× of α
-        ("g", "model", "does not hold", "leans against", False),
-        ("a", "model", "holds", "holds", False)]  # a finding of two comparisons: a row each
+FIELDS = ["finding", "about", "unit", "scope", "raw_verdict", "corrected_verdict", "fragile"]
+MINILM = "checkpoint: all-MiniLM-L6-v2"
+PRE = "pretraining: 6 encoders"
+ROWS = [("a", "model", "checkpoint", MINILM, "holds", "holds", False),
+        ("b", "model", "checkpoint", MINILM, "holds", "underpowered", False),
+        ("c", "model", "pretraining", PRE, "does not hold", "does not hold", False),
+        ("d", "method", "checkpoint", MINILM, "holds", "holds", False),
+        ("e", "model", "checkpoint", MINILM, "uninformative", "uninformative", False),
+        ("f", "model", "checkpoint", MINILM, "holds", "holds", True),  # Holm p within 2× of α
+        ("g", "model", "pretraining", PRE, "does not hold", "leans against", False),
+        ("a", "model", "checkpoint", MINILM, "holds", "holds", False)]  # a second comparison
 
 
-def write_table(report):
+def write_table(report, fields=FIELDS, rows=ROWS):
     (report / "tables").mkdir(parents=True)
     with (report / "tables" / "findings.csv").open("w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow(FIELDS)
-        writer.writerows(ROWS)
+        writer.writerow(fields)
+        writer.writerows([[row[FIELDS.index(f)] for f in fields] for row in rows])
 
 
 def test_counts_per_kind_raw_and_holm_and_the_findings_behind_them(tmp_path):
     write_table(tmp_path)
     text = write_summary(tmp_path)
     assert (tmp_path / "SUMMARY.md").read_text() == text
-    # 6 model claims (a's two rows are one claim), two holding after Holm, one of them
-    # fragile and counted apart; the method claim is counted apart and starred
-    assert text.startswith("**1 of the 6 claims about the model hold firmly**, and 1 more "
+    # the headline is about pretraining (c, g: neither holds); the 4 checkpoint claims (a's two
+    # rows are one claim) are counted apart, named by their scope: two hold after Holm, one of
+    # them fragile and counted apart; the method claim is counted apart and starred
+    assert text.startswith("**Pretraining claims, across independently pretrained encoders: 0 "
+                           "of the 2 hold firmly**, and 0 more hold but are fragile; **checkpoint "
+                           "claims (all-MiniLM-L6-v2): 1 of the 4 hold firmly**, and 1 more "
                            "holds but is fragile")
+    assert "A checkpoint claim holds for that trained model, not for BERT" in text
     lines = {line.split(" | ")[0]: line for line in text.splitlines() if line.startswith("| ")}
-    assert lines["| holds"] == "| holds | 3 / 2 | 1 / 1 | a, d*, f (fragile) |"
-    assert lines["| underpowered"] == "| underpowered | 0 / 1 | 0 / 0 | b |"
-    assert lines["| does not hold"] == "| does not hold | 2 / 1 | 0 / 0 | c |"
-    assert lines["| leans against"] == "| leans against | 0 / 1 | 0 / 0 | g |"
-    assert lines["| uninformative"] == "| uninformative | 1 / 1 | 0 / 0 | e |"
+    assert lines["| verdict"] == ("| verdict | pretraining: raw / Holm | checkpoint: raw / Holm "
+                                  "| method: raw / Holm | findings (Holm) |")
+    assert lines["| holds"] == "| holds | 0 / 0 | 3 / 2 | 1 / 1 | a, d*, f (fragile) |"
+    assert lines["| underpowered"] == "| underpowered | 0 / 0 | 0 / 1 | 0 / 0 | b |"
+    assert lines["| does not hold"] == "| does not hold | 2 / 1 | 0 / 0 | 0 / 0 | c |"
+    assert lines["| leans against"] == "| leans against | 0 / 1 | 0 / 0 | 0 / 0 | g |"
+    assert lines["| uninformative"] == "| uninformative | 0 / 0 | 1 / 1 | 0 / 0 | e |"
+
+
+def test_a_report_from_before_units_counts_no_claim_as_about_pretraining(tmp_path):
+    """A findings.csv without unit and scope columns: nothing showed a model claim replicated
+    over pretraining, so each is read as one checkpoint's, and none is named."""
+    write_table(tmp_path, ["finding", "about", "raw_verdict", "corrected_verdict", "fragile"])
+    text = write_summary(tmp_path)
+    assert text.startswith("**Pretraining claims: none judged**; **checkpoint claims (one "
+                           "checkpoint): 1 of the 6 hold firmly**, and 1 more holds but is "
+                           "fragile")
+    assert "| verdict | checkpoint: raw / Holm | method: raw / Holm |" in text
 
 
 def test_a_dir_without_a_report_is_one_line_and_exit_2(tmp_path):

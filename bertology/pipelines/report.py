@@ -5,7 +5,9 @@ runs → the findings they can judge (study/catalog.py) → a raw verdict per fi
 (study/verdicts.py) → Holm's correction over all of them → a figure per finding, and one
 per task of the probe's layer curves across runs (a checkpoint sweep; study/curves.py) →
 REPORT.md, REPORT.html (self-contained: figures inlined), tables/findings.csv and
-tables/metrics.csv.
+tables/metrics.csv. Claims about pretraining and claims about one checkpoint are counted apart
+(study/scope.py), in the headline and in the metrics (report/pretraining/…,
+report/checkpoint/…).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from bertology.study.reporting import (
     holm_verdict,
     metric_rows,
     plot_finding,
+    split_by_kind,
     verdict_counts,
     write_report,
 )
@@ -60,12 +63,20 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     write_html(results, skipped, runs, out_dir, figures, curves)
     log.info("%s: %d runs, %s", report, len(runs),
              ", ".join(f"{r.id}={r.raw}/{holm_verdict(r)}" for r in results) or "no findings")
-    metrics = {"report/runs": float(len(runs)), "report/findings": float(len(results))}
+    metrics = {"report/runs": float(len(runs)), **verdict_metrics("report", results)}
+    for kind, group in split_by_kind(results).items():  # pretraining and checkpoint apart
+        metrics.update(verdict_metrics(f"report/{kind}", group))
+    write_json_atomic(out_dir / "metrics.json", metrics)
+    return metrics
+
+
+def verdict_metrics(prefix: str, results: list[FindingResult]) -> dict[str, float]:
+    """<prefix>/findings, <prefix>/{raw,corrected}/<verdict> and <prefix>/corrected/fragile."""
+    metrics = {f"{prefix}/findings": float(len(results))}
     for which in ("raw", "corrected"):
         for verdict, count in verdict_counts(results, which).items():
-            metrics[f"report/{which}/{verdict.replace(' ', '_')}"] = float(count)
-    metrics["report/corrected/fragile"] = float(sum(r.fragile for r in results))
-    write_json_atomic(out_dir / "metrics.json", metrics)
+            metrics[f"{prefix}/{which}/{verdict.replace(' ', '_')}"] = float(count)
+    metrics[f"{prefix}/corrected/fragile"] = float(sum(r.fragile for r in results))
     return metrics
 
 

@@ -1,8 +1,9 @@
 """The study's catalogue: the findings (conf/findings/<id>.yaml), the studies whose runs they
 read (conf/findings/studies.yaml), and which findings a set of runs can judge.
 
-A finding states one claim (id, claim, source, the comparison, and the `study` whose runs it
-reads). A study is a bundle in conf/experiment/ (`study_<name>.yaml`, what a pipeline runs)
+A finding states one claim (id, claim, source, the comparison, the `study` whose runs it
+reads, and the `unit` its replicates are: one checkpoint or independently pretrained encoders,
+scope.py). A study is a bundle in conf/experiment/ (`study_<name>.yaml`, what a pipeline runs)
 that files its runs under `label: <name>`; several findings read one study (one probe sweep
 serves every probing claim), so `make reproduce` runs each study once, with the settings the
 catalogue gives it. The runner records the label and never reads it: the report judges every
@@ -19,6 +20,7 @@ from omegaconf import OmegaConf
 from bertology.config.compose import CONF_DIR
 from bertology.errors import require
 from bertology.run.rundir import RunDir
+from bertology.study.scope import UNITS
 from bertology.study.verdicts import FindingSpec, parse_finding
 
 FINDINGS = CONF_DIR / "findings"
@@ -49,10 +51,22 @@ def load_catalog(folder: Path = FINDINGS) -> dict[str, FindingSpec]:
     """Every finding of conf/findings/, by id."""
     specs = {}
     for path in finding_files(folder):
-        spec = parse_finding(OmegaConf.to_container(OmegaConf.load(path)) or {})
+        block = OmegaConf.to_container(OmegaConf.load(path)) or {}
+        check_unit(path, block)
+        spec = parse_finding(block)
         require(spec.id == path.stem, f"{path}: id {spec.id!r} differs from the file's name")
         specs[spec.id] = spec
     return specs
+
+
+def check_unit(path: Path, block) -> None:
+    """Every finding says what its replicates are (no default: a verdict's scope is declared,
+    never assumed)."""
+    unit = block.get("unit") if isinstance(block, dict) else None
+    require(isinstance(unit, str) and unit in UNITS,
+            f"{path}: unit={unit!r}; valid: {', '.join(UNITS)} (checkpoint: one trained model, "
+            "replicates are items and probe or fine-tuning seeds; pretraining: each run "
+            "pretrains its own encoder)")
 
 
 def load_studies(folder: Path = FINDINGS) -> dict[str, Study]:

@@ -12,13 +12,14 @@ from pathlib import Path
 from bertology.run.atomic import write_text_atomic
 from bertology.run.rundir import RunDir, headline_keys
 from bertology.study.reporting import (
-    ABOUT_TITLES,
+    KIND_TITLES,
     format_estimate,
     group_runs,
     headline,
-    split_by_about,
+    split_by_kind,
     summarise,
 )
+from bertology.study.scope import scope_of
 from bertology.study.verdicts import FindingResult
 
 STYLE = """
@@ -54,15 +55,17 @@ def image_uri(path: Path) -> str:
 
 def claims_table(results: list[FindingResult]) -> list[str]:
     """A row per comparison of each finding; the finding's cells on its first row."""
-    lines = ["<table>", "<tr><th>finding</th><th>claim</th><th>source</th><th>test</th>"
+    lines = ["<table>", "<tr><th>finding</th><th>claim</th><th>scope</th><th>source</th>"
+             "<th>test</th>"
              "<th>effect a − b</th><th>95% interval</th><th>seeds</th><th>raw</th>"
              "<th>Holm</th><th>note</th></tr>"]
     for r in results:
         for i, (test, comparison) in enumerate(zip(r.tests, r.spec.comparisons)):
             effect, interval = format_estimate(test.estimate)
             head = (f'<td><a href="#{escape(r.id)}">{escape(r.id)}</a></td>'
-                    f'<td class="claim">{escape(r.spec.claim)}</td><td>{escape(r.spec.source)}</td>'
-                    if i == 0 else "<td></td>" * 3)
+                    f'<td class="claim">{escape(r.spec.claim)}</td>'
+                    f"<td>{escape(scope_of(r).words)}</td><td>{escape(r.spec.source)}</td>"
+                    if i == 0 else "<td></td>" * 4)
             tail = (f"<td>{verdict_cell(r.raw)}</td><td>{verdict_cell(r.corrected, r.fragile)}</td>"
                     f'<td class="note">{escape(r.note)}</td>' if i == 0 else "<td></td>" * 3)
             lines.append(f"<tr>{head}<td><code>{escape(comparison.describe())}</code></td>"
@@ -78,7 +81,8 @@ def finding_section(result: FindingResult, figure: Path) -> list[str]:
     return [f'<section class="finding" id="{escape(result.id)}">',
             f"<h3>{escape(result.id)}: {escape(result.spec.claim)}</h3>",
             f"<p>{escape(result.spec.source)} — raw {verdict_cell(result.raw)}, "
-            f"Holm {verdict_cell(result.corrected, result.fragile)}</p>",
+            f"Holm {verdict_cell(result.corrected, result.fragile)}, "
+            f"{escape(scope_of(result).words)}</p>",
             f'<img src="{image_uri(figure)}" alt="{escape(f"figure of {result.id}")}">',
             f"<p>RunDir dirs ({len(result.runs)}):</p><ul>{runs}</ul>", "</section>"]
 
@@ -107,11 +111,12 @@ def write_html(results: list[FindingResult], skipped: list[tuple[str, str]], run
             "tested one-sided at α = 0.05 two-sided (its 95% interval beyond the margin); the "
             "corrected verdict applies Holm's correction over every finding here; a finding "
             "whose guard fails is uninformative; a verdict whose adjusted p lies within 2× of "
-            "α is marked fragile; seeds counts independent runs.</p>",
+            "α is marked fragile; seeds counts independent runs (for a claim about one checkpoint, "
+            "runs of that checkpoint: each verdict's scope says which).</p>",
             "<p>" + "<br>".join(escape(line) for line in headline(results)) + "</p>"]
-    for about, group in split_by_about(results).items():
+    for kind, group in split_by_kind(results).items():
         if group:
-            title, says = ABOUT_TITLES[about]
+            title, says = KIND_TITLES[kind]
             body += [f"<h2>{escape(title)}</h2>", f"<p>{escape(says[0].upper() + says[1:])}.</p>",
                      *claims_table(group)]
     body += [f"<p>Not judged: {escape(finding)} ({escape(reason)}).</p>"

@@ -11,6 +11,7 @@ from bertology.run.figures import GREY, integer_ticks, save_figure
 from bertology.run.rundir import RunDir, headline_keys
 from bertology.study.evidence import Evidence, layer_keys
 from bertology.study.results import replication_key
+from bertology.study.scope import KINDS, checkpoints_named, scope_of, spec_kind
 from bertology.study.stats import Estimate
 from bertology.study.verdicts import VERDICTS, FindingResult, selects
 
@@ -23,8 +24,9 @@ def format_estimate(e: Estimate) -> tuple[str, str]:
     return f"{e.mean:+.4g}", f"[{low:+.4g}, {high:+.4g}]"
 
 
-FINDING_COLUMNS = ["finding", "about", "claim", "source", "test", "design", "effect", "ci_low",
-                   "ci_high", "se", "dof", "seeds", "item_replicates", "item_overlap",
+FINDING_COLUMNS = ["finding", "about", "unit", "scope", "claim", "source", "test", "design",
+                   "effect", "ci_low", "ci_high", "se", "dof", "seeds", "item_replicates",
+                   "item_overlap",
                    "p_holds", "p_fails", "p_holm", "raw_verdict", "corrected_verdict", "fragile",
                    "note", "runs"]
 
@@ -33,6 +35,7 @@ def finding_rows(results: list[FindingResult]) -> list[dict]:
     """tables/findings.csv: one row per comparison of each finding (FINDING_COLUMNS)."""
     rows = []
     for r in results:
+        scope = scope_of(r).column
         # item_overlap: the share counted (stats.compute_overlap); blank where some run
         # recorded no item ids (made before runs did), counted as 0
         overlaps = r.overlaps or [None] * len(r.tests)
@@ -40,7 +43,8 @@ def finding_rows(results: list[FindingResult]) -> list[dict]:
                                                      overlaps):
             low, high = test.estimate.interval()
             rows.append({
-                "finding": r.id, "about": r.spec.about, "claim": r.spec.claim,
+                "finding": r.id, "about": r.spec.about, "unit": r.spec.unit, "scope": scope,
+                "claim": r.spec.claim,
                 "source": r.spec.source,
                 "test": comparison.describe(), "design": design, "effect": test.estimate.mean,
                 "ci_low": low, "ci_high": high, "se": test.estimate.se,
@@ -132,27 +136,49 @@ def count_line(results: list[FindingResult], which: str) -> str:
     return ", ".join(parts)
 
 
-ABOUT_TITLES = {
-    "model": ("Claims about the model", "what pretraining or fine-tuning put in the encoder; "
-              "the headline counts these"),
+KIND_TITLES = {
+    "pretraining": ("Claims about pretraining", "what a pretraining procedure puts in an "
+                    "encoder, judged across encoders pretrained independently (the replicates "
+                    "are pretraining seeds); the headline is about these"),
+    "checkpoint": ("Claims about one checkpoint", "what one trained model holds, judged on that "
+                   "checkpoint (the replicates are items and probe or fine-tuning seeds): a "
+                   "verdict here holds for that checkpoint, not for BERT or its pretraining; "
+                   "counted apart in the headline"),
     "method": ("Claims about the method", "properties of a probe, a metric or the "
                "architecture, true of any encoder (e.g. of random vectors per word type); "
                "reported, not counted in the headline"),
 }
 
 
-def split_by_about(results: list[FindingResult]) -> dict[str, list[FindingResult]]:
-    """The findings by what they are about, model claims first."""
-    return {about: [r for r in results if r.spec.about == about] for about in ABOUT_TITLES}
+def split_by_kind(results: list[FindingResult]) -> dict[str, list[FindingResult]]:
+    """The findings by kind (scope.KINDS): pretraining claims, then checkpoint claims, then
+    claims about the method."""
+    return {kind: [r for r in results if spec_kind(r.spec) == kind] for kind in KINDS}
+
+
+def holds_line(results: list[FindingResult]) -> str:
+    """"k of n hold (m fragile)" after Holm."""
+    held = [r for r in results if r.corrected == "holds"]
+    return (f"{len(held)} of {len(results)} hold ({sum(r.fragile for r in held)} fragile) "
+            "after Holm's correction")
 
 
 def headline(results: list[FindingResult]) -> list[str]:
-    """The verdict counts of the model claims (raw and Holm-corrected), then the method's."""
-    model = split_by_about(results)["model"]
-    lines = [f"{title} verdicts on the {len(model)} claims about the model: "
-             + count_line(model, which)
-             for which, title in (("raw", "Raw"), ("corrected", "Holm-corrected"))]
-    method = split_by_about(results)["method"]
+    """Pretraining claims first (the procedure), then the checkpoint claims counted apart, each
+    with its raw and Holm-corrected verdict counts; then the method's."""
+    kinds = split_by_kind(results)
+    pretraining, checkpoint = kinds["pretraining"], kinds["checkpoint"]
+    named = checkpoints_named([scope_of(r) for r in checkpoint])
+    lines = ["Pretraining claims, across independently pretrained encoders: "
+             + (holds_line(pretraining) if pretraining else "none judged here"),
+             f"Checkpoint claims ({named}; not claims about BERT): "
+             + (holds_line(checkpoint) if checkpoint else "none judged here")]
+    for kind, group in (("pretraining", pretraining), ("checkpoint", checkpoint)):
+        lines += [f"{title} verdicts on the {len(group)} {kind} claims: "
+                  + count_line(group, which)
+                  for which, title in (("raw", "Raw"), ("corrected", "Holm-corrected"))
+                  if group]
+    method = kinds["method"]
     if method:
         lines.append(f"Claims about the method ({len(method)}, not counted above): " + ", ".join(
             f"{n} {v}" for v, n in verdict_counts(method, "corrected").items() if n))
@@ -160,14 +186,15 @@ def headline(results: list[FindingResult]) -> list[str]:
 
 
 def findings_table(results: list[FindingResult], figures: dict[str, str]) -> list[str]:
-    lines = ["| finding | claim | source | test | effect a − b | 95% interval | seeds "
+    lines = ["| finding | claim | scope | source | test | effect a − b | 95% interval | seeds "
              "| raw | Holm | note | figure |",
-             "|---|---|---|---|---|---|---:|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---:|---|---|---|---|"]
     for r in results:
         figure = figures[r.id]
         for i, (test, comparison) in enumerate(zip(r.tests, r.spec.comparisons)):
             effect, interval = format_estimate(test.estimate)
-            head = [r.id, r.spec.claim, r.spec.source] if i == 0 else ["", "", ""]
+            head = ([r.id, r.spec.claim, scope_of(r).words, r.spec.source] if i == 0
+                    else ["", "", "", ""])
             tail = ([f"**{r.raw}**", f"**{holm_verdict(r)}**", r.note, f"![]({figure})"]
                     if i == 0 else ["", "", "", ""])
             lines.append("| " + " | ".join([*head, f"`{comparison.describe()}`", effect,
@@ -186,17 +213,19 @@ def write_report(results: list[FindingResult], skipped: list[tuple[str, str]],
              "interval counts seed-to-seed and item-sampling noise (bootstrap replicates); the "
              "corrected verdict applies Holm's correction over every finding here; a finding "
              "whose guard fails (the runs cannot discriminate) is uninformative; a verdict whose "
-             "adjusted p lies within 2× of α is marked fragile; seeds counts independent runs "
-             "(docs/findings.md: \"The verdicts, defined\").", ""]
+             "adjusted p lies within 2× of α is marked fragile; seeds counts independent runs, "
+             "which for a claim about one checkpoint are runs of that checkpoint, not "
+             "independently pretrained encoders: each verdict's scope says which "
+             "(docs/findings.md: \"The verdicts, defined\", \"Unit of replication\").", ""]
     lines += headline(results)
     if not results and guide:
         lines += ["", "## No finding judged", "", "A finding reads the runs of its study, "
                   "labelled `label: <study>` by the study's experiment bundle; these runs carry "
                   "no such label (or not the studies a finding needs). Each study, the command "
                   "that runs it, and the findings its runs answer:", "", *guide]
-    for about, group in split_by_about(results).items():
+    for kind, group in split_by_kind(results).items():
         if group:
-            title, says = ABOUT_TITLES[about]
+            title, says = KIND_TITLES[kind]
             lines += ["", f"## {title}", "", f"{says[0].upper()}{says[1:]}.", "",
                       *findings_table(group, figures)]
     for finding, reason in skipped:

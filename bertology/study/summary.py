@@ -1,6 +1,8 @@
 """The front page's findings block, written by the run rather than by hand: verdict counts per
-kind of claim (about the model, about the method), raw and Holm-corrected, with the findings
-behind each Holm-corrected count, read from the report's tables/findings.csv.
+kind of claim (about pretraining, about one checkpoint, about the method: study/scope.py), raw
+and Holm-corrected, with the findings behind each Holm-corrected count, read from the report's
+tables/findings.csv. The headline is about the pretraining procedure; claims about one
+checkpoint are counted apart and never as claims about BERT.
 
     python -m bertology.study.summary outputs/reproduce/<stamp>/report
 
@@ -14,10 +16,8 @@ import csv
 from pathlib import Path
 
 from bertology.errors import UserError, require
+from bertology.study.scope import KINDS, kind_of
 from bertology.study.verdicts import VERDICTS
-
-KINDS = {"model": "claims about the model (the headline)",
-         "method": "claims about the method (probes, metrics, architecture)"}
 
 
 def read_comparisons(report: Path) -> dict[str, list[dict[str, str]]]:
@@ -42,14 +42,14 @@ def read_findings(report: Path) -> list[dict[str, str]]:
 def counts_table(rows: list[dict[str, str]]) -> list[str]:
     """One line per verdict: raw and Holm-corrected counts for each kind, and the findings
     with that Holm-corrected verdict."""
-    kinds = [kind for kind in KINDS if any(r["about"] == kind for r in rows)]
+    kinds = [kind for kind in KINDS if any(row_kind(r) == kind for r in rows)]
     method = {r["finding"] for r in rows if r["about"] == "method"}
     header = ["verdict"] + [f"{kind}: raw / Holm" for kind in kinds] + ["findings (Holm)"]
     lines = ["| " + " | ".join(header) + " |", "|---" + "|---:" * len(kinds) + "|---|"]
     for verdict in VERDICTS:
         cells = []
         for kind in kinds:
-            of_kind = [r for r in rows if r["about"] == kind]
+            of_kind = [r for r in rows if row_kind(r) == kind]
             raw = sum(r["raw_verdict"] == verdict for r in of_kind)
             holm = sum(r["corrected_verdict"] == verdict for r in of_kind)
             cells.append(f"{raw} / {holm}")
@@ -67,17 +67,42 @@ def is_fragile(row: dict[str, str]) -> bool:
     return row.get("fragile", "False") == "True"
 
 
-def summary(rows: list[dict[str, str]]) -> list[str]:
-    model = [r for r in rows if r["about"] == "model"]
-    held = [r for r in model if r["corrected_verdict"] == "holds"]
+def row_kind(row: dict[str, str]) -> str:
+    """pretraining, checkpoint or method; a report from before units: a model claim is read as
+    a checkpoint's (nothing showed it replicated over pretraining)."""
+    return kind_of(row["about"], row.get("unit") or "checkpoint")
+
+
+def checkpoint_names(rows: list[dict[str, str]]) -> str:
+    """The checkpoints the checkpoint claims read, from findings.csv's scope column."""
+    names = {name for r in rows for name in r.get("scope", "").removeprefix("checkpoint: ")
+             .split(", ") if r.get("scope", "").startswith("checkpoint: ")} - {"not recorded"}
+    return ", ".join(sorted(names)) or "one checkpoint"
+
+
+def holds_phrase(rows: list[dict[str, str]]) -> str:
+    """"k of the n hold firmly**, and m more hold but are fragile" after Holm."""
+    held = [r for r in rows if r["corrected_verdict"] == "holds"]
     firm = sum(not is_fragile(r) for r in held)
     fragile = len(held) - firm
     more = f"{fragile} more holds but is" if fragile == 1 else f"{fragile} more hold but are"
-    return [f"**{firm} of the {len(model)} claims about the model hold firmly**, and {more} "
-            f"fragile (Holm-adjusted p within 2× of α), after Holm's correction over all "
-            f"{len(rows)} findings "
-            f"({len(rows) - len(model)} claims about the method, marked *, are reported "
-            "apart).", "", *counts_table(rows)]
+    return f"{firm} of the {len(rows)} hold firmly**, and {more} fragile"
+
+
+def summary(rows: list[dict[str, str]]) -> list[str]:
+    kinds = {kind: [r for r in rows if row_kind(r) == kind] for kind in KINDS}
+    pretraining, checkpoint = kinds["pretraining"], kinds["checkpoint"]
+    lines = [("**Pretraining claims, across independently pretrained encoders: "
+              + holds_phrase(pretraining)) if pretraining
+             else "**Pretraining claims: none judged**",
+             (f"**checkpoint claims ({checkpoint_names(checkpoint)}): "
+              + holds_phrase(checkpoint)) if checkpoint
+             else "**checkpoint claims: none judged**"]
+    return [f"{lines[0]}; {lines[1]} (Holm-adjusted p within 2× of α), after Holm's "
+            f"correction over all {len(rows)} findings. A checkpoint claim holds for that "
+            "trained model, not for BERT: its seeds resample sentences, probes or fine-tuning, "
+            f"not pretraining ({len(kinds['method'])} claims about the method, marked *, are "
+            "reported apart).", "", *counts_table(rows)]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -94,6 +94,7 @@ class FindingSpec:
     caveat: str = ""  # what a reader must know beside the verdict (shown in its note)
     no_twin: str = ""  # an `about: model` claim judged without its twin: why none applies
     tautology: str = ""  # can_fail: false: why the real measurement cannot come out against it
+    unit: str = "checkpoint"  # what its replicates are: checkpoint | pretraining (scope.UNITS)
 
     def describe(self) -> str:
         return " and ".join(c.describe() for c in self.comparisons)
@@ -150,7 +151,8 @@ def parse_finding(spec: dict) -> FindingSpec:
                        parse_comparisons(spec.get("compare"), spec["id"]),
                        (study,) if isinstance(study, str) else tuple(study), str(about), guards,
                        str(spec.get("caveat", "")), str(spec.get("no_twin", "")),
-                       str(spec.get("tautology", "")) if spec.get("can_fail") is False else "")
+                       str(spec.get("tautology", "")) if spec.get("can_fail") is False else "",
+                       str(spec.get("unit", "checkpoint")))
 
 
 # ---------------------------------------------------------------- one comparison

@@ -1,0 +1,106 @@
+"""A verdict's scope: what its replicates are, and so what it can be a claim about.
+
+Most findings read one trained model (all-MiniLM-L6-v2): their seeds resample sentences, probe
+initialisations or a fine-tuning head, so for the claim "pretraining puts X in the model" n = 1,
+and a verdict that holds holds *for that checkpoint* on these sentences. Seeds of one checkpoint
+are not replicates of pretraining: independently pretrained BERTs that differ only in their
+pretraining seed disagree on probing and fine-tuning results (Sellam et al., 2021, MultiBERTs).
+Each finding declares its `unit` (conf/findings/<id>.yaml; the catalogue checks it):
+
+    checkpoint   one trained model; replicates are items and probe or fine-tuning seeds
+    pretraining  independently pretrained encoders; replicates are pretraining seeds
+
+The report states each verdict's scope ("for all-MiniLM-L6-v2", "across 6 independently
+pretrained encoders") and counts the two kinds apart; a checkpoint-level verdict is never
+counted as a claim about BERT.
+"""
+
+from __future__ import annotations
+
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+from bertology.errors import UserError
+from bertology.run.rundir import RunDir
+from bertology.study.verdicts import FindingResult, FindingSpec
+
+UNITS = {
+    "checkpoint": "one trained model: replicates are items and probe or fine-tuning seeds",
+    "pretraining": "independently pretrained encoders: replicates are pretraining seeds",
+}
+KINDS = ("pretraining", "checkpoint", "method")  # how the report groups and counts claims
+TEACHER_KEYS = ("teacher.name_or_path", "teacher.model.name_or_path")  # a distill run's model
+MAX_TRACE = 3  # fine-tuned from a fine-tuned model: how far back a local dir is followed
+
+
+def kind_of(about: str, unit: str) -> str:
+    """A claim about the method is counted apart whatever its unit; a claim about the model by
+    its unit."""
+    return "method" if about == "method" else unit
+
+
+def spec_kind(spec: FindingSpec) -> str:
+    return kind_of(spec.about, spec.unit)
+
+
+def short_name(name: str) -> str:
+    """A hub id's model name (sentence-transformers/all-MiniLM-L6-v2 → all-MiniLM-L6-v2); a
+    local dir as given."""
+    local = name.startswith((".", "/", "~")) or name.count("/") > 1 or Path(name).exists()
+    return name if local else name.rsplit("/", 1)[-1]
+
+
+def checkpoint_of(run: RunDir, depth: int = 0) -> str | None:
+    """The pretrained checkpoint the run reads, from its recorded config (a distill run: its
+    teacher's). A local dir that is a run's model/ (a fine-tuned copy) is followed back to the
+    checkpoint that run started from. None where the run records none (random init)."""
+    keys = TEACHER_KEYS if run.choice("teacher") is not None else ("model.name_or_path",)
+    value = next((v for v in map(run.select, keys) if v not in (None, "")), None)
+    if value is None:
+        return None
+    origin = Path(str(value)).parent
+    if depth < MAX_TRACE and (origin / ".hydra" / "config.yaml").is_file():
+        with suppress(UserError):
+            base = checkpoint_of(RunDir(origin), depth + 1)
+            if base is not None:
+                return base
+    return short_name(str(value))
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a verdict is about: one checkpoint (named where the runs record it) or the
+    procedure, over `encoders` independently pretrained ones."""
+
+    unit: str
+    checkpoints: tuple[str, ...] = ()  # unit checkpoint: the checkpoints its runs read
+    encoders: int = 0  # unit pretraining: its runs, each pretraining its own encoder
+
+    @property
+    def column(self) -> str:
+        """findings.csv's `scope`: "checkpoint: <name>" or "pretraining: N encoders"."""
+        if self.unit == "pretraining":
+            return f"pretraining: {self.encoders} encoders"
+        return f"checkpoint: {', '.join(self.checkpoints) or 'not recorded'}"
+
+    @property
+    def words(self) -> str:
+        """The verdict's scope in REPORT.md and REPORT.html."""
+        if self.unit == "pretraining":
+            return f"across {self.encoders} independently pretrained encoders"
+        return f"for {' and '.join(self.checkpoints)}" if self.checkpoints else \
+            "for one checkpoint"
+
+
+def scope_of(result: FindingResult) -> Scope:
+    if result.spec.unit == "pretraining":
+        return Scope("pretraining", encoders=len(result.runs))
+    names = {checkpoint_of(run) for run in result.runs} - {None}
+    return Scope("checkpoint", tuple(sorted(names)))
+
+
+def checkpoints_named(scopes: list[Scope]) -> str:
+    """The checkpoints a group of checkpoint-level verdicts read, for a headline."""
+    names = sorted({name for s in scopes for name in s.checkpoints})
+    return ", ".join(names) if names else "one checkpoint"
