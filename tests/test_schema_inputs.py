@@ -154,9 +154,13 @@ def accepted(key: str, case: str) -> str | None:
 
 
 def cases_of(leaves) -> list[tuple]:
+    """Each leaf's wrong values; a "wrong" value that is the leaf's own value under its base
+    (an added key's schema default, e.g. probe's task.text_columns=[] on a tagging task,
+    which reads no text columns) is what the config already says, so no case."""
     return [(leaf, case, value) for leaf in leaves
             for case, value in (path_cases(PATH_KEYS[leaf.key], Path("<tmp>"))
-                                if leaf.key in PATH_KEYS else value_cases(leaf.value))]
+                                if leaf.key in PATH_KEYS else value_cases(leaf.value))
+            if not (leaf.added and value == leaf.value)]
 
 
 def case_id(leaf, case, _value) -> str:
