@@ -29,8 +29,8 @@ from bertology.study.stats import combine_seeds, compute_overlap
 from bertology.study.verdicts import judge, parse_finding
 
 # a per-seed claim against a number: the comparison's replicates are eval/a's own
-FINDING = {"id": "overlap_demo", "unit": "checkpoint", "claim": "a is above 0.5", "source": "a test",
-           "compare": {"a": "eval/a", "b": 0.5, "expect": "greater"}}
+FINDING = {"id": "overlap_demo", "unit": "checkpoint", "claim": "a is above 0.5",
+           "source": "a test", "compare": {"a": "eval/a", "b": 0.5, "expect": "greater"}}
 # Three seeds' eval items: "a" sits at position 0 of seeds 0 and 2 (the same position of
 # lists of one length: paired by the replicates) and at position 1 of seed 1 (unpaired).
 # By hand: ordered pairs (0,1), (1,0), (1,2), (2,1) each share 1 unpaired item of

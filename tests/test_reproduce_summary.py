@@ -37,8 +37,8 @@ def test_counts_per_kind_raw_and_holm_and_the_findings_behind_them(tmp_path):
     # the headline is about pretraining (c, g: neither holds); the 4 checkpoint claims (a's two
     # rows are one claim) are counted apart, named by their scope: two hold after Holm, one of
     # them fragile and counted apart; the method claim is counted apart and starred
-    assert text.startswith("**Pretraining claims, across independently pretrained encoders: 0 "
-                           "of the 2 hold firmly**, and 0 more hold but are fragile; **checkpoint "
+    assert text.startswith("**Pretraining claims, across independently pretrained encoders: "
+                           "none of the 2 hold**; **checkpoint "
                            "claims (all-MiniLM-L6-v2): 1 of the 4 hold firmly**, and 1 more "
                            "holds but is fragile")
     assert "A checkpoint claim holds for that trained model, not for BERT" in text

@@ -81,10 +81,15 @@ def checkpoint_names(rows: list[dict[str, str]]) -> str:
 
 
 def holds_phrase(rows: list[dict[str, str]]) -> str:
-    """"k of the n hold firmly**, and m more hold but are fragile" after Holm."""
+    """"k of the n hold firmly**, and m more hold but are fragile" after Holm ("none of the n
+    hold**" or no fragile clause where there is nothing to count)."""
     held = [r for r in rows if r["corrected_verdict"] == "holds"]
     firm = sum(not is_fragile(r) for r in held)
     fragile = len(held) - firm
+    if not held:
+        return f"none of the {len(rows)} hold**"
+    if not fragile:
+        return f"{firm} of the {len(rows)} hold firmly**"
     more = f"{fragile} more holds but is" if fragile == 1 else f"{fragile} more hold but are"
     return f"{firm} of the {len(rows)} hold firmly**, and {more} fragile"
 
