@@ -194,3 +194,30 @@ def test_a_missing_task_head_or_pooler_loads_and_is_said_in_one_line(tmp_path, c
     with caplog.at_level("INFO", logger="bertology.models.weights"):
         load_safetensors_model(AutoModelForSequenceClassification, path)
     assert "newly initialised (not in the checkpoint): classifier, pooler" in caplog.text
+
+
+def test_weights_and_config_json_from_different_models_are_refused_from_the_header(tmp_path):
+    """Issue 41: a config.json copied beside another model's weights. The safetensors header's
+    embedding shape against config.json's vocab_size × hidden_size, before any model is built."""
+    from bertology.config.path_checks import read_checkpoint
+    from bertology.errors import UserError
+
+    path = tiny_bert_dir(tmp_path / "model")
+    assert read_checkpoint(str(path), "model.name_or_path")["vocab_size"] == 50
+    config = json.loads((path / "config.json").read_text())
+    (path / "config.json").write_text(json.dumps({**config, "vocab_size": 30522}))
+    with pytest.raises(UserError, match=r"word embeddings of shape \[50, 16\].*\[30522, 16\]"):
+        read_checkpoint(str(path), "model.name_or_path")
+
+
+def test_a_tokenizer_larger_than_the_embeddings_is_refused(tmp_path):
+    """A vocab.txt from a larger vocabulary would index past the embedding matrix mid-run."""
+    from bertology.config.path_checks import read_checkpoint
+    from bertology.errors import UserError
+
+    path = tiny_bert_dir(tmp_path / "model")
+    (path / "vocab.txt").write_text("".join(f"tok{i}\n" for i in range(50)))
+    read_checkpoint(str(path), "model.name_or_path")  # 50 tokens, 50 rows: fine
+    (path / "vocab.txt").write_text("".join(f"tok{i}\n" for i in range(51)))
+    with pytest.raises(UserError, match="has 51 tokens but the model's embeddings have 50 rows"):
+        read_checkpoint(str(path), "model.name_or_path")

@@ -67,8 +67,61 @@ def read_checkpoint(value: str, key: str) -> dict | None:
             f"{key}={value!r} has no model.safetensors; give a checkpoint dir with safetensors "
             "weights (a bertology model/ dir), or re-save a .bin checkpoint as safetensors")
     if (path / "model.safetensors").is_file():
-        check_safetensors(path / "model.safetensors", key)
+        header = check_safetensors(path / "model.safetensors", key)
+        check_embedding_shape(path, header, config, key)
+    check_tokenizer_vocabulary(path, config, key)
     return config
+
+
+# The word-embedding matrix's name in a checkpoint of each family (BERT, RoBERTa, ELECTRA,
+# SpanBERT: word_embeddings; ModernBERT: tok_embeddings), with any wrapper's prefix before it
+EMBEDDING_NAMES = ("embeddings.word_embeddings.weight", "embeddings.tok_embeddings.weight")
+
+
+def check_embedding_shape(path: Path, header: dict, config: dict, key: str) -> None:
+    """The weights' word embeddings are (vocab_size, hidden or embedding size) as config.json
+    says: a config.json copied from another model beside these weights is refused here, read
+    from safetensors' own header, before a model is built to fail on it."""
+    shapes = [entry.get("shape") for name, entry in header.items()
+              if isinstance(entry, dict) and name.endswith(EMBEDDING_NAMES)]
+    width = config.get("embedding_size") or config.get("hidden_size")
+    if len(shapes) != 1 or not isinstance(config.get("vocab_size"), int) or width is None:
+        return  # no single embedding matrix to compare (an ELECTRA pair, an unusual config)
+    expected = [config["vocab_size"], width]
+    require(shapes[0] == expected, f"{key}: {path / 'model.safetensors'} holds word embeddings "
+            f"of shape {shapes[0]}, but {path / 'config.json'} says vocab_size × width = "
+            f"{expected}; the weights and config.json come from different models: copy both "
+            "from one save_pretrained folder")
+
+
+def check_tokenizer_vocabulary(path: Path, config: dict, key: str) -> None:
+    """Every token id the folder's tokenizer can produce has a row in the embeddings: a
+    tokenizer from a larger vocabulary indexes past the matrix (an index error mid-run)."""
+    size = tokenizer_size(path)
+    vocab = config.get("vocab_size")
+    if size is None or not isinstance(vocab, int):
+        return
+    require(size <= vocab, f"{key}: the tokenizer in {path} has {size} tokens but the model's "
+            f"embeddings have {vocab} rows (config.json vocab_size); the tokenizer comes from "
+            "another model: copy the tokenizer files saved with these weights")
+
+
+def tokenizer_size(path: Path) -> int | None:
+    """The largest token id + 1 of a folder's tokenizer.json (vocabulary and added tokens), or
+    vocab.txt's lines (WordPiece); None where the folder holds neither, or they do not read
+    (the tokenizer's own load then names the problem)."""
+    try:
+        if (path / "tokenizer.json").is_file():
+            spec = json.loads((path / "tokenizer.json").read_text(encoding="utf-8"))
+            vocab = spec.get("model", {}).get("vocab", {})
+            ids = list(vocab.values()) if isinstance(vocab, dict) else range(len(vocab))
+            ids = [*ids, *(t.get("id", -1) for t in spec.get("added_tokens") or [])]
+            return max(ids, default=-1) + 1 or None
+        if (path / "vocab.txt").is_file():
+            return len((path / "vocab.txt").read_text(encoding="utf-8").splitlines()) or None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError, TypeError):
+        return None
+    return None
 
 
 def check_tokenizer(value: str, key: str) -> None:
@@ -124,9 +177,9 @@ def read_safetensors_header(path: Path) -> tuple[dict | None, int]:
     return (header if isinstance(header, dict) else None), length
 
 
-def check_safetensors(path: Path, key: str) -> None:
+def check_safetensors(path: Path, key: str) -> dict:
     """The header reads, and the file is as long as the tensors it lists (a copy cut short
-    is refused here, not after a model has been built to load it)."""
+    is refused here, not after a model has been built to load it). Returns the header."""
     header, length = read_safetensors_header(path)
     fix = ("give a checkpoint dir with an intact model.safetensors (a bertology model/ dir or a "
            "hub id)")
@@ -137,6 +190,7 @@ def check_safetensors(path: Path, key: str) -> None:
     size = path.stat().st_size
     require(8 + length + max(ends, default=0) <= size, f"{key}: {path} is cut short ({size} "
             f"bytes, its header lists {8 + length + max(ends, default=0)}); {fix}")
+    return header
 
 
 def read_json(path: Path, key: str) -> object:
