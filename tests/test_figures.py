@@ -168,7 +168,8 @@ def test_a_real_probe_run_draws_every_probe_figure_in_house_style(tmp_path, draw
 
 
 def test_the_report_draws_each_finding_in_house_style(tmp_path, drawn):
-    curve = {"id": "curve", "claim": "the top layer is best", "source": "a paper",
+    curve = {"id": "curve", "unit": "checkpoint", "claim": "the top layer is best",
+             "source": "a paper",
              "compare": {"a": {"metric": "probe/layer_*/accuracy", "reduce": "argmax_fraction"},
                          "b": 0.5, "expect": "greater"}}
     for seed in range(3):
