@@ -107,3 +107,21 @@ def test_a_resumed_run_continues_its_wandb_run_and_says_where_it_is(tmp_path, ca
     assert len(list(pattern.parent.glob(pattern.name))) == 2  # the command uploads both
     sync = f"wandb sync {pattern}"
     assert len(lines) == 4 and all(f"offline run {ids[0]}" in x and sync in x for x in lines)
+
+
+def test_a_run_stopped_early_closes_its_wandb_run_and_names_it(tmp_path, caplog):
+    """Issue 42: the W&B line at the end came only from a finished run; a Ctrl-C'd one left
+    its W&B run open and said nothing. Stopped inside `ending_early`, the run is closed as
+    failed (exit code 1), its line names it with the reason, and the stop goes on up."""
+    from bertology.errors import Interrupted
+
+    cfg = LoggerConfig(name="wandb", mode="offline")
+    with caplog.at_level(logging.INFO):
+        tracker = tracking.build_tracker(cfg, tmp_path, {"seed": 0}, "t")
+        run_id = tracker.run._run.id
+        with pytest.raises(Interrupted), tracker.ending_early():
+            tracker.log({"train/loss": 1.0}, 1)
+            raise Interrupted("stopped by Ctrl-C: checkpoint written at step 1")
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("W&B")]
+    assert len(lines) == 2 and f"offline run {run_id}" in lines[1]
+    assert "stopped early: stopped by Ctrl-C" in lines[1] and "wandb sync" in lines[1]

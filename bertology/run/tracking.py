@@ -12,6 +12,8 @@ import json
 import logging
 import math
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +56,9 @@ class NullRun:
     def finish(self) -> None:
         pass
 
+    def stop(self, reason: str) -> None:
+        pass
+
 
 class WandbRun:
     def __init__(self, run: Any, mode: str = "offline", out_dir: Path | None = None):
@@ -93,6 +98,15 @@ class WandbRun:
             self._guard("finish", self._run.finish)
             if self._run is not None and self.where:
                 log.info("%s", self.where)
+
+    def stop(self, reason: str) -> None:
+        """The run stopped early: its W&B run is closed as failed (exit code 1), and the line
+        says where it is; a resume continues the same W&B run (same id, resume="allow")."""
+        if self._run is not None:
+            self._guard("finish", lambda: self._run.finish(exit_code=1))
+            if self.where:
+                log.info("%s (stopped early: %s; a resume continues this W&B run)",
+                         self.where, reason)
 
 
 def _logged_in() -> bool:
@@ -207,6 +221,17 @@ class Tracker:
         with writing(self._jsonl), self._jsonl.open("a") as handle:
             handle.write(json.dumps(record) + "\n")
         self.run.log(metrics, step)
+
+    @contextmanager
+    def ending_early(self) -> Iterator[None]:
+        """Around training: a run that stops early (Ctrl-C, a scheduler's signal, a failure)
+        closes its W&B run and names it, as a finished run does."""
+        try:
+            yield
+        except BaseException as err:
+            if self.enabled:
+                self.run.stop(str(err).splitlines()[0] if str(err) else type(err).__name__)
+            raise
 
     def truncate_after(self, step: int) -> None:
         """On resume, drop lines logged after the checkpoint: they will be logged again."""

@@ -163,7 +163,9 @@ def train(job: TrainJob) -> dict[str, float]:
     count_flops = flops_counter(objective, cfg.flops_convention)
     window = Window()
     held_out = HeldOut(objective, data, cfg, accelerator)
-    with (BudgetBar(state, cfg, job.desc, enabled=accelerator.is_main_process) as progress,
+    # exits run bottom-up: the signals restored, the bar closed, then the W&B run's last line
+    with (job.tracker.ending_early(),
+          BudgetBar(state, cfg, job.desc, enabled=accelerator.is_main_process) as progress,
           stop_signals() as stop):
         while budget_progress(state, cfg) < 1.0:
             torch.manual_seed(job.seed * 1_000_003 + state.step)  # dropout: f(seed, step)
