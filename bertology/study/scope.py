@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from contextlib import suppress
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from bertology.errors import UserError
@@ -59,13 +60,22 @@ def checkpoint_of(run: RunDir, depth: int = 0) -> str | None:
     value = next((v for v in map(run.select, keys) if v not in (None, "")), None)
     if value is None:
         return None
-    origin = Path(str(value)).parent
+    return traced_checkpoint(str(value), depth)
+
+
+@cache
+def traced_checkpoint(value: str, depth: int) -> str:
+    """checkpoint_of's name for a recorded model.name_or_path: a run's model/ dir followed back
+    to what that run started from. Cached: many runs (every seed of every finding, each read by
+    several tables of the report) read the same few fine-tuned dirs, whose configs would be
+    read again each time."""
+    origin = Path(value).parent
     if depth < MAX_TRACE and (origin / ".hydra" / "config.yaml").is_file():
         with suppress(UserError):
             base = checkpoint_of(RunDir(origin), depth + 1)
             if base is not None:
                 return base
-    return short_name(str(value))
+    return short_name(value)
 
 
 @dataclass(frozen=True)
