@@ -66,8 +66,8 @@ from bertology.run.rundir import RunDir
 from bertology.study.catalog import runs_of
 from bertology.study.evidence import REDUCTIONS, Evidence
 from bertology.study.results import find_runs
+from bertology.study.specs import Comparison, FindingSpec
 from bertology.study.stats import ALPHA
-from bertology.study.verdicts import Comparison, FindingSpec
 
 LAYERS = 7  # embeddings + 6 layers (MiniLM)
 SEEDS = (0, 1, 2)

@@ -19,7 +19,8 @@ from omegaconf import OmegaConf
 from bertology.pipelines import load_pipeline
 from bertology.study.catalog import load_catalog, load_studies, runs_of
 from bertology.study.results import find_runs
-from bertology.study.verdicts import ABOUT, correct_suite, judge
+from bertology.study.specs import ABOUT
+from bertology.study.verdicts import correct_suite, judge
 
 CATALOG = load_catalog()
 SEEDS = (0, 1, 2)

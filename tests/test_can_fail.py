@@ -68,7 +68,9 @@ from scipy import stats
 
 from bertology.run.replicates import REPLICATES
 from bertology.study.catalog import finding_files, load_catalog
+from bertology.study.contrasts import compare_runs
 from bertology.study.evidence import Evidence
+from bertology.study.specs import Comparison, FindingSpec, parse_finding
 from bertology.study.stats import (
     ALPHA,
     FEASIBLE,
@@ -76,7 +78,7 @@ from bertology.study.stats import (
     compute_half_width,
     compute_power_half_width,
 )
-from bertology.study.verdicts import Comparison, FindingSpec, compare_runs, judge, parse_finding
+from bertology.study.verdicts import judge
 
 CATALOG = load_catalog()
 DISTANCE = 0.1  # how far past its margin a made-true or made-false comparison sits

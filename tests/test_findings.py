@@ -20,9 +20,10 @@ from bertology.pipelines import load_pipeline
 from bertology.run.rundir import RunDir
 from bertology.study import schedule as reproduce
 from bertology.study.catalog import FINDINGS, load_catalog, load_studies, runs_of
+from bertology.study.contrasts import selects
 from bertology.study.evidence import Evidence, evaluate
 from bertology.study.results import find_runs
-from bertology.study.verdicts import evidence_of, selects
+from bertology.study.specs import evidence_of
 
 EXPERIMENTS = REPO / "conf" / "experiment"
 STUDIES = sorted(p.stem.removeprefix("study_") for p in EXPERIMENTS.glob("study_*.yaml"))

@@ -23,7 +23,8 @@ from bertology.study import catalog
 from bertology.study.evidence import REDUCTIONS
 from bertology.study.reporting import FINDING_COLUMNS
 from bertology.study.results import find_runs
-from bertology.study.verdicts import judge, parse_finding
+from bertology.study.specs import parse_finding
+from bertology.study.verdicts import judge
 
 FINDING = {"id": "demo", "claim": "a beats b", "source": "a paper, Table 1",
            "unit": "checkpoint", "compare": {"a": "eval/a", "b": "eval/b", "expect": "greater"}}

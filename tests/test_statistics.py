@@ -12,6 +12,7 @@ from scipy import stats
 
 from bertology.run.replicates import REPLICATES, bootstrap_indices, compute_ratio_replicates
 from bertology.study.evidence import Evidence, evaluate
+from bertology.study.specs import FindingSpec
 from bertology.study.stats import (
     Estimate,
     SignTest,
@@ -23,7 +24,7 @@ from bertology.study.stats import (
     holm,
     one_sided_p,
 )
-from bertology.study.verdicts import FindingResult, FindingSpec, classify, correct_suite
+from bertology.study.verdicts import FindingResult, classify, correct_suite
 
 SPEC = FindingSpec("demo", "a claim", "a paper", ())
 T975 = {2: 4.302653, 3: 3.182446}  # t quantiles from a printed table (Student's t, 0.975)

@@ -21,7 +21,7 @@ from bertology.config.compose import CONF_DIR
 from bertology.errors import require
 from bertology.run.rundir import RunDir
 from bertology.study.scope import UNITS
-from bertology.study.verdicts import FindingSpec, parse_finding
+from bertology.study.specs import FindingSpec, parse_finding
 
 FINDINGS = CONF_DIR / "findings"
 STUDIES_FILE = "studies.yaml"

@@ -9,11 +9,12 @@ from pathlib import Path
 from bertology.run.atomic import write_text_atomic
 from bertology.run.figures import GREY, integer_ticks, save_figure
 from bertology.run.rundir import RunDir, headline_keys
+from bertology.study.contrasts import selects
 from bertology.study.evidence import Evidence, layer_keys
 from bertology.study.results import replication_key
 from bertology.study.scope import KINDS, checkpoints_named, scope_of, spec_kind
 from bertology.study.stats import Estimate
-from bertology.study.verdicts import VERDICTS, FindingResult, selects
+from bertology.study.verdicts import VERDICTS, FindingResult
 
 MAX_HEADLINES = 8  # per group in REPORT.md; the CSV has them all
 

@@ -17,22 +17,17 @@ counted as a claim about BERT.
 
 from __future__ import annotations
 
-from contextlib import suppress
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 
-from bertology.errors import UserError
-from bertology.run.rundir import RunDir
-from bertology.study.verdicts import FindingResult, FindingSpec
+from bertology.study.checkpoints import checkpoint_of
+from bertology.study.specs import FindingSpec
+from bertology.study.verdicts import FindingResult
 
 UNITS = {
     "checkpoint": "one trained model: replicates are items and probe or fine-tuning seeds",
     "pretraining": "independently pretrained encoders: replicates are pretraining seeds",
 }
 KINDS = ("pretraining", "checkpoint", "method")  # how the report groups and counts claims
-TEACHER_KEYS = ("teacher.name_or_path", "teacher.model.name_or_path")  # a distill run's model
-MAX_TRACE = 3  # fine-tuned from a fine-tuned model: how far back a local dir is followed
 
 
 def kind_of(about: str, unit: str) -> str:
@@ -43,39 +38,6 @@ def kind_of(about: str, unit: str) -> str:
 
 def spec_kind(spec: FindingSpec) -> str:
     return kind_of(spec.about, spec.unit)
-
-
-def short_name(name: str) -> str:
-    """A hub id's model name (sentence-transformers/all-MiniLM-L6-v2 → all-MiniLM-L6-v2); a
-    local dir as given."""
-    local = name.startswith((".", "/", "~")) or name.count("/") > 1 or Path(name).exists()
-    return name if local else name.rsplit("/", 1)[-1]
-
-
-def checkpoint_of(run: RunDir, depth: int = 0) -> str | None:
-    """The pretrained checkpoint the run reads, from its recorded config (a distill run: its
-    teacher's). A local dir that is a run's model/ (a fine-tuned copy) is followed back to the
-    checkpoint that run started from. None where the run records none (random init)."""
-    keys = TEACHER_KEYS if run.choice("teacher") is not None else ("model.name_or_path",)
-    value = next((v for v in map(run.select, keys) if v not in (None, "")), None)
-    if value is None:
-        return None
-    return traced_checkpoint(str(value), depth)
-
-
-@cache
-def traced_checkpoint(value: str, depth: int) -> str:
-    """checkpoint_of's name for a recorded model.name_or_path: a run's model/ dir followed back
-    to what that run started from. Cached: many runs (every seed of every finding, each read by
-    several tables of the report) read the same few fine-tuned dirs, whose configs would be
-    read again each time."""
-    origin = Path(value).parent
-    if depth < MAX_TRACE and (origin / ".hydra" / "config.yaml").is_file():
-        with suppress(UserError):
-            base = checkpoint_of(RunDir(origin), depth + 1)
-            if base is not None:
-                return base
-    return short_name(value)
 
 
 @dataclass(frozen=True)

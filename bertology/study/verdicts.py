@@ -2,16 +2,12 @@
 inconclusive or uninformative, before and after Holm's correction over every finding of the
 report, and whether it is fragile.
 
-A finding states its claim as one comparison, or several that must all hold (`all:`):
-
-    compare: {a: <evidence>, b: <evidence or a number>, expect: greater | less, margin: m,
-              twin: {a: <evidence>, b: <evidence or a number>}}   # optional
-
-meaning a − b > m (greater) or a − b < m (less); with a twin, (a − b) − (a′ − b′) against m.
-The verdict is computed, never written: a one-sided test of the claim against its margin
-(stats.py), an intersection-union test over the parts of a compound claim, and Holm's step-down
-in each direction over the report, so that the chance of any false "holds" or "does not hold"
-in the suite stays at α. A finding says what it is `about`
+A finding states its claim as one comparison, or several that must all hold (specs.py),
+each formed seed by seed (contrasts.py) or, over a checkpoint population, member by member
+(population.py). The verdict is computed, never written: a one-sided test of the claim
+against its margin (stats.py), an intersection-union test over the parts of a compound claim,
+and Holm's step-down in each direction over the report, so that the chance of any false
+"holds" or "does not hold" in the suite stays at α. A finding says what it is `about`
 (`model` or `method`); runs identical but for their seed count as one replication.
 
 Each verdict, defined: docs/findings.md, "The verdicts, defined".
@@ -26,255 +22,15 @@ import numpy as np
 
 from bertology.errors import require
 from bertology.run.rundir import RunDir
-from bertology.study.evidence import (
-    Evidence,
-    evaluate,
-    evaluate_items,
-    layer_keys,
-    parse_evidence,
-)
+from bertology.study.contrasts import compare_runs, contrast_runs, selects
+from bertology.study.evidence import Evidence, layer_keys
+from bertology.study.population import multibootstrap_of, population_members, test_population
 from bertology.study.results import replication_key
-from bertology.study.stats import (
-    ALPHA,
-    FEASIBLE,
-    SignTest,
-    TTest,
-    collapsed_seeds,
-    combine_seeds,
-    compute_terms_overlap,
-    difference,
-    holm,
-)
+from bertology.study.specs import Comparison, FindingSpec, evidence_of
+from bertology.study.stats import ALPHA, FEASIBLE, SignTest, TTest, collapsed_seeds, holm
 
-EXPECTATIONS = ("greater", "less")
 VERDICTS = ("holds", "does not hold", "underpowered", "leans against", "inconclusive",
             "uninformative")
-ABOUT = ("model", "method")
-
-
-def describe_side(x: Evidence | float) -> str:
-    return x.describe() if isinstance(x, Evidence) else f"{x:g}"
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """a − b against the margin; with a twin, (a − b) − (a′ − b′): the same contrast on the
-    random-init twin subtracted, so only what training adds counts (a difference in
-    differences, every term paired by seed)."""
-
-    a: Evidence | float
-    b: Evidence | float
-    expect: str
-    margin: float
-    twin: tuple[Evidence, Evidence | float] | None = None  # (a′, b′)
-
-    def describe(self) -> str:
-        symbol = ">" if self.expect == "greater" else "<"
-        contrast = f"{describe_side(self.a)} − {describe_side(self.b)}"
-        if self.twin is not None:
-            twin = " − ".join(describe_side(x) for x in self.twin)
-            contrast = f"({contrast}) − ({twin})"
-        return f"{contrast} {symbol} {self.margin:g}"
-
-    @property
-    def evidence(self) -> list[Evidence]:
-        """Every evidence it reads."""
-        return [x for x in (self.a, self.b, *(self.twin or ())) if isinstance(x, Evidence)]
-
-
-@dataclass(frozen=True)
-class FindingSpec:
-    id: str
-    claim: str
-    source: str
-    comparisons: tuple[Comparison, ...]
-    studies: tuple[str, ...] = ()  # the studies whose runs it reads (none: its own runs)
-    about: str = "model"  # model | method (ABOUT)
-    guards: tuple[Comparison, ...] = ()  # what must hold for the comparison to inform at all
-    caveat: str = ""  # what a reader must know beside the verdict (shown in its note)
-    no_twin: str = ""  # an `about: model` claim judged without its twin: why none applies
-    tautology: str = ""  # can_fail: false: why the real measurement cannot come out against it
-    unit: str = "checkpoint"  # what its replicates are: checkpoint | pretraining (scope.UNITS)
-
-    def describe(self) -> str:
-        return " and ".join(c.describe() for c in self.comparisons)
-
-    @property
-    def reads_twin(self) -> bool:
-        """Whether some comparison of the claim contrasts the model with its random-init twin
-        (a twin block, or a twin's metric: probe/random/…, downstream/twin/…)."""
-        return any(c.twin is not None or any(twin_metric(e.metric) for e in c.evidence)
-                   for c in self.comparisons)
-
-
-TWIN_METRICS = ("/random/", "twin/")  # where the pipelines write the twin's readings
-
-
-def twin_metric(metric: str) -> bool:
-    return any(part in metric for part in TWIN_METRICS)
-
-
-def parse_comparison(spec: dict, finding: str) -> Comparison:
-    require(isinstance(spec, dict) and "a" in spec and "b" in spec,
-            f"finding {finding}: a comparison needs a and b")
-    expect = str(spec.get("expect", "greater"))
-    require(expect in EXPECTATIONS, f"finding {finding}: expect={expect!r}; valid: "
-            f"{', '.join(EXPECTATIONS)}")
-    twin = None
-    if spec.get("twin") is not None:
-        block = spec["twin"]
-        require(isinstance(block, dict) and "a" in block and "b" in block,
-                f"finding {finding}: twin needs a and b (the same contrast on the twin)")
-        twin = (parse_evidence(block["a"]), parse_evidence(block["b"]))
-        require(isinstance(twin[0], Evidence), f"finding {finding}: twin's a must read the "
-                "runs (a metric), not a number")
-    return Comparison(parse_evidence(spec["a"]), parse_evidence(spec["b"]), expect,
-                      float(spec.get("margin", 0.0)), twin)
-
-
-def parse_comparisons(block, finding: str) -> tuple[Comparison, ...]:
-    """One comparison, or several under `all:`."""
-    block = block or {}
-    parts = block["all"] if isinstance(block, dict) and "all" in block else [block]
-    return tuple(parse_comparison(p, finding) for p in parts)
-
-
-def parse_finding(spec: dict) -> FindingSpec:
-    require(isinstance(spec, dict) and spec.get("id"), f"a finding block needs an id: {spec!r}")
-    about = spec.get("about", "model")  # the catalog declares it (tests/test_findings.py)
-    require(about in ABOUT, f"finding {spec['id']}: about={about!r}; valid: {', '.join(ABOUT)} "
-            "(model: what training put in the model; method: a property of the probe, metric "
-            "or architecture)")
-    study = spec.get("study") or ()
-    guards = parse_comparisons(spec["guard"], spec["id"]) if spec.get("guard") else ()
-    return FindingSpec(str(spec["id"]), str(spec.get("claim", "")), str(spec.get("source", "")),
-                       parse_comparisons(spec.get("compare"), spec["id"]),
-                       (study,) if isinstance(study, str) else tuple(study), str(about), guards,
-                       str(spec.get("caveat", "")), str(spec.get("no_twin", "")),
-                       str(spec.get("tautology", "")) if spec.get("can_fail") is False else "",
-                       str(spec.get("unit", "checkpoint")))
-
-
-# ---------------------------------------------------------------- one comparison
-
-
-@dataclass
-class Side:
-    """One side's per-run values (and replicates) by seed."""
-
-    runs: list[RunDir]
-    values: list[float]
-    replicates: list[np.ndarray | None]
-    items: list[list[str] | None]  # the ids its replicates resample (None: not recorded)
-
-    @property
-    def seeds(self) -> list:
-        return [r.seed for r in self.runs]
-
-
-def selects(run: RunDir, evidence: Evidence) -> bool:
-    return all(str(run.choice(key)) == value for key, value in evidence.where)
-
-
-def collect(runs: list[RunDir], evidence: Evidence) -> Side:
-    chosen = [r for r in runs if selects(r, evidence)]
-    require(bool(chosen), f"no run matches {evidence.describe()}")
-    pairs = [evaluate(evidence, r.metrics, r.replicates) for r in chosen]
-    return Side(chosen, [v for v, _ in pairs], [reps for _, reps in pairs],
-                [evaluate_items(evidence, r.metrics, r.item_ids) for r in chosen])
-
-
-def overlap_of(terms: list[tuple[Side, list[int]]]) -> float | None:
-    """The share of items seeds share where their replicates cannot pair them
-    (stats.compute_terms_overlap), from the runs' recorded ids, each term's runs taken in the
-    order given (its seeds paired); None where some run recorded none."""
-    return compute_terms_overlap([[side.items[i] for i in order] for side, order in terms])
-
-
-def paired_by_seed(a: Side, b: Side) -> list[int] | None:
-    """b's run index for each of a's runs when both sides have one run per seed, the same
-    seeds; None when they cannot be paired."""
-    if None in a.seeds or len(set(a.seeds)) != len(a.seeds):
-        return None
-    if sorted(map(str, a.seeds)) != sorted(map(str, b.seeds)):
-        return None
-    position = {seed: i for i, seed in enumerate(b.seeds)}
-    return [position[seed] for seed in a.seeds]
-
-
-DISCRETE = ("argmax_fraction",)  # reductions judged by an exact sign test over seeds
-
-
-def is_discrete(comparison: Comparison) -> bool:
-    return any(x.reduce in DISCRETE for x in comparison.evidence)
-
-
-def compare_runs(comparison: Comparison, runs: list[RunDir]
-                 ) -> tuple[TTest | SignTest, str, float | None]:
-    """The test of one comparison over the runs, how a − b was formed (for the report), and
-    the item overlap counted (compute_overlap; None: unknown, counted as 0)."""
-    if comparison.twin is not None:
-        return compare_twin(comparison, runs)
-    a = collect(runs, comparison.a)  # a is always an evidence (checked when the spec loads)
-    if isinstance(comparison.b, Evidence):
-        b = collect(runs, comparison.b)
-        order = paired_by_seed(a, b)
-    else:
-        b, order = None, list(range(len(a.values)))
-    if order is None:
-        require(not is_discrete(comparison), f"{comparison.describe()}: a discrete reduction "
-                "is judged seed by seed; both sides need the same seeds")
-        overlaps = [overlap_of([(side, list(range(len(side.values))))]) for side in (a, b)]
-        estimate = difference(
-            *(combine_seeds(side.values, side.replicates, overlap=ov or 0.0)
-              for side, ov in zip((a, b), overlaps)))
-        unknown = None in overlaps
-        return (TTest(estimate, comparison.margin, comparison.expect), "unpaired (Welch)",
-                None if unknown else max(overlaps))
-    values = [a.values[i] - (comparison.b if b is None else b.values[j])
-              for i, j in enumerate(order)]
-    reps = [None if a.replicates[i] is None or (b is not None and b.replicates[j] is None)
-            else a.replicates[i] - (comparison.b if b is None else b.replicates[j])
-            for i, j in enumerate(order)]
-    design = "paired by seed" if b is not None else "per seed"
-    if is_discrete(comparison):
-        estimate = combine_seeds(values, [None] * len(values))
-        return SignTest(estimate, tuple(values), comparison.margin, comparison.expect), \
-            f"{design}, exact sign test", None
-    overlap = overlap_of([(a, list(range(len(a.values))))] + ([] if b is None else [(b, order)]))
-    return (TTest(combine_seeds(values, reps, overlap=overlap or 0.0), comparison.margin,
-                  comparison.expect), design, overlap)
-
-
-def compare_twin(comparison: Comparison, runs: list[RunDir]
-                 ) -> tuple[TTest, str, float | None]:
-    """(a − b) − (a′ − b′), seed by seed: the four terms must share their seeds (the twin of
-    seed s is compared with the model of seed s: the same data order, sentences and head
-    initialisation), their replicates differenced on the same resamples."""
-    require(not is_discrete(comparison), f"{comparison.describe()}: a discrete reduction has "
-            "no difference in differences")
-    terms = [(sign, x) for sign, x in zip((1, -1, -1, 1), (comparison.a, comparison.b,
-                                                           *comparison.twin))]
-    sides = [(sign, collect(runs, x) if isinstance(x, Evidence) else x) for sign, x in terms]
-    first = sides[0][1]
-    orders = [paired_by_seed(first, side) if isinstance(side, Side) else None
-              for _, side in sides]
-    require(all(o is not None for o, (_, side) in zip(orders, sides) if isinstance(side, Side)),
-            f"{comparison.describe()}: a difference in differences pairs the model and its "
-            "twin seed by seed; every term needs one run per seed, the same seeds")
-    values, reps = [], []
-    for i in range(len(first.values)):
-        # (sign, value, replicates) per term; a number is its own replicate on every resample
-        parts = [(sign, side.values[order[i]], side.replicates[order[i]])
-                 if isinstance(side, Side) else (sign, side, side)
-                 for (sign, side), order in zip(sides, orders)]
-        values.append(sum(sign * value for sign, value, _ in parts))
-        missing = any(r is None for _, _, r in parts)
-        reps.append(None if missing else sum(sign * np.asarray(r) for sign, _, r in parts))
-    overlap = overlap_of([(side, order) for (_, side), order in zip(sides, orders)
-                          if isinstance(side, Side)])
-    return (TTest(combine_seeds(values, reps, overlap=overlap or 0.0), comparison.margin,
-                  comparison.expect), "paired by seed, difference in differences", overlap)
 
 
 # ---------------------------------------------------------------- the finding
@@ -301,6 +57,10 @@ class FindingResult:
     # per comparison, the share of items seeds share at other positions of their lists that
     # entered its interval (stats.compute_overlap); None: runs without item ids, counted as 0
     overlaps: list[float | None] = field(default_factory=list)
+    members: tuple[str, ...] = ()  # a population's checkpoints, each one replicate
+    # per comparison across a population: Sellam et al.'s multi-bootstrap (low, high, p),
+    # reported beside the verdict's interval (population.py says why it does not decide)
+    multibootstrap: list[tuple[float, float, float] | None] = field(default_factory=list)
 
     @property
     def id(self) -> str:
@@ -358,15 +118,24 @@ def set_aside_collapsed(runs: list[RunDir]) -> tuple[list[RunDir], str]:
 
 
 def judge(spec: FindingSpec, runs: list[RunDir]) -> FindingResult:
-    """The raw verdict; the corrected one needs the whole suite (correct_suite)."""
+    """The raw verdict; the corrected one needs the whole suite (correct_suite). Runs that read
+    two or more pretrained checkpoints are judged across them, each checkpoint one replicate
+    (population.py); otherwise seed by seed."""
     require(all(isinstance(c.a, Evidence) for c in spec.comparisons + spec.guards),
             f"finding {spec.id}: side a must read the runs (a metric), not a number")
-    runs, collapse = set_aside_collapsed(runs)
-    runs, repeats = independent_runs(spec, runs)
-    compared = [compare_runs(c, runs) for c in spec.comparisons]
-    result = FindingResult(spec, runs, [t for t, _, _ in compared], [d for _, d, _ in compared],
-                           overlaps=[o for _, _, o in compared])
-    result.guard_tests = [compare_runs(g, runs)[0] for g in spec.guards]
+    members = population_members(runs)
+    groups, notes, repeats = {}, [], []
+    for name, group in (members or {"": runs}).items():  # seeds are judged within a member
+        group, collapse = set_aside_collapsed(group)
+        groups[name], repeat = independent_runs(spec, group)
+        repeats += repeat
+        notes += [f"{name}: {collapse}" if members and collapse else collapse]
+    compared = [compare(c, groups) for c in spec.comparisons]
+    result = FindingResult(spec, [r for g in groups.values() for r in g],
+                           [t for t, _, _, _ in compared], [d for _, d, _, _ in compared],
+                           overlaps=[o for _, _, o, _ in compared], members=tuple(members),
+                           multibootstrap=[b for _, _, _, b in compared])
+    result.guard_tests = [compare(g, groups)[0] for g in spec.guards]
     tests = result.tests
     result.p_holds = max(t.p_holds for t in tests)  # intersection-union: every part must hold
     result.p_fails = min(1.0, len(tests) * min(t.p_fails for t in tests))  # Bonferroni: any
@@ -379,19 +148,24 @@ def judge(spec: FindingSpec, runs: list[RunDir]) -> FindingResult:
     repeated = (f"{len(repeats)} run(s) repeat another exactly (same config less the seed, "
                 "same evidence) and count once") if repeats else ""
     tautology = f"cannot fail (a tautology): {spec.tautology}" if spec.tautology else ""
-    result.context = "; ".join(filter(None, [collapse, repeated, spec.caveat, tautology]))
+    result.context = "; ".join(filter(None, [*notes, repeated, spec.caveat, tautology]))
     result.corrected, result.note = result.raw, with_context(result, result.raw_note)
     result.repeated = bool(repeats)
     return result
 
 
+def compare(comparison: Comparison, groups: dict[str, list[RunDir]]
+            ) -> tuple[TTest | SignTest, str, float | None, tuple[float, float, float] | None]:
+    """One comparison's test, design and item overlap: over one group's seeds, or across the
+    members of a population (then also the multi-bootstrap: low, high, p)."""
+    if len(groups) == 1:
+        return (*compare_runs(comparison, next(iter(groups.values()))), None)
+    contrasts = [contrast_runs(comparison, group) for group in groups.values()]
+    return (*test_population(contrasts, comparison), multibootstrap_of(contrasts, comparison))
+
+
 def with_context(result: FindingResult, note: str) -> str:
     return "; ".join(filter(None, [note, result.context]))
-
-
-def evidence_of(spec: FindingSpec) -> list[Evidence]:
-    """Every evidence the finding reads, guards included."""
-    return [x for c in spec.comparisons + spec.guards for x in c.evidence]
 
 
 def independent_runs(spec: FindingSpec, runs: list[RunDir]) -> tuple[list[RunDir], list[RunDir]]:

@@ -1,0 +1,144 @@
+"""A finding judged across a checkpoint population: independently pretrained encoders (the
+MultiBERTs seeds, or `python -m bertology.reproduce --population K`), each probed or fine-tuned
+with its own seeds.
+
+For a claim about what pretraining puts in a model, the unit of replication is the pretrained
+checkpoint, not the probe seed: seeds of one checkpoint share its pretraining, and
+independently pretrained BERTs disagree on probing and fine-tuning results (Sellam et al.,
+2021, MultiBERTs). So where a finding's runs read two or more checkpoints, each checkpoint (a
+member) is first reduced to one value, the mean of its seeds' contrasts, with the mean of their
+item replicates, and the members are the replicates:
+
+    θ̂ = (1/K) Σ_m d̄_m,   Var(θ̂) = s²_members / K  (on K − 1 degrees of freedom)  +  V_sh
+
+where s²_members holds pretraining, probe-seed and private item noise alike (each member's mean
+carries them all), and V_sh the noise of items every member scores (stats.combine_seeds, the
+same two-level arithmetic as seeds of one checkpoint, one level up). This is the interval the
+verdict reads. Its level with 5 members is tested in tests/test_population.py.
+
+Sellam et al.'s multi-bootstrap, which resamples members and items jointly, is computed beside
+it and reported (findings.csv's multibootstrap_* columns), not used for the verdict: with few
+members a percentile bootstrap of a mean is too narrow by √((K − 1)/K) and reads a normal
+where the spread is estimated from K values, so at K = 5 it holds a true-null claim about three
+times as often as its nominal 2.5% (measured in the same test).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from bertology.run.rundir import RunDir
+from bertology.study.checkpoints import checkpoint_of
+from bertology.study.contrasts import Contrast
+from bertology.study.specs import Comparison
+from bertology.study.stats import SignTest, TTest, combine_seeds, compute_terms_overlap
+
+DRAWS = 20_000  # multi-bootstrap draws: p resolves to 5e-5, below Holm's 0.025/30 = 8.3e-4
+DESIGN = "across {k} checkpoints: member means on K − 1 degrees of freedom + shared items"
+
+
+def population_members(runs: list[RunDir]) -> dict[str, list[RunDir]]:
+    """The runs by the pretrained checkpoint they read, where they read two or more and every
+    run reads one (a random-init run belongs to no member); else {} (one checkpoint, or
+    pretraining runs whose seeds are the encoders)."""
+    names = [checkpoint_of(run) for run in runs]
+    if None in names or len(set(names)) < 2:
+        return {}
+    members: dict[str, list[RunDir]] = {}
+    for name, run in zip(names, runs):
+        members.setdefault(name, []).append(run)
+    return dict(sorted(members.items()))
+
+
+@dataclass(frozen=True)
+class MemberValue:
+    """One member's contrast: the mean over its seeds, the mean of their item replicates
+    (None where some seed has none, or their lengths differ) and, per term of the contrast,
+    the item ids of its seeds in turn (None where some are unknown)."""
+
+    value: float
+    replicates: np.ndarray | None
+    terms: list[list[str] | None]
+
+
+def mean_replicates(replicates: list[np.ndarray | None]) -> np.ndarray | None:
+    if any(r is None for r in replicates) or len({len(r) for r in replicates}) != 1:
+        return None
+    return np.mean(np.stack(replicates), axis=0)  # (R,): replicate r of every seed, averaged
+
+
+def concat_items(lists: list[list[str] | None]) -> list[str] | None:
+    """A member's items: its seeds' lists one after another (the positions its averaged
+    replicates resample, seed by seed)."""
+    if any(ids is None for ids in lists):
+        return None
+    return [item for ids in lists for item in ids]
+
+
+def member_value(contrast: Contrast) -> MemberValue:
+    """A member's contrast reduced over its seeds (paired: the mean of a − b; unpaired: the
+    mean of a minus the mean of b)."""
+    if contrast.sides is not None:
+        a, b = contrast.sides
+        ra, rb = (mean_replicates(side.replicates) for side in (a, b))
+        reps = None if ra is None or rb is None or len(ra) != len(rb) else ra - rb
+        return MemberValue(float(np.mean(a.values) - np.mean(b.values)), reps,
+                           [concat_items(a.items), concat_items(b.items)])
+    return MemberValue(float(np.mean(contrast.values)), mean_replicates(contrast.replicates),
+                       [concat_items(term) for term in contrast.terms])
+
+
+def test_population(contrasts: list[Contrast], comparison: Comparison
+                    ) -> tuple[TTest | SignTest, str, float | None]:
+    """The test of one comparison across the members (contrasts: one per member, in member
+    order): the two-level interval above, or an exact sign test over members for a discrete
+    reduction; the design; the item overlap between members counted."""
+    members = [member_value(c) for c in contrasts]
+    values = [m.value for m in members]
+    design = DESIGN.format(k=len(members))
+    if any(c.discrete for c in contrasts):
+        estimate = combine_seeds(values, [None] * len(values))
+        return (SignTest(estimate, tuple(values), comparison.margin, comparison.expect),
+                f"across {len(members)} checkpoints, exact sign test over members", None)
+    terms = [[m.terms[t] for m in members] for t in range(min(len(m.terms) for m in members))]
+    overlap = compute_terms_overlap(terms)
+    estimate = combine_seeds(values, [m.replicates for m in members], overlap=overlap or 0.0)
+    return TTest(estimate, comparison.margin, comparison.expect), design, overlap
+
+
+def compute_multibootstrap(values: np.ndarray, replicates: np.ndarray | None, margin: float,
+                           expect: str, draws: int = DRAWS, seed: int = 0
+                           ) -> tuple[float, float, float]:
+    """Sellam et al. (2021)'s multi-bootstrap of a mean over members: each draw resamples the
+    members with replacement and the items once for all of them (replicate r of every member
+    resamples the same positions, bootstrap_indices), so items shared by members stay paired.
+    values (K,) the members' contrasts, replicates (K, R) or None (members only). Returns the
+    95% percentile interval and the one-sided p of the claim: the share of draws at or on the
+    wrong side of the margin (at least 1 / (draws + 1))."""
+    rng = np.random.default_rng(seed)
+    k = len(values)
+    picks = rng.integers(0, k, size=(draws, k))  # (draws, K): members drawn
+    if replicates is None:
+        statistic = np.asarray(values)[picks].mean(axis=1)
+    else:
+        column = rng.integers(0, replicates.shape[1], size=draws)  # (draws,): items drawn
+        statistic = replicates[picks, column[:, None]].mean(axis=1)
+    low, high = np.quantile(statistic, [0.025, 0.975])
+    wrong = statistic <= margin if expect == "greater" else statistic >= margin
+    return float(low), float(high), float((wrong.sum() + 1) / (draws + 1))
+
+
+def multibootstrap_of(contrasts: list[Contrast], comparison: Comparison
+                      ) -> tuple[float, float, float] | None:
+    """compute_multibootstrap of the members' contrasts (None for a discrete reduction)."""
+    if any(c.discrete for c in contrasts):
+        return None
+    members = [member_value(c) for c in contrasts]
+    reps = [m.replicates for m in members]
+    table = None if any(r is None for r in reps) or len({len(r) for r in reps}) != 1 \
+        else np.stack(reps)
+    return compute_multibootstrap(np.array([m.value for m in members]), table,
+                                  comparison.margin, comparison.expect)
+
