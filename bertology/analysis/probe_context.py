@@ -9,6 +9,7 @@ at most once per run, and only when an analysis asks.
 from __future__ import annotations
 
 import copy
+import hashlib
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +67,15 @@ def random_like(model: PreTrainedModel, seed: int) -> PreTrainedModel:
     return AutoModel.from_config(config, attn_implementation=config._attn_implementation)
 
 
+def twin_seed(seed: int, model: PreTrainedModel) -> int:
+    """The random-init twin's seed: the run's seed mixed with a digest of the checkpoint's
+    weights. Each checkpoint of a population gets its own twin (a twin shared by every member
+    would add noise common to them all, which their spread cannot show: population.py), and a
+    checkpoint's twin is the same whatever path names it."""
+    digest = hashlib.sha256(f"twin:{seed}:{fingerprint_model(model, '')}".encode())
+    return int(digest.hexdigest()[:15], 16)
+
+
 @dataclass
 class ProbeContext:
     config: ProbeConfig
@@ -88,7 +98,7 @@ class ProbeContext:
     def _build_encoder(self, which: str) -> Encoder:
         if which == "random":
             base = self.encoder("model")
-            model = random_like(base.model, self.config.seed + 1)
+            model = random_like(base.model, twin_seed(self.config.seed, base.model))
             return Encoder(model.to(device()), base.tokenizer,
                            fingerprint_model(model, "random"), None)
         path = self.config.compare_to if which == "compare" else self.config.model.name_or_path

@@ -139,7 +139,7 @@ def contrast_twin(comparison: Comparison, runs: list[RunDir]) -> Contrast:
     return Contrast("paired by seed, difference in differences", values, reps, items)
 
 
-def test_contrast(contrast: Contrast, comparison: Comparison
+def contrast_test(contrast: Contrast, comparison: Comparison
                   ) -> tuple[TTest | SignTest, float | None]:
     """The one-sided test of a contrast over seeds, and the item overlap it counted
     (compute_overlap over its terms; None: unknown, counted as 0)."""
@@ -164,5 +164,5 @@ def compare_runs(comparison: Comparison, runs: list[RunDir]
     """The test of one comparison over the runs of one checkpoint (or of pretraining runs),
     how a − b was formed (for the report), and the item overlap counted."""
     contrast = contrast_runs(comparison, runs)
-    test, overlap = test_contrast(contrast, comparison)
+    test, overlap = contrast_test(contrast, comparison)
     return test, contrast.design, overlap

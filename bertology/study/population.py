@@ -90,7 +90,7 @@ def member_value(contrast: Contrast) -> MemberValue:
                        [concat_items(term) for term in contrast.terms])
 
 
-def test_population(contrasts: list[Contrast], comparison: Comparison
+def population_test(contrasts: list[Contrast], comparison: Comparison
                     ) -> tuple[TTest | SignTest, str, float | None]:
     """The test of one comparison across the members (contrasts: one per member, in member
     order): the two-level interval above, or an exact sign test over members for a discrete

@@ -12,7 +12,7 @@ from bertology.run.rundir import RunDir, headline_keys
 from bertology.study.contrasts import selects
 from bertology.study.evidence import Evidence, layer_keys
 from bertology.study.results import replication_key
-from bertology.study.scope import KINDS, checkpoints_named, scope_of, spec_kind
+from bertology.study.scope import KINDS, checkpoints_named, result_kind, scope_of
 from bertology.study.stats import Estimate
 from bertology.study.verdicts import VERDICTS, FindingResult
 
@@ -27,30 +27,35 @@ def format_estimate(e: Estimate) -> tuple[str, str]:
 
 FINDING_COLUMNS = ["finding", "about", "unit", "scope", "claim", "source", "test", "design",
                    "effect", "ci_low", "ci_high", "se", "dof", "seeds", "item_replicates",
-                   "item_overlap",
-                   "p_holds", "p_fails", "p_holm", "raw_verdict", "corrected_verdict", "fragile",
-                   "note", "runs"]
+                   "item_overlap", "members", "multibootstrap_low", "multibootstrap_high",
+                   "multibootstrap_p", "p_holds", "p_fails", "p_holm", "raw_verdict",
+                   "corrected_verdict", "fragile", "note", "runs"]
 
 
 def finding_rows(results: list[FindingResult]) -> list[dict]:
     """tables/findings.csv: one row per comparison of each finding (FINDING_COLUMNS)."""
     rows = []
     for r in results:
-        scope = scope_of(r).column
+        scope = scope_of(r)
         # item_overlap: the share counted (stats.compute_overlap); blank where some run
         # recorded no item ids (made before runs did), counted as 0
         overlaps = r.overlaps or [None] * len(r.tests)
-        for test, design, comparison, overlap in zip(r.tests, r.designs, r.spec.comparisons,
-                                                     overlaps):
+        # across a population: Sellam et al.'s multi-bootstrap beside the verdict's interval
+        boots = r.multibootstrap or [None] * len(r.tests)
+        for test, design, comparison, overlap, boot in zip(r.tests, r.designs,
+                                                           r.spec.comparisons, overlaps, boots):
             low, high = test.estimate.interval()
+            boot_low, boot_high, boot_p = boot or (None, None, None)
             rows.append({
-                "finding": r.id, "about": r.spec.about, "unit": r.spec.unit, "scope": scope,
+                "finding": r.id, "about": r.spec.about, "unit": scope.unit, "scope": scope.column,
                 "claim": r.spec.claim,
                 "source": r.spec.source,
                 "test": comparison.describe(), "design": design, "effect": test.estimate.mean,
                 "ci_low": low, "ci_high": high, "se": test.estimate.se,
                 "dof": test.estimate.dof, "seeds": test.estimate.n,
                 "item_replicates": test.estimate.items, "item_overlap": overlap,
+                "members": len(r.members) or None, "multibootstrap_low": boot_low,
+                "multibootstrap_high": boot_high, "multibootstrap_p": boot_p,
                 "p_holds": r.p_holds, "p_fails": r.p_fails, "p_holm": r.p_adjusted,
                 "raw_verdict": r.raw,
                 "corrected_verdict": r.corrected, "fragile": r.fragile, "note": r.note,
@@ -154,7 +159,7 @@ KIND_TITLES = {
 def split_by_kind(results: list[FindingResult]) -> dict[str, list[FindingResult]]:
     """The findings by kind (scope.KINDS): pretraining claims, then checkpoint claims, then
     claims about the method."""
-    return {kind: [r for r in results if spec_kind(r.spec) == kind] for kind in KINDS}
+    return {kind: [r for r in results if result_kind(r) == kind] for kind in KINDS}
 
 
 def holds_line(results: list[FindingResult]) -> str:

@@ -40,18 +40,29 @@ def spec_kind(spec: FindingSpec) -> str:
     return kind_of(spec.about, spec.unit)
 
 
+def result_kind(result: FindingResult) -> str:
+    """The kind a verdict is counted as: its finding's, except that one judged across a
+    checkpoint population is about pretraining whatever unit its yaml gives for one
+    checkpoint."""
+    return kind_of(result.spec.about, scope_of(result).unit)
+
+
 @dataclass(frozen=True)
 class Scope:
     """What a verdict is about: one checkpoint (named where the runs record it) or the
-    procedure, over `encoders` independently pretrained ones."""
+    procedure, over `encoders` independently pretrained ones: the runs' own encoders
+    (pretraining studies) or a population of checkpoints (population.py, named)."""
 
     unit: str
-    checkpoints: tuple[str, ...] = ()  # unit checkpoint: the checkpoints its runs read
-    encoders: int = 0  # unit pretraining: its runs, each pretraining its own encoder
+    checkpoints: tuple[str, ...] = ()  # the checkpoints its runs read (a population's members)
+    encoders: int = 0  # unit pretraining: its runs' encoders, or the population's members
 
     @property
     def column(self) -> str:
-        """findings.csv's `scope`: "checkpoint: <name>" or "pretraining: N encoders"."""
+        """findings.csv's `scope`: "checkpoint: <name>", "pretraining: N encoders" or
+        "pretraining: N checkpoints (<names>)"."""
+        if self.unit == "pretraining" and self.checkpoints:
+            return f"pretraining: {self.encoders} checkpoints ({'; '.join(self.checkpoints)})"
         if self.unit == "pretraining":
             return f"pretraining: {self.encoders} encoders"
         return f"checkpoint: {', '.join(self.checkpoints) or 'not recorded'}"
@@ -59,13 +70,24 @@ class Scope:
     @property
     def words(self) -> str:
         """The verdict's scope in REPORT.md and REPORT.html."""
+        if self.unit == "pretraining" and self.checkpoints:
+            return (f"across {self.encoders} pretrained checkpoints "
+                    f"({abbreviate(self.checkpoints)})")
         if self.unit == "pretraining":
             return f"across {self.encoders} independently pretrained encoders"
         return f"for {' and '.join(self.checkpoints)}" if self.checkpoints else \
             "for one checkpoint"
 
 
+def abbreviate(names: tuple[str, ...], shown: int = 3) -> str:
+    """The first names of a population and how many more (25 MultiBERTs seeds fill a cell)."""
+    more = f", and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
 def scope_of(result: FindingResult) -> Scope:
+    if result.members:  # judged across a checkpoint population, each member one replicate
+        return Scope("pretraining", result.members, len(result.members))
     if result.spec.unit == "pretraining":
         return Scope("pretraining", encoders=len(result.runs))
     names = {checkpoint_of(run) for run in result.runs} - {None}

@@ -24,7 +24,7 @@ from bertology.errors import require
 from bertology.run.rundir import RunDir
 from bertology.study.contrasts import compare_runs, contrast_runs, selects
 from bertology.study.evidence import Evidence, layer_keys
-from bertology.study.population import multibootstrap_of, population_members, test_population
+from bertology.study.population import multibootstrap_of, population_members, population_test
 from bertology.study.results import replication_key
 from bertology.study.specs import Comparison, FindingSpec, evidence_of
 from bertology.study.stats import ALPHA, FEASIBLE, SignTest, TTest, collapsed_seeds, holm
@@ -161,7 +161,12 @@ def compare(comparison: Comparison, groups: dict[str, list[RunDir]]
     if len(groups) == 1:
         return (*compare_runs(comparison, next(iter(groups.values()))), None)
     contrasts = [contrast_runs(comparison, group) for group in groups.values()]
-    return (*test_population(contrasts, comparison), multibootstrap_of(contrasts, comparison))
+    return (*population_test(contrasts, comparison), multibootstrap_of(contrasts, comparison))
+
+
+def replicates_of(result: FindingResult) -> str:
+    """What a budget counts: pretrained checkpoints across a population, else seeds."""
+    return "checkpoints" if result.members else "seeds"
 
 
 def with_context(result: FindingResult, note: str) -> str:
@@ -252,7 +257,7 @@ def unresolved(result: FindingResult, alpha: float, repeated: bool = False) -> t
     budgets = [(t.seeds_needed(level), t) for t in parts]
     seeds, test = (max if lean > 0 else min)(budgets, key=lambda b: b[0])
     if seeds <= FEASIBLE * test.estimate.n:
-        return label, f"≈ {seeds:.0f} seeds would {SETTLES[lean]} (80% power)"
+        return label, f"≈ {seeds:.0f} {replicates_of(result)} would {SETTLES[lean]} (80% power)"
     items = test.items_needed(level)
     if test.shared_share(level) >= MATERIAL_SHARED and 1.0 < items <= FEASIBLE:
         return label, ("more items, not seeds: the noise of the items every seed shares does "
@@ -313,6 +318,7 @@ def fragile_note(result: FindingResult, held: bool, alpha: float) -> str:
     80% power at its Holm level."""
     parts = result.tests if held else [t for t in result.tests if t.lean < 0] or result.tests
     seeds = max(t.seeds_needed(alpha) for t in parts)
-    budget = f"; ≈ {seeds:.0f} seeds would settle it" if math.isfinite(seeds) else ""
+    budget = (f"; ≈ {seeds:.0f} {replicates_of(result)} would settle it"
+              if math.isfinite(seeds) else "")
     return (f"fragile: Holm-adjusted p = {result.p_adjusted:.3g}, within {FRAGILE:g}× of "
             f"α = {ALPHA:g}{budget}")
