@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 import pytest
+from conftest import run_cli
 from test_levels import RESAMPLES
 from test_report import FINDING, run_report, write_run
 
@@ -176,3 +177,29 @@ def test_a_population_whose_members_disagree_does_not_hold(tmp_path):
     alone = judge(parse_finding(FINDING), [r for r in runs if "/a/" in f"{r.path}/"])
     assert alone.raw == "holds" and not alone.members
     assert across.raw not in ("holds", "does not hold")
+
+
+@pytest.mark.slow
+@pytest.mark.data("ud_english_ewt")
+def test_three_pretrained_seeds_are_judged_as_a_population(tmp_path):
+    """Through the CLI, as docs/findings.md gives it: three tiny BERTs pretrained with seeds
+    0-2, probed with `-m model.name_or_path=<a>,<b>,<c>`, then `bertology report`: the probing
+    claims are judged across the three checkpoints (3 members, the multi-bootstrap beside)."""
+    pretrain = run_cli("pretrain", "-m", "seed=0,1,2", "trainer.max_steps=60", "logger=none",
+                       f"hydra.sweep.dir={tmp_path / 'pretrain'}", cwd=tmp_path)
+    assert pretrain.returncode == 0, pretrain.stderr[-2000:]
+    models = ",".join(str(tmp_path / "pretrain" / str(seed) / "model") for seed in range(3))
+    probe = run_cli("probe", "-m", "experiment=study_probe_pos", f"model.name_or_path={models}",
+                    "seed=0", "analysis=[linear]", "max_train_sentences=40",
+                    "max_eval_sentences=24", "logger=none",
+                    f"hydra.sweep.dir={tmp_path / 'probe'}", cwd=tmp_path)
+    assert probe.returncode == 0, probe.stderr[-2000:]
+    report = run_cli("report", str(tmp_path / "probe"), f"hydra.run.dir={tmp_path / 'report'}",
+                     cwd=tmp_path)
+    assert report.returncode == 0, report.stderr[-2000:]
+    with (tmp_path / "report" / "tables" / "findings.csv").open() as handle:
+        rows = {row["finding"]: row for row in csv.DictReader(handle)}
+    row = rows["pretraining_beats_random"]
+    assert row["unit"] == "pretraining" and row["members"] == "3" and row["seeds"] == "3"
+    assert float(row["multibootstrap_low"]) <= float(row["multibootstrap_high"])
+    assert "across 3 pretrained checkpoints" in (tmp_path / "report" / "REPORT.md").read_text()
