@@ -178,3 +178,37 @@ def test_the_matrix_compares_effects_not_verdicts(tmp_path, monkeypatch):
     assert page.index("<h2>Findings across encoders</h2>") < page.index("<h2>Runs</h2>")
     assert "<td>differs</td>" in page and "**" not in page
     assert write_summary(minilm).endswith("\n".join(lines) + "\n")  # the front page's block
+
+
+def test_a_population_pretrains_each_member_with_its_seed_and_judges_them_together(
+        tmp_path, monkeypatch):
+    """`--population 3`: three BERTs of one recipe that differ in the seed, each with its own
+    cache dir; each member's studies run with its own seed on its own model (and its SST-2
+    model of that seed); one report reads every member's study dirs."""
+    monkeypatch.setenv("BERTOLOGY_CACHE_DIR", str(tmp_path / "cache"))
+    commands = record_commands(monkeypatch)
+    reproduce.main(["--out", str(tmp_path / "out"), "--population", "3",
+                    "--only", "pos_layers", "freeze_lower", "--member", "size=small"])
+    pretrains = [c for c in commands if c[0] == "pretrain"]
+    assert [c[-2] for c in pretrains] == ["seed=0", "seed=1", "seed=2"]
+    assert all("model=bert" in c and "size=small" in c for c in pretrains)
+    dirs = [encoders.member_dir(seed, ("size=small",), tmp_path / "cache") for seed in range(3)]
+    assert len(set(dirs)) == 3
+    for seed, run_dir in enumerate(dirs):
+        on_member = [c for c in commands if f"model.name_or_path={run_dir}/model" in c]
+        sweeps = [c for c in on_member if "-m" in c]
+        assert {c[c.index("-m") + 1] for c in sweeps} == {"experiment=study_probe_pos",
+                                                           "experiment=study_finetune_sst2"}
+        assert all(f"seed={seed}" in c for c in sweeps)
+        (model,) = [c for c in on_member if "-m" not in c]  # one SST-2 model: its own seed
+        assert f"seed={seed}" in model
+    (report,) = [c for c in commands if c[0] == "report"]
+    assert report[-1] == f"hydra.run.dir={tmp_path}/out/population/report"
+    assert len(report[1:-1]) == 6  # 3 members x 2 studies
+
+
+def test_a_population_of_one_is_refused(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "bertology.reproduce", "--population", "1",
+                             "--out", str(tmp_path)], capture_output=True, text=True, cwd=REPO)
+    assert result.returncode == 2 and "2 or more members" in result.stderr
+    assert "Traceback" not in result.stderr

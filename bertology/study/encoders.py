@@ -68,12 +68,30 @@ def pretrain_args(name: str) -> list[str]:
     return ["pretrain", f"model={name}", *ENCODER_PRETRAIN]
 
 
-def encoder_dir(name: str, cache: Path | None = None) -> Path:
-    """Where the run pretrains `name`, keyed by its command, so that changed settings never
-    reuse a model trained under others."""
+def encoder_dir(name: str, cache: Path | None = None, args: list[str] | None = None) -> Path:
+    """Where the run pretrains `name`, keyed by its command (args; default pretrain_args), so
+    that changed settings never reuse a model trained under others."""
     cache = cache or Path(os.environ.get("BERTOLOGY_CACHE_DIR") or default_cache_dir())
-    digest = hashlib.sha256(json.dumps(pretrain_args(name)).encode()).hexdigest()[:12]
+    command = pretrain_args(name) if args is None else args
+    digest = hashlib.sha256(json.dumps(command).encode()).hexdigest()[:12]
     return cache / "encoders" / f"{name}-{digest}"
+
+
+# The checkpoint population (`--population K`): K encoders of one recipe, BERT's, at the budget
+# above, that differ only in the pretraining seed, which draws their initial weights, their
+# masks and their data order (MultiBERTs' design, Sellam et al., 2021, at CPU scale).
+POPULATION_RECIPE = "bert"
+
+
+def member_args(seed: int, extra: tuple[str, ...] = ()) -> list[str]:
+    """The pretraining command of the population's member `seed`; extra overrides (a larger
+    size or budget on a GPU) come after the recipe's."""
+    recipe = [a for a in pretrain_args(POPULATION_RECIPE) if not a.startswith("seed=")]
+    return [*recipe, *extra, f"seed={seed}"]
+
+
+def member_dir(seed: int, extra: tuple[str, ...] = (), cache: Path | None = None) -> Path:
+    return encoder_dir(f"{POPULATION_RECIPE}-seed{seed}", cache, member_args(seed, extra))
 
 
 def is_pretrained(run_dir: Path) -> bool:

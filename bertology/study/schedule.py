@@ -23,6 +23,7 @@ finding x encoder matrix to the report (matrix.py).
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import subprocess
@@ -34,6 +35,7 @@ from datetime import datetime
 from pathlib import Path
 
 from bertology.errors import UserError, require
+from bertology.run.tables import write_table
 from bertology.study import catalog, encoders
 from bertology.study.matrix import write_matrix
 from bertology.study.summary import write_summary
@@ -162,6 +164,7 @@ class Encoder:
     label: str = ""  # the prefix of its step and log names, e.g. "bert_"
     extra: tuple[str, ...] = ()  # overrides that pick it, e.g. model.name_or_path=<its model>
     after: tuple[str, ...] = ()  # its pretraining step, if the run makes it
+    seeds: tuple[int, ...] = SST2_SEEDS  # its studies' seeds (a population member: its own)
 
     def step(self, name: str, args: list[str], after: tuple[str, ...] = (),
              alone: bool = False) -> Step:
@@ -174,7 +177,7 @@ def sst2_model_steps(encoder: Encoder) -> list[Step]:
     """The encoder fine-tuned on SST-2 once per seed, into <root>/sst2_model; a model made by
     an earlier run is reused."""
     steps = []
-    for seed in SST2_SEEDS:
+    for seed in encoder.seeds:
         run_dir = encoder.root / "sst2_model" / f"seed_{seed}"
         if not (run_dir / "metrics.json").exists():
             steps.append(encoder.step(f"sst2_model seed {seed}", [
@@ -189,11 +192,17 @@ def study_steps(studies: dict[str, dict], encoder: Encoder, models: list[Step]) 
         overrides = [o.replace("{sst2_model}", sst2_model_of_the_job(encoder.root))
                      for o in spec["overrides"]]
         command = [spec["pipeline"], "-m", f"experiment={spec['bundle']}", "logger=none",
-                   *overrides, *encoder.extra, f"hydra.sweep.dir={encoder.root / study}"]
+                   *overrides, *encoder.extra, *seed_override(encoder),
+                   f"hydra.sweep.dir={encoder.root / study}"]
         log.info("%s%s reads %s", encoder.label, study, ", ".join(spec["findings"]))
         waits = tuple(m.name for m in models) if reads_sst2_model(spec) else ()
         steps.append(encoder.step(study, command, waits, spec["alone"]))
     return steps
+
+
+def seed_override(encoder: Encoder) -> list[str]:
+    """The sweep's seeds where they are not the bundles' own (0, 1, 2)."""
+    return [] if encoder.seeds == SST2_SEEDS else [f"seed={','.join(map(str, encoder.seeds))}"]
 
 
 def encoder_steps(studies: dict[str, dict], encoder: Encoder) -> list[Step]:
@@ -217,6 +226,69 @@ def pretrained_encoder(name: str, studies: dict[str, dict], out: Path, cache: Pa
     return encoder, pretrain, encoder_steps(reading, encoder)
 
 
+def population_steps(size: int, extra: tuple[str, ...], studies: dict[str, dict], out: Path,
+                     cache: Path | None) -> tuple[list[Step], list[Encoder]]:
+    """`--population K`: member s (s < K) pretrained with seed s (encoders.member_args; none
+    when cached), then the studies of encoders.ENCODER_STUDIES on it with its own seed s (its
+    own sentences, SST-2 subsample and twin), into out/population/member_<s>. The
+    pretraining steps come first: the longest, and every member's studies wait for its own."""
+    reading = {k: v for k, v in studies.items() if k in encoders.ENCODER_STUDIES}
+    pretrains, rest, members = [], [], []
+    for seed in range(size):
+        run_dir = encoders.member_dir(seed, extra, cache)
+        pretrain = [] if encoders.is_pretrained(run_dir) else [Step(
+            f"pretrain member {seed}", [*encoders.member_args(seed, extra),
+                                        f"hydra.run.dir={run_dir}"],
+            out / "logs" / f"pretrain_member_{seed}.log")]
+        member = Encoder(out / "population" / f"member_{seed}", out / "logs", f"member{seed}_",
+                         (f"model.name_or_path={run_dir / 'model'}",),
+                         tuple(s.name for s in pretrain), seeds=(seed,))
+        pretrains += pretrain
+        rest += encoder_steps(reading, member)
+        members.append(member)
+    return [*pretrains, *rest], members
+
+
+def reproduce_population(out: Path, studies: dict[str, dict], lanes: int, size: int,
+                         extra: tuple[str, ...] = (), cache: Path | None = None) -> int:
+    """The population's steps, then one report over every member's study dirs, which judges
+    the findings across the members (study/population.py), and the members' pretraining
+    table; the exit status."""
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    steps, members = population_steps(size, extra, studies, out, cache)
+    total = time.perf_counter()
+    results = run_steps(steps, lanes)
+    failed = [name for name, (status, _) in results.items() if status]
+    report_dir = out / "population" / "report"
+    dirs = [str(m.root / s) for m in members for s in studies if (m.root / s).exists()]
+    status, _ = bertology(["report", *dirs, f"hydra.run.dir={report_dir}"],
+                          out / "logs" / "population_report.log")
+    if status == 0 and (report_dir / "tables" / "findings.csv").exists():
+        write_members_table(report_dir, size, extra, cache)
+        write_summary(report_dir)
+    log.info("population report: %s (exit %d); all steps %.1f min; failed: %s",
+             report_dir / "REPORT.md", status, (time.perf_counter() - total) / 60,
+             failed or "none")
+    return 1 if failed or status else 0
+
+
+def write_members_table(report_dir: Path, size: int, extra: tuple[str, ...],
+                        cache: Path | None) -> None:
+    """tables/members.csv: each member's checkpoint, steps and held-out MLM accuracy (the
+    budget's proof that the members learned)."""
+    rows = []
+    for seed in range(size):
+        run_dir = encoders.member_dir(seed, extra, cache)
+        done = (run_dir / "metrics.json").is_file()  # a member whose pretraining failed: blank
+        metrics = json.loads((run_dir / "metrics.json").read_text()) if done else {}
+        rows.append({"member": seed, "checkpoint": str(run_dir / "model"),
+                     "steps": metrics.get("train/steps"),
+                     "mlm_accuracy": metrics.get("eval/mlm_accuracy")})
+    write_table(report_dir, "members", rows)
+    log.info("members' held-out MLM accuracy: %s", ", ".join(
+        f"{row['mlm_accuracy']:.3f}" for row in rows if row["mlm_accuracy"] is not None))
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(message)s")
     parser = argparse.ArgumentParser(prog="python -m bertology.reproduce",
@@ -233,10 +305,22 @@ def main(argv: list[str] | None = None) -> int:
                              "and encoders the run pretrains at equal FLOPs on Wikipedia ("
                              f"{', '.join(encoders.pretrainable())}), each against its own "
                              "random-init twin; the report gains a finding x encoder matrix")
+    parser.add_argument("--population", type=int, metavar="K",
+                        help="instead: pretrain K BERTs that differ in their seed (cached), "
+                             "run the findings that read a model on each, and judge them "
+                             "across the K (out/population/report; docs/reproduce.md)")
+    parser.add_argument("--member", nargs="*", default=[], metavar="OVERRIDE",
+                        help="with --population: pretraining overrides of every member "
+                             "(e.g. size=base trainer.max_flops=1e17 on a GPU)")
     args = parser.parse_args(argv)
     try:  # a bad --lanes, --only or --encoders: one line, exit 2, before any step runs
         require(args.lanes >= 1, f"--lanes {args.lanes} must be 1 or more")
         names = tuple(encoders.check_encoders(args.encoders))
+        if args.population is not None:
+            require(args.population >= 2, f"--population {args.population}: a population "
+                    "needs 2 or more members (its spread is what the verdicts read)")
+            return reproduce_population(args.out.resolve(), studies_to_run(args.only),
+                                        args.lanes, args.population, tuple(args.member))
         return reproduce(args.out.resolve(), studies_to_run(args.only), args.lanes, names)
     except UserError as err:
         parser.exit(2, f"{parser.prog}: error: {err}\n")
