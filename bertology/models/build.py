@@ -3,12 +3,19 @@ from `model.name_or_path` (any Hugging Face checkpoint, this program's outputs i
 
 from __future__ import annotations
 
+import copy
 import logging
 from pathlib import Path
 
 import torch
 import transformers
-from transformers import AutoConfig, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    PretrainedConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
 
 from bertology import families
 from bertology.config.groups import ModelConfig, SizeConfig
@@ -135,6 +142,26 @@ def build_random_twin(model_dir: Path, seed: int) -> PreTrainedModel:
     with torch.random.fork_rng():  # the run's own random stream goes on untouched
         torch.manual_seed(seed)
         return model_class._from_config(config)
+
+
+def twin_seed(seed: int) -> int:
+    """The seed the random-init twin of a run of seed `seed` is drawn with, wherever a twin
+    is drawn from a checkpoint's architecture: the probe's twin encoder, a finetune run's
+    init=random encoder, prune's twin arm. One rule, so that a twin fine-tuned with seed s
+    starts from exactly the weights a probe of seed s contrasts with (finetuning_top_layers
+    compares the two by CKA); + 1 so that an init=random probe's model (drawn at s) and its
+    twin differ."""
+    return seed + 1
+
+
+def draw_random_encoder(config: PretrainedConfig, seed: int) -> PreTrainedModel:
+    """The encoder (AutoModel) of config's architecture with fresh weights drawn after
+    torch.manual_seed(seed) (its initializer_range), in config's attention implementation.
+    The weights depend on the architecture and the seed alone, not on task fields
+    (num_labels) or the class the config was saved from."""
+    torch.manual_seed(seed)
+    config = copy.deepcopy(config)
+    return AutoModel.from_config(config, attn_implementation=config._attn_implementation)
 
 
 def count_parameters(model: torch.nn.Module) -> int:
