@@ -182,8 +182,6 @@ CASES = [
          "head.features='top' is not an option"),
     Case("finetune-seeds-repeat", "finetune", "seeds=[0,0]", ["seeds=[0,0]"],
          "lists 0 twice"),
-    Case("finetune-init-random", "finetune", "init=random with no architecture to draw",
-         ["init=random"], "init=random draws new weights"),
     Case("probe-unknown-analysis", "probe", "analysis=nosuch", ["analysis=nosuch"],
          "analysis"),
     Case("probe-seeds-type", "probe", "seeds=[a] (not integers)", ["seeds=[a]"], "seeds"),

@@ -352,7 +352,8 @@ def test_realistic_rates_over_the_catalog():
 def test_the_fixture_has_every_comparison():
     """tests/fixtures/reproduce_findings.csv has a row for every comparison of the catalog, as
     the finding states it now, with a measured standard error: a comparison changed since the
-    last reproduce run needs that run again (tests/fixtures/refresh_reproduce_findings.py)."""
+    last reproduce run needs that run again (tests/fixtures/refresh_reproduce_findings.py);
+    until then its row says so (no effect) and carries an estimated se (the file's header)."""
     for finding, spec in CATALOG.items():
         rows = MEASURED.get(finding, [])
         assert [r["test"] for r in rows] == [c.describe() for c in spec.comparisons], finding

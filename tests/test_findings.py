@@ -40,16 +40,16 @@ def evidences(spec) -> list[Evidence]:
 def test_every_finding_says_what_it_is_about():
     """The headline counts claims about the model; two claims about probes (Hewitt & Liang's
     memorising control, strong random-init probes) are true of random vectors per word type
-    too, and two claims about fine-tuning hold on a model fine-tuned from random weights (the
-    twin null), so they are claims about the method. MLP selectivity does not hold on random
-    vectors per type (tests/test_noise.py), so it is a model claim judged against the twin.
+    too, so they are claims about the method. MLP selectivity does not hold on random
+    vectors per type (tests/test_noise.py), so it is a model claim judged against the twin;
+    so are the two claims about fine-tuning a pretrained model (finetuning_top_layers,
+    special_token_gradients: issue 38), judged against the twin fine-tuned the same way.
     The catalog says so explicitly in each yaml (the parser's default is not relied on)."""
     for path in sorted(FINDINGS.glob("*.yaml")):
         if path.name != "studies.yaml":
             assert OmegaConf.load(path).get("about") in ("model", "method"), path.name
     method = {spec.id for spec in CATALOG.values() if spec.about == "method"}
-    assert method == {"control_memorised", "random_init_strong", "finetuning_top_layers",
-                      "special_token_gradients"}
+    assert method == {"control_memorised", "random_init_strong"}
 
 
 PRETRAINING_STUDIES = {"pretrain_masking", "pretrain_nsp", "pretrain_shape", "pretrain_electra"}
@@ -107,7 +107,8 @@ def test_every_model_claim_is_a_contrast_with_its_twin_or_says_why_not():
             assert not spec.no_twin or len(spec.no_twin) > 80, spec.id  # a reason, not a tag
     twins = {spec.id for spec in CATALOG.values() if spec.about == "model" and spec.reads_twin}
     assert {"feature_layers", "scalar_mix", "pos_layers", "ner_later_than_pos", "numbers",
-            "dependency_heads", "special_heads", "head_similarity"} <= twins
+            "dependency_heads", "special_heads", "head_similarity", "finetuning_top_layers",
+            "special_token_gradients"} <= twins
 
 
 def test_the_suite_has_thirty_findings_over_its_studies():
@@ -140,8 +141,10 @@ def test_a_finding_names_its_claim_and_source_and_composes(finding):
 @pytest.mark.parametrize("study", STUDIES)
 def test_every_job_of_a_study_passes_its_checks(study):
     pipeline = STUDY[study].pipeline
-    # the shared SST-2 model is made by an earlier job of `make reproduce`, as the run's own
+    # the shared SST-2 model (and its twin) is made by an earlier job of `make reproduce`, as
+    # the run's own
     reproduce_overrides = [o.replace("{sst2_model}", f"'{MADE_BY_THE_RUN}'")
+                           .replace("{sst2_twin}", f"'{MADE_BY_THE_RUN}'")
                            for o in STUDY[study].reproduce]
     jobs = []
     for overrides in sweep_jobs(f"study_{study}", pipeline):
@@ -192,7 +195,7 @@ def test_reproduce_fine_tunes_one_model_per_seed(tmp_path, monkeypatch):
 
     monkeypatch.setattr(reproduce, "bertology", record)
     reproduce.main(["--out", str(tmp_path), "--only", "int8", "distillation"])
-    finetunes = [c for c in commands if c[0] == "finetune"]
+    finetunes = [c for c in commands if c[0] == "finetune" and "init=random" not in c]
     assert sorted(a for c in finetunes for a in c if a.startswith("seed=")) == \
         ["seed=0", "seed=1", "seed=2"]
     assert len({a for c in finetunes for a in c if a.startswith("hydra.run.dir=")}) == 3
@@ -200,6 +203,38 @@ def test_reproduce_fine_tunes_one_model_per_seed(tmp_path, monkeypatch):
     for study in ("prune", "distill"):
         (command,) = [c for c in commands if c[0] == study]
         assert any(a.endswith(f"_path={per_job}") for a in command), command
+
+
+def test_reproduce_fine_tunes_the_twin_per_seed_as_the_model(tmp_path, monkeypatch):
+    """finetuning_top_layers and special_token_gradients are judged against the random-init
+    twin fine-tuned the same way (issue 38): per seed, the SST-2 model's command with
+    init=random added (the same recipe, data and seed; the twin's weights are the probe's
+    twin's of that seed), passed to the probe as compare_to_twin and to prune as
+    twin_name_or_path; a study that reads neither makes no twin."""
+    commands = []
+
+    def record(args, log_path, threads=None):
+        commands.append(args)
+        return 0, 0.0
+
+    monkeypatch.setattr(reproduce, "bertology", record)
+    reproduce.main(["--out", str(tmp_path), "--only", "finetuning_top_layers",
+                    "special_token_gradients"])
+    finetunes = [c for c in commands if c[0] == "finetune"]
+    models = [c for c in finetunes if "init=random" not in c]
+    twins = [c for c in finetunes if "init=random" in c]
+    assert len(models) == len(twins) == 3
+    for model, twin in zip(models, twins):
+        assert [a for a in twin if a != "init=random" and not a.startswith("hydra.")] == \
+            [a for a in model if not a.startswith("hydra.")]
+        assert twin[-1].replace("sst2_twin", "sst2_model") == model[-1]
+    per_job = f"{tmp_path}/sst2_twin/seed_${{seed}}/model"
+    (probe,) = [c for c in commands if c[0] == "probe"]
+    (prune,) = [c for c in commands if c[0] == "prune"]
+    assert f"compare_to_twin={per_job}" in probe and f"twin_name_or_path={per_job}" in prune
+    commands.clear()
+    reproduce.main(["--out", str(tmp_path / "other"), "--only", "distillation"])
+    assert not [c for c in commands if "init=random" in c]
 
 
 def test_reproduce_runs_a_step_after_the_steps_it_waits_for_and_alone_steps_alone(tmp_path,

@@ -23,10 +23,12 @@ finding `about: model` may hold, raw or corrected; `about: method` findings (pro
 probe or a metric, e.g. that probes memorise) may, and are left out:
 - probe studies: the model under study is a random-init MiniLM (its architecture and
   tokenizer, fresh weights), so the analyses' own twin contrasts compare one random init with
-  another; compare_to is that model briefly fine-tuned;
+  another; compare_to is that model briefly fine-tuned, and compare_to_twin each seed's twin
+  fine-tuned the same way (init=random);
 - finetune, prune and distill studies: MiniLM's architecture and tokenizer with random weights
   (finetune_sst2 at init=random; finetune_conll, which sweeps init itself, with MiniLM replaced
-  by a random MiniLM; prune and distill start from the twin's fine-tuned SST-2 model), on the
+  by a random MiniLM; prune and distill start from the random MiniLM's fine-tuned SST-2 model,
+  prune's own twin arm from finetune_sst2's init=random runs), on the
   true labels of the real SST-2 and CoNLL-2003, at the reduced scale of tests/twin_scale.py,
   where MiniLM itself learns the tasks: the same runs on MiniLM must meet every guard;
 - pretrain studies: the encoder left untrained is already the twin (the last i.i.d. test)."""
@@ -41,8 +43,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import compose_config
+from omegaconf import OmegaConf
 from study_runs import (
     CATALOG,
+    SEEDS,
     assert_no_finding_holds,
     judge_studies,
     plan_study,
@@ -234,6 +238,22 @@ def random_minilm_finetuned(tmp_path_factory, random_minilm) -> Path:
     return out / "model"
 
 
+@pytest.fixture(scope="module")
+def random_minilm_twins_finetuned(tmp_path_factory, random_minilm) -> str:
+    """Each seed's twin of the random MiniLM (init=random: the probe's twin of that seed)
+    fine-tuned as random_minilm_finetuned was, saved as finetune runs (their config recorded,
+    as compare_to_twin's check reads it): compare_to_twin's path, per job."""
+    root = tmp_path_factory.mktemp("random_minilm_twins")
+    for seed in SEEDS:
+        cfg = compose_config("finetune", ["logger=none", f"model.name_or_path={random_minilm}",
+                                          "task=synthetic_negation", *TINY_TASK, "init=random",
+                                          f"seed={seed}"])
+        (root / str(seed) / ".hydra").mkdir(parents=True)
+        OmegaConf.save(cfg, root / str(seed) / ".hydra" / "config.yaml")
+        load_pipeline("finetune")(cfg, root / str(seed))
+    return f"{root}/${{seed}}/model"
+
+
 TWIN_SIZES = ["max_train_sentences=80", "max_eval_sentences=40"]
 
 
@@ -249,14 +269,17 @@ def test_layer_trends_do_not_hold_on_the_random_init_twin(tmp_path, random_minil
 
 @pytest.mark.slow
 def test_probing_findings_do_not_hold_on_the_random_init_twin(tmp_path, random_minilm,
-                                                              random_minilm_finetuned):
+                                                              random_minilm_finetuned,
+                                                              random_minilm_twins_finetuned):
     sizes = [*TWIN_SIZES, f"model.name_or_path={random_minilm}"]
     run_study("probe_pos", tmp_path / "probe_pos", [
         *sizes, "analysis.attention.max_sentences=40", "analysis.attention.min_dependents=5",
         "analysis.numeracy.max_number=200", "analysis.numeracy.train_below=100",
-        f"compare_to={random_minilm_finetuned}"])
+        f"compare_to={random_minilm_finetuned}",
+        f"compare_to_twin={random_minilm_twins_finetuned}"])
     run_study("probe_ner", tmp_path / "probe_ner", sizes)
-    assert_no_finding_holds(tmp_path, {"probe_pos", "probe_ner"}, about=MODEL_ONLY)
+    print_verdicts("twin", assert_no_finding_holds(tmp_path, {"probe_pos", "probe_ner"},
+                                                   about=MODEL_ONLY))
 
 
 @pytest.fixture(scope="module")
@@ -313,15 +336,18 @@ def lanes():
 
 
 @pytest.fixture(scope="module")
-def sst2_models(tmp_path_factory, lanes) -> Path:
-    """finetune_sst2's all-layers arm, three seeds, on MiniLM (model/sst2) and its twin
-    (twin/sst2: init=random): the study's runs, and the fine-tuned models prune_sst2 and
-    distill_sst2 start from (as `make reproduce`'s {sst2_model}: seed s reads seed s's)."""
+def sst2_models(tmp_path_factory, lanes, random_minilm) -> Path:
+    """finetune_sst2's all-layers arm, three seeds, on MiniLM (model/sst2), its twin
+    (twin/sst2: init=random) and a random MiniLM (null/sst2): the study's runs, and the
+    fine-tuned models prune_sst2 and distill_sst2 start from (as `make reproduce`'s
+    {sst2_model} and {sst2_twin}: seed s reads seed s's)."""
     root = tmp_path_factory.mktemp("sst2_models")
     all_layers = [*SST2, "head.freeze_layers=0"]
     run_in_lanes(lanes, [*plan_study("finetune_sst2", root / "model" / "sst2", all_layers),
                          *plan_study("finetune_sst2", root / "twin" / "sst2",
-                                     [*all_layers, "init=random"])])
+                                     [*all_layers, "init=random"]),
+                         *plan_study("finetune_sst2", root / "null" / "sst2",
+                                     [*all_layers, f"model.name_or_path={random_minilm}"])])
     return root
 
 
@@ -355,14 +381,16 @@ def test_finetuning_findings_do_not_hold_on_the_random_init_twin(tmp_path, lanes
 @pytest.mark.slow
 @pytest.mark.data("glue_sst2")
 def test_compression_findings_do_not_hold_on_the_random_init_twin(tmp_path, lanes, sst2_models):
-    """prune_sst2 and distill_sst2 on the SST-2 models of MiniLM and of its twin, seed by seed
-    (the prune runs first: they take longest)."""
+    """prune_sst2 and distill_sst2 on the SST-2 models of MiniLM and of a random MiniLM, seed
+    by seed, prune's twin arm on the init=random ones (the prune runs first: they take
+    longest)."""
     studies = {"prune_sst2", "distill_sst2"}
     jobs = {"prune": [], "distill": []}
-    for arm in ("model", "twin"):
-        tuned = f"{sst2_models / arm / 'sst2'}/${{seed}}/model"  # the run of this seed
+    twin = f"twin_name_or_path={sst2_models / 'twin' / 'sst2'}/${{seed}}/model"
+    for arm, source in (("model", "model"), ("twin", "null")):
+        tuned = f"{sst2_models / source / 'sst2'}/${{seed}}/model"  # the run of this seed
         jobs["prune"] += plan_study("prune_sst2", tmp_path / arm / "prune",
-                                    [*PRUNE, f"model.name_or_path={tuned}"])
+                                    [*PRUNE, f"model.name_or_path={tuned}", twin])
         jobs["distill"] += plan_study("distill_sst2", tmp_path / arm / "distill",
                                       [*SST2, f"teacher.name_or_path={tuned}"])
     run_in_lanes(lanes, [*jobs["prune"], *jobs["distill"]])

@@ -49,9 +49,11 @@ def test_each_pretrained_encoder_reruns_the_model_reading_studies_on_its_own_mod
     sweeps = {next(a for a in c if a.startswith("hydra.sweep.dir=")).split("/")[-1]
               for c in on_bert if "-m" in c}
     assert sweeps == {"probe_pos", "finetune_sst2"}  # prune_sst2 (int8) reads MiniLM only
-    assert len([c for c in on_bert if "-m" not in c]) == 3  # its SST-2 model per seed
+    tuned = [c for c in on_bert if "-m" not in c]  # its SST-2 model and twin per seed
+    assert len(tuned) == 6 and len([c for c in tuned if "init=random" in c]) == 3
     probe = next(c for c in on_bert if "experiment=study_probe_pos" in c)
     assert f"compare_to={tmp_path}/out/bert/sst2_model/seed_${{seed}}/model" in probe
+    assert f"compare_to_twin={tmp_path}/out/bert/sst2_twin/seed_${{seed}}/model" in probe
     reports = [c for c in commands if c[0] == "report"]
     assert [c[-1] for c in reports] == [f"hydra.run.dir={tmp_path}/out/report",
                                         f"hydra.run.dir={tmp_path}/out/bert/report"]

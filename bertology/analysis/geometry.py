@@ -3,7 +3,10 @@ anisotropy (the baseline the other measures are read against), self-similarity,
 intra-sentence similarity and maximum explainable variance (MEV). Each is computed on the
 model, on the same architecture with random weights (what pretraining adds) and, with
 compare_to=, on a second checkpoint; linear CKA (Kornblith et al., 2019) compares the model's
-layers with the random model's and with the second checkpoint's.
+layers with the random model's and with the second checkpoint's. With compare_to_twin= (the
+random model fine-tuned as compare_to was, from the same weights), the random model's layers
+are compared with it too: geometry/random/layer_*/cka, the twin arm of the model's
+geometry/layer_*/cka (finetuning_top_layers: is the change pretraining-specific?).
 
 Item replicates (run/replicates.py) resample the eval sentences as clusters, a sentence's words
 moving together: each measure is recomputed on the resampled corpus by weighting its original
@@ -261,12 +264,20 @@ def compute_layer_geometry(vectors: np.ndarray, plan: SamplePlan,
 
 def load_series(ctx: ProbeContext) -> dict[str, Features]:
     series = {"model": ctx.features("model", "eval"), "random": ctx.features("random", "eval")}
-    if ctx.config.compare_to is not None:
-        series["compare"] = ctx.features("compare", "eval")
-        if series["compare"].num_layers != series["model"].num_layers:
-            log.warning("compare_to has %d layers, the model %d: CKA covers the layers both have",
-                        series["compare"].num_layers, series["model"].num_layers)
+    for which, key in (("compare", "compare_to"), ("compare_twin", "compare_to_twin")):
+        if getattr(ctx.config, key) is not None:
+            series[which] = ctx.features(which, "eval")
+            if series[which].num_layers != series["model"].num_layers:
+                log.warning("%s has %d layers, the model %d: CKA covers the layers both have",
+                            key, series[which].num_layers, series["model"].num_layers)
     return series
+
+
+# encoder -> (the encoder it is compared with by CKA, the column): the model against the random
+# twin (cka_random) and against compare_to (cka); the twin against compare_to_twin (cka)
+CKA_PAIRS = {"model": (("random", "cka_random"), ("compare", "cka")),
+             "random": (("compare_twin", "cka"),)}
+MEASURED = ("model", "random", "compare")  # encoders whose own geometry is measured
 
 
 def compute_layer_rows(layer: int, vectors: dict[str, np.ndarray], plans: dict[int, SamplePlan],
@@ -276,13 +287,14 @@ def compute_layer_rows(layer: int, vectors: dict[str, np.ndarray], plans: dict[i
     rows = []
     for seed, plan in plans.items():
         for name, x in vectors.items():
+            if name not in MEASURED:
+                continue  # compare_twin: read by the twin's CKA only
             row = {"model": name, "layer": layer, "seed": seed,
                    **compute_layer_geometry(x, plan, offsets)}
-            if name == "model":
-                words = plan.cka_words
-                for other, column in (("random", "cka_random"), ("compare", "cka")):
-                    if other in vectors:
-                        row[column] = compute_linear_cka(x[words], vectors[other][words])
+            words = plan.cka_words
+            for other, column in CKA_PAIRS.get(name, ()):
+                if other in vectors:
+                    row[column] = compute_linear_cka(x[words], vectors[other][words])
             rows.append(row)
     return rows
 
@@ -305,7 +317,7 @@ def run(ctx: ProbeContext, settings: GeometrySettings) -> dict[str, float]:
         vectors = {name: features.layer(layer) for name, features in series.items()
                    if layer <= features.num_layers}
         rows.extend(compute_layer_rows(layer, vectors, plans, offsets))
-        for name, x in vectors.items():
+        for name, x in ((n, x) for n, x in vectors.items() if n in MEASURED):
             prefix = "geometry" if name == "model" else f"geometry/{name}"
             columns.update({f"{prefix}/layer_{layer:02d}/{key}": reps for key, reps in
                             compute_layer_replicates(x, plans, offsets, weights).items()})
@@ -319,12 +331,16 @@ def run(ctx: ProbeContext, settings: GeometrySettings) -> dict[str, float]:
     return collect_metrics(rows)
 
 
+CKA_LABELS = {("model", "cka"): "vs compare_to", ("model", "cka_random"): "vs random init",
+              ("random", "cka"): "random init vs compare_to_twin"}
+
+
 def plot_cka(rows: list[dict], ctx: ProbeContext, task: str) -> None:
-    """Per layer, the model's CKA with compare_to and with its random-initialised twin."""
+    """Per layer, the model's CKA with compare_to and with its random-initialised twin, and
+    the twin's with compare_to_twin (the twin after the same fine-tuning)."""
     pairs = [{"pair": label, "layer": row["layer"], "seed": row["seed"], "cka": row[column]}
-             for row in rows if row["model"] == "model"
-             for column, label in (("cka", "vs compare_to"), ("cka_random", "vs random init"))
-             if column in row]
+             for row in rows for (model, column), label in CKA_LABELS.items()
+             if row["model"] == model and column in row]
     plot_layer_curves(pairs, ["cka"], f"linear CKA (Kornblith et al., 2019): {task}",
                       ctx.out_dir, f"geometry_cka_{task}", series="pair")
 

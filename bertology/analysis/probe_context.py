@@ -1,15 +1,14 @@
 """What every analysis reads: the sentences, the encoders and their cached features.
 
 Encoders are named: "model" (the checkpoint under study), "random" (the same architecture with
-fresh weights: the baseline that shows what pretraining adds) and "compare" (`compare_to=`, a
-second checkpoint, e.g. the model after fine-tuning). Each is loaded, and each split extracted,
-at most once per run, and only when an analysis asks.
+fresh weights: the baseline that shows what pretraining adds), "compare" (`compare_to=`, a
+second checkpoint, e.g. the model after fine-tuning) and "compare_twin" (`compare_to_twin=`:
+"random" after the same fine-tuning, so that geometry's CKA has a twin arm). Each is loaded,
+and each split extracted, at most once per run, and only when an analysis asks.
 """
 
 from __future__ import annotations
 
-import copy
-import hashlib
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,12 +22,12 @@ from bertology.config.probe_config import ProbeConfig
 from bertology.data.probe_sentences import ProbeSentence, ProbeSplits
 from bertology.errors import UserError, require
 from bertology.families import family_of_checkpoint
-from bertology.models.build import load_checkpoint_config
+from bertology.models.build import draw_random_encoder, load_checkpoint_config, twin_seed
 from bertology.models.weights import load_safetensors_model
 
 log = logging.getLogger(__name__)
 
-ENCODERS = ("model", "random", "compare")
+ENCODERS = ("model", "random", "compare", "compare_twin")
 
 
 @dataclass
@@ -62,18 +61,7 @@ def random_like(model: PreTrainedModel, seed: int) -> PreTrainedModel:
     """The same architecture and config with fresh weights (its initializer_range), and the
     model's attention implementation: eager where attention maps are read, so that the twin
     returns maps too (SDPA returns none)."""
-    torch.manual_seed(seed)
-    config = copy.deepcopy(model.config)
-    return AutoModel.from_config(config, attn_implementation=config._attn_implementation)
-
-
-def twin_seed(seed: int, model: PreTrainedModel) -> int:
-    """The random-init twin's seed: the run's seed mixed with a digest of the checkpoint's
-    weights. Each checkpoint of a population gets its own twin (a twin shared by every member
-    would add noise common to them all, which their spread cannot show: population.py), and a
-    checkpoint's twin is the same whatever path names it."""
-    digest = hashlib.sha256(f"twin:{seed}:{fingerprint_model(model, '')}".encode())
-    return int(digest.hexdigest()[:15], 16)
+    return draw_random_encoder(model.config, seed)
 
 
 @dataclass
@@ -98,10 +86,13 @@ class ProbeContext:
     def _build_encoder(self, which: str) -> Encoder:
         if which == "random":
             base = self.encoder("model")
-            model = random_like(base.model, twin_seed(self.config.seed, base.model))
+            # the weights a finetune run of this seed with init=random starts from
+            model = random_like(base.model, twin_seed(self.config.seed,
+                                                       self.config.model.name_or_path))
             return Encoder(model.to(device()), base.tokenizer,
                            fingerprint_model(model, "random"), None)
-        path = self.config.compare_to if which == "compare" else self.config.model.name_or_path
+        path = {"compare": self.config.compare_to, "compare_twin": self.config.compare_to_twin
+                }.get(which, self.config.model.name_or_path)
         require(path is not None, "this analysis compares two checkpoints; set compare_to=<a "
                 "checkpoint dir or hub id> (e.g. the model/ of a finetune run)")
         model, tokenizer = load_encoder(path, self.attention)

@@ -54,10 +54,6 @@ class FinetuneConfig:
                 f"eval_shuffled_words=true shuffles the words of classification inputs; "
                 f"task={self.task.name} is a {self.task.kind} task")
         one_of(self.resume, RESUME, "resume")
-        require(self.init == "pretrained" or self.model.name_or_path is not None,
-                "init=random draws new weights for a checkpoint's architecture; set "
-                "model.name_or_path (a random model of size= is what model.name_or_path=null "
-                "already gives)")
         refuse_tokenizer_name_or_path(self.model, "finetune")
 
 

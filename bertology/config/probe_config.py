@@ -43,6 +43,7 @@ from bertology.config.path_checks import (
     read_checkpoint,
 )
 from bertology.config.pretrain_config import load_pretrain_config
+from bertology.config.twin_checks import check_fine_tuned_twin
 from bertology.errors import require
 
 
@@ -258,10 +259,14 @@ class ProbeRunKeys:
     max_eval_sentences: int | None = 500
     sample_seed: int = 0
     compare_to: str | None = None
+    compare_to_twin: str | None = None
     label: str | None = None  # recorded, never read (config/checks.py check_label)
 
     def __post_init__(self) -> None:
         check_seed(self.seed, "seed")
+        require(self.compare_to_twin is None or self.compare_to is not None,
+                "compare_to_twin is the twin arm of compare_to (the random-init twin "
+                "fine-tuned as compare_to was); set compare_to too")
         check_seeds(self.seeds)
         check_seed(self.sample_seed, "sample_seed")
         check_label(self.label)
@@ -291,6 +296,7 @@ class ProbeConfig:
     compare_to: str | None
     data_dir: Path
     cache_dir: Path
+    compare_to_twin: str | None = None  # the twin (random) fine-tuned as compare_to was
     # model.name_or_path=null, init=pretrained: the `pretrain` config of the model to probe
     pretrain_cfg: DictConfig | None = None
 
@@ -341,7 +347,7 @@ def load_probe_config(cfg: DictConfig) -> ProbeConfig:
         pooling=run.pooling, batch_size=run.batch_size,
         max_train_sentences=run.max_train_sentences,
         max_eval_sentences=run.max_eval_sentences, compare_to=run.compare_to,
-        data_dir=data_dir, cache_dir=cache_dir,
+        data_dir=data_dir, cache_dir=cache_dir, compare_to_twin=run.compare_to_twin,
     )
     if config.model.name_or_path is None and config.init == "pretrained":
         config.pretrain_cfg = build_pretrain_cfg(container)
@@ -351,6 +357,9 @@ def load_probe_config(cfg: DictConfig) -> ProbeConfig:
                       ("compare_to", config.compare_to)):
         if path is not None:
             read_checkpoint(path, key)
+    if config.compare_to_twin is not None:
+        check_fine_tuned_twin(config.compare_to_twin, "compare_to_twin", config.seed,
+                              config.compare_to, "compare_to")
     check_task_files(config.task, data_dir)
     check_mlm_analyses(config)
     if "cloze" in config.analyses:

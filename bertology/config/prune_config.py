@@ -30,6 +30,7 @@ from bertology.config.finetune_config import (
 )
 from bertology.config.groups import LoggerConfig, ObjectiveConfig, TaskConfig, TrainerConfig
 from bertology.config.path_checks import MADE_BY_THE_RUN, check_task_architecture, read_checkpoint
+from bertology.config.twin_checks import check_fine_tuned_twin
 from bertology.errors import require
 
 EXPERIMENTS = ("heads", "removal", "layers", "magnitude", "int8", "matrix", "ablation",
@@ -107,6 +108,11 @@ class CompressionConfig:
 
 
 @dataclass
+class PruneRunKeys(TrainingRunKeys):
+    twin_name_or_path: str | None = None
+
+
+@dataclass
 class PruneConfig:
     finetune: FinetuneConfig  # the model to prune, or the recipe that fine-tunes it first
     finetune_cfg: DictConfig  # the same, as the `finetune` config `finetune.run` takes
@@ -119,6 +125,10 @@ class PruneConfig:
     seed: int
     data_dir: Path
     cache_dir: Path
+    # attention_gradients' twin arm: the random-init twin fine-tuned as the model was (a
+    # finetune run's model/ with init=random and this seed); null: fine-tuned here from
+    # finetune_cfg with init=random where the run fine-tunes the model itself, else none
+    twin_name_or_path: str | None = None
 
     @property
     def name_or_path(self) -> str | None:
@@ -160,7 +170,7 @@ GROUPS = ("objective", "model", "size", "task", "trainer", "logger", "prune", "c
 def load_prune_config(cfg: DictConfig) -> PruneConfig:
     """Check a composed `prune` config and return its typed view (raises UserError)."""
     container = resolve_container(cfg)
-    build_top_level(TrainingRunKeys, container, GROUPS)
+    run = build_top_level(PruneRunKeys, container, GROUPS)
     if "objective" in container:  # composed for model/*.yaml's sake; checked all the same
         build_group(ObjectiveConfig, container["objective"], "objective")
     # when model.name_or_path is not a task model yet, it is fine-tuned into <run>/finetune
@@ -179,9 +189,14 @@ def load_prune_config(cfg: DictConfig) -> PruneConfig:
         distill_cfg = build_distill_cfg(container, MADE_BY_THE_RUN)
         check_nested(load_distill_config, distill_cfg,
                      "compression (the student, built by distill)")
+    if run.twin_name_or_path is not None:
+        require("attention_gradients" in settings.experiments, "twin_name_or_path is the "
+                "twin arm of prune.experiments=[attention_gradients]; add it, or drop the twin")
+        check_fine_tuned_twin(run.twin_name_or_path, "twin_name_or_path", finetune.seed,
+                              finetune.model.name_or_path, "model.name_or_path")
     return PruneConfig(
         finetune=finetune, finetune_cfg=finetune_cfg, prune=settings, compression=compression,
         distill_cfg=distill_cfg, task=finetune.task, trainer=finetune.trainer,
         logger=finetune.logger, seed=finetune.seed, data_dir=finetune.data_dir,
-        cache_dir=finetune.cache_dir,
+        cache_dir=finetune.cache_dir, twin_name_or_path=run.twin_name_or_path,
     )

@@ -3,15 +3,25 @@ from `model.name_or_path` (any Hugging Face checkpoint, this program's outputs i
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import logging
+from functools import lru_cache
 from pathlib import Path
 
 import torch
 import transformers
-from transformers import AutoConfig, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    PretrainedConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
 
 from bertology import families
 from bertology.config.groups import ModelConfig, SizeConfig
+from bertology.config.path_checks import resolve_checkpoint
 from bertology.errors import UserError, require
 from bertology.families import FAMILIES, Family
 from bertology.models.electra_pair import ElectraPair, build_electra_pair, electra_configs
@@ -135,6 +145,49 @@ def build_random_twin(model_dir: Path, seed: int) -> PreTrainedModel:
     with torch.random.fork_rng():  # the run's own random stream goes on untouched
         torch.manual_seed(seed)
         return model_class._from_config(config)
+
+
+def twin_seed(seed: int, checkpoint: str | None = None) -> int:
+    """The seed the random-init twin of a run of seed `seed` is drawn with, wherever a twin
+    is drawn from a checkpoint's architecture: the probe's twin encoder, a finetune run's
+    init=random encoder, prune's twin arm. One rule, so that a twin fine-tuned with seed s
+    starts from exactly the weights a probe of seed s contrasts with (finetuning_top_layers
+    compares the two by CKA). With the checkpoint, its weights are mixed in
+    (checkpoint_digest): the members of a checkpoint population, one architecture probed with
+    one seed, each get a twin of their own (a twin they shared would add noise common to them
+    all, which their spread cannot show: study/population.py). Without: seed + 1, so that an
+    init=random model (drawn at s) and its twin differ."""
+    if checkpoint is None:
+        return seed + 1
+    digest = hashlib.sha256(f"twin:{seed + 1}:{checkpoint_digest(checkpoint)}".encode())
+    return int(digest.hexdigest()[:15], 16)
+
+
+@lru_cache(maxsize=16)
+def checkpoint_digest(checkpoint: str) -> str:
+    """sha256 of a checkpoint's safetensors files, so one set of weights has one twin whatever
+    path or hub id names it; the name itself where no local file holds it (a hub id no
+    installed package mirrors). About 0.2 s for MiniLM's 90 MB, once a process."""
+    path = Path(resolve_checkpoint(checkpoint))
+    files = sorted(path.glob("*.safetensors")) if path.is_dir() else []
+    if not files:
+        return checkpoint
+    digest = hashlib.sha256()
+    for file in files:
+        with file.open("rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 22), b""):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def draw_random_encoder(config: PretrainedConfig, seed: int) -> PreTrainedModel:
+    """The encoder (AutoModel) of config's architecture with fresh weights drawn after
+    torch.manual_seed(seed) (its initializer_range), in config's attention implementation.
+    The weights depend on the architecture and the seed alone, not on task fields
+    (num_labels) or the class the config was saved from."""
+    torch.manual_seed(seed)
+    config = copy.deepcopy(config)
+    return AutoModel.from_config(config, attn_implementation=config._attn_implementation)
 
 
 def count_parameters(model: torch.nn.Module) -> int:

@@ -28,6 +28,7 @@ from transformers import (
 from bertology.config.groups import HeadConfig
 from bertology.errors import UserError, require
 from bertology.families import family_of_checkpoint
+from bertology.models.build import draw_random_encoder, twin_seed
 from bertology.models.weights import load_safetensors_model
 from bertology.run.atomic import write_dir_atomic
 
@@ -172,8 +173,10 @@ def layer_lr_scale(name: str, num_layers: int, decay: float,
 
 
 def build_task_model(name_or_path: str | None, config, kind: str, labels: list[str],
-                     head: HeadConfig, random_init: bool, attn_implementation: str) -> TaskModel:
-    """From a checkpoint (or a config, for random init); the task head is newly initialised."""
+                     head: HeadConfig, random_init: bool, attn_implementation: str,
+                     seed: int = 0) -> TaskModel:
+    """From a checkpoint (or a config, for random init); the task head is newly initialised.
+    random_init: the encoder is the random-init twin of seed `seed` (load_twin_encoder)."""
     auto = AUTO_CLASSES[kind]
     if kind != "qa":
         config.num_labels = len(labels)
@@ -181,10 +184,25 @@ def build_task_model(name_or_path: str | None, config, kind: str, labels: list[s
         config.label2id = {label: i for i, label in enumerate(labels)}
     if random_init or name_or_path is None:
         model = auto.from_config(config, attn_implementation=attn_implementation)
+        if random_init:
+            load_twin_encoder(model, seed, name_or_path)
     else:
         model = load_safetensors_model(auto, name_or_path, config=config,
                              attn_implementation=attn_implementation)
     return TaskModel(model, kind, head)
+
+
+def load_twin_encoder(model: PreTrainedModel, seed: int, checkpoint: str | None) -> None:
+    """The task model's encoder becomes the random-init twin of seed `seed`: the weights a
+    probe of that seed contrasts with (models/build.py twin_seed), so that the twin fine-tuned
+    here and the probe's twin are one network before and after fine-tuning (CKA compares
+    them layer by layer). Drawn beside the run's random stream, which goes on untouched."""
+    with torch.random.fork_rng():
+        twin = draw_random_encoder(model.config, twin_seed(seed, checkpoint))
+    # an encoder class may keep a pooler the task class drops (RoBERTa): unexpected, unused
+    missing, _ = model.base_model.load_state_dict(twin.state_dict(), strict=False)
+    require(not missing, f"the random-init twin's encoder lacks {', '.join(missing)} of "
+            f"{type(model).__name__}'s encoder")
 
 
 def save_task_model(model: TaskModel, path: Path) -> None:
@@ -193,7 +211,6 @@ def save_task_model(model: TaskModel, path: Path) -> None:
     if model.head is not None:
         save_model(model.head, str(path / "head.safetensors"))
         (path / "head.json").write_text(json.dumps(vars(model.head_cfg), indent=2) + "\n")
-
 
 
 def write_task_model(model: TaskModel, tokenizer, path: Path) -> None:

@@ -124,7 +124,7 @@ def run_seed(ctx: SeedContext, seed: int, seed_dir: Path) -> dict[str, float]:
     model = build_task_model(config.model.name_or_path, copy.deepcopy(ctx.model_config),
                              config.task.kind, ctx.data.labels, config.head,
                              random_init=config.init == "random",
-                             attn_implementation=config.model.attn_implementation)
+                             attn_implementation=config.model.attn_implementation, seed=seed)
     log.info("seed %d: %.2fM parameters, %.2fM trained", seed, count_parameters(model) / 1e6,
              sum(p.numel() for p in model.parameters() if p.requires_grad) / 1e6)
     tracker = build_tracker(config.logger, seed_dir, ctx.raw_config,

@@ -97,8 +97,9 @@ def build_context(config: ProbeConfig, out_dir: Path) -> ProbeContext:
     if config.model.name_or_path is None:
         ctx.encoders["model"] = build_random_encoder(config, splits)
     tokenizers = [ctx.encoder("model").tokenizer]
-    if config.compare_to is not None:
-        tokenizers.append(ctx.encoder("compare").tokenizer)
+    for which, path in (("compare", config.compare_to), ("compare_twin", config.compare_to_twin)):
+        if path is not None:
+            tokenizers.append(ctx.encoder(which).tokenizer)
     ctx.splits = keep_whole(splits, tokenizers, config.task.max_seq_length)
     # Every analysis's intervals resample eval sentences: one sentence has no spread to draw
     require(len(ctx.splits.eval) >= MIN_BOOTSTRAP_ITEMS, f"task={config.task.name}: "
@@ -114,6 +115,8 @@ def resolve_model_path(config: ProbeConfig) -> ProbeConfig:
     """Hub ids that an installed package mirrors become that package's dir."""
     if config.compare_to is not None:
         config.compare_to = resolve_checkpoint(config.compare_to)
+    if config.compare_to_twin is not None:
+        config.compare_to_twin = resolve_checkpoint(config.compare_to_twin)
     if config.model.name_or_path is not None:
         config.model.name_or_path = resolve_checkpoint(config.model.name_or_path)
     return config

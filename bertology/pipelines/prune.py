@@ -59,7 +59,10 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     config = load_prune_config(cfg)
     check_schedule(config)
     model_path = resolve_task_model(config, out_dir / "finetune")
+    twin_path = resolve_twin_model(config, out_dir / "finetune_twin")
     ctx = build_context(config, model_path, out_dir)
+    if twin_path is not None:
+        ctx.twin = load_task_model(twin_path, config, ctx.data.labels, "twin_name_or_path")
     if "matrix" in config.prune.experiments:
         ctx.student_path = resolve_student(config, model_path, out_dir / "distill")
     tracker = build_tracker(config.logger, out_dir, OmegaConf.to_container(cfg, resolve=True),
@@ -81,7 +84,8 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     return tracker.finish(metrics)
 
 
-SPECIAL = "prune/special/"  # attention_gradients: examples within every layer's window only
+# attention_gradients, on the model and its twin: examples within every layer's window only
+SPECIAL = ("prune/special/", "prune/twin/special/")
 
 
 def write_prune_replicates(out_dir: Path, ctx: PruneContext) -> None:
@@ -132,6 +136,29 @@ def resolve_task_model(config: PruneConfig, finetune_dir: Path) -> str:
     return str(finetune_dir / "model")
 
 
+def resolve_twin_model(config: PruneConfig, finetune_dir: Path) -> str | None:
+    """attention_gradients' twin arm: twin_name_or_path as given; where the run fine-tunes the
+    model itself, the random-init twin fine-tuned the same way (init=random: the same recipe,
+    data and seed) into <run>/finetune_twin; None where the model was fine-tuned elsewhere and
+    no twin is given (its recipe is not known here), said in the log."""
+    if "attention_gradients" not in config.prune.experiments:
+        return None
+    if config.twin_name_or_path is not None:
+        return resolve_checkpoint(config.twin_name_or_path)
+    path = config.name_or_path
+    if path is not None and is_task_checkpoint(load_checkpoint_config(resolve_checkpoint(path)),
+                                               config.task.kind):
+        log.warning("no twin_name_or_path: prune/twin/special/* are not measured (give the "
+                    "random-init twin fine-tuned as %s was: a finetune run with init=random "
+                    "and seed=%d)", path, config.seed)
+        return None
+    twin_cfg = config.finetune_cfg.copy()
+    twin_cfg.init = "random"
+    run_nested("finetune", twin_cfg, finetune_dir, "the random-init twin, fine-tuned as the "
+               "model is (init=random)")
+    return str(finetune_dir / "model")
+
+
 def resolve_student(config: PruneConfig, teacher_path: str, distill_dir: Path) -> str:
     """compression.student_path, or a student distilled here from the model being pruned
     (`bertology distill` into <run>/distill; a finished one is reused)."""
@@ -143,10 +170,11 @@ def resolve_student(config: PruneConfig, teacher_path: str, distill_dir: Path) -
     return str(distill_dir / "model")
 
 
-def load_task_model(path: str, config: PruneConfig, labels: list[str]) -> TaskModel:
+def load_task_model(path: str, config: PruneConfig, labels: list[str],
+                    key: str = "model.name_or_path") -> TaskModel:
     """The fine-tuned model, checked, in fp32 on the CPU; a head-pruned one keeps its heads."""
     model_config = load_checkpoint_config(path)
-    check_task_checkpoint(path, model_config, "model.name_or_path", config.task.kind,
+    check_task_checkpoint(path, model_config, key, config.task.kind,
                           config.task.name, labels)
     model = load_pruned(path, AUTO_CLASSES[config.task.kind], attn_implementation="sdpa")
     return TaskModel(model.to("cpu", torch.float32), config.task.kind, HeadConfig()).eval()

@@ -12,6 +12,11 @@ A no-op sink has a high attention share and a low gradient share. Deviation: Cla
 take the masked-LM loss of pretrained BERT on [SEP] alone; here the loss is the fine-tuned
 model's task loss (the prune pipeline's model), and [CLS] and [SEP] are pooled, since which of
 them a model uses as its sink differs (all-MiniLM-L6-v2 attends to [CLS] far more).
+
+With a twin (the random-init twin fine-tuned the same way: prune's twin_name_or_path), the same
+shares are measured on it, on the same examples, under prune/twin/special/ (and its accuracy
+under prune/twin/original/): a fine-tuned random-init MiniLM shows the gap too, so only the
+part pretraining adds is a claim about the model (special_token_gradients).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from tqdm.auto import tqdm
 
 from bertology.data.encode import build_collate
 from bertology.errors import require
-from bertology.models.task_model import INPUT_KEYS
+from bertology.models.task_model import INPUT_KEYS, TaskModel
 from bertology.models.windows import fitting, log_fitting
 from bertology.pruning.importance import eager_attention, evaluating
 from bertology.pruning.prune_context import PruneContext
@@ -57,13 +62,13 @@ def compute_shares(weights: torch.Tensor, grads: torch.Tensor, attention_mask: t
     return (attention * queries).sum(-1) / count, (gradient * queries).sum(-1) / count
 
 
-def collect_shares(ctx: PruneContext) -> tuple[np.ndarray, np.ndarray]:
-    """(examples, layers, heads) attention and gradient shares over the eval set. The loss is
-    summed over the batch: an example's attention weights reach only its own loss, so each
-    gets the gradient of its own loss."""
-    require(ctx.model.kind == "classification", "prune.experiments=[attention_gradients] "
-            f"needs a classification task; task={ctx.config.task.name} is {ctx.model.kind}")
-    model = ctx.model.model
+def collect_shares(ctx: PruneContext, task_model: TaskModel) -> tuple[np.ndarray, np.ndarray]:
+    """(examples, layers, heads) attention and gradient shares of a task model over the eval
+    set. The loss is summed over the batch: an example's attention weights reach only its own
+    loss, so each gets the gradient of its own loss."""
+    require(task_model.kind == "classification", "prune.experiments=[attention_gradients] "
+            f"needs a classification task; task={ctx.config.task.name} is {task_model.kind}")
+    model = task_model.model
     collate = build_collate(ctx.tokenizer.pad_token_id)
     size = ctx.config.prune.batch_size
     attention, gradient = [], []
@@ -85,28 +90,40 @@ def collect_shares(ctx: PruneContext) -> tuple[np.ndarray, np.ndarray]:
 
 
 def run_attention_gradients(ctx: PruneContext) -> dict[str, float]:
-    attention, gradient = collect_shares(ctx)  # (examples, layers, heads)
+    metrics = measure_shares(ctx, ctx.model, "prune/special")
+    if ctx.twin is not None and metrics:
+        metrics.update(measure_shares(ctx, ctx.twin, "prune/twin/special"))
+        scores = ctx.evaluate(ctx.twin, record="prune/twin/original")
+        metrics.update({f"prune/twin/original/{k}": v for k, v in scores.items()})
+        log.info("the twin: %s %.4f", ctx.metric, scores[ctx.metric])
+    return metrics
+
+
+def measure_shares(ctx: PruneContext, task_model: TaskModel, prefix: str) -> dict[str, float]:
+    """The shares of one task model, meaned over examples, layers and heads (and per layer),
+    as <prefix>/attention_share, gradient_share, share_gap; their replicates into ctx."""
+    attention, gradient = collect_shares(ctx, task_model)  # (examples, layers, heads)
     # a local-window layer (ModernBERT) cannot reach [CLS] from far along a long example
     lengths = [len(f["input_ids"]) for f in ctx.eval_features]
-    keep, line = fitting(ctx.model.model.config, lengths, "examples", "special-token gradients")
+    keep, line = fitting(task_model.model.config, lengths, "examples", "special-token gradients")
     log_fitting(log, keep, line)
     if keep is not None:
         if not keep:
             return {}
         attention, gradient = attention[keep], gradient[keep]  # (kept, layers, heads) each
     gap = attention - gradient
-    metrics = {"prune/special/attention_share": float(attention.mean()),
-               "prune/special/gradient_share": float(gradient.mean()),
-               "prune/special/share_gap": float(gap.mean())}
-    replicates = {"prune/special/attention_share": attention.mean(axis=(1, 2)),
-                  "prune/special/gradient_share": gradient.mean(axis=(1, 2)),
-                  "prune/special/share_gap": gap.mean(axis=(1, 2))}
+    metrics = {f"{prefix}/attention_share": float(attention.mean()),
+               f"{prefix}/gradient_share": float(gradient.mean()),
+               f"{prefix}/share_gap": float(gap.mean())}
+    replicates = {f"{prefix}/attention_share": attention.mean(axis=(1, 2)),
+                  f"{prefix}/gradient_share": gradient.mean(axis=(1, 2)),
+                  f"{prefix}/share_gap": gap.mean(axis=(1, 2))}
     for layer in range(attention.shape[1]):
         for name, values in (("attention_share", attention), ("gradient_share", gradient)):
-            key = f"prune/special/layer_{layer + 1:02d}/{name}"
+            key = f"{prefix}/layer_{layer + 1:02d}/{name}"
             metrics[key] = float(values[:, layer].mean())
             replicates[key] = values[:, layer].mean(axis=1)
     ctx.replicates.update({k: compute_mean_replicates(v) for k, v in replicates.items()})
-    log.info("special tokens: %.3f of attention, %.3f of the loss gradient on attention",
-             metrics["prune/special/attention_share"], metrics["prune/special/gradient_share"])
+    log.info("%s: %.3f of attention, %.3f of the loss gradient on attention on [CLS]/[SEP]",
+             prefix, metrics[f"{prefix}/attention_share"], metrics[f"{prefix}/gradient_share"])
     return metrics

@@ -70,6 +70,7 @@ class PruneContext:
     base: dict[str, float] = field(default_factory=dict)  # the unpruned model's eval scores
     curves: dict[tuple[str, int | None], Curve] = field(default_factory=dict)
     pruned: TaskModel | None = None  # removal's model, saved to model/
+    twin: TaskModel | None = None  # attention_gradients: the random-init twin, fine-tuned alike
     student_path: str | None = None  # the matrix's distilled student
     # metric key -> bootstrap replicates over eval examples (run/replicates.py), of every
     # evaluation recorded under a name; written to replicates/prune.csv

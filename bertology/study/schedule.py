@@ -11,9 +11,12 @@ fine-tuned on a sample of SST-2 first, once per seed (seed s's job reads the mod
 with seed s: data order and head initialisation differ, so the seeds replicate what the claims
 are about, a fine-tuned model, rather than re-measure one), passed to them by the
 `{sst2_model}` placeholder of their `reproduce:` overrides (the catalogue's CPU-budget
-settings). Two steps run side by side where there are two cores (`--lanes`), each on one
-thread, except the studies that time latency (`alone: true`), which run last, alone. The
-report over every study dir lands in <out>/report/REPORT.md, with a verdict for every finding.
+settings). Beside each, its random-init twin is fine-tuned the same way (init=random: the same
+recipe, data and seed, from the weights a probe of that seed contrasts with), passed by
+`{sst2_twin}`: the twin arm of finetuning_top_layers and special_token_gradients. Two steps
+run side by side where there are two cores (`--lanes`), each on one thread, except the studies
+that time latency (`alone: true`), which run last, alone. The report over every study dir lands
+in <out>/report/REPORT.md, with a verdict for every finding.
 
 `--encoders minilm bert modernbert` also pretrains each encoder named after MiniLM and reruns
 on it the studies that read a model (encoders.py), each judged in its own report, and adds the
@@ -45,6 +48,9 @@ from bertology.study.summary import write_summary
 SST2_MODEL = ["finetune", "model=minilm", "task=sst2", "trainer=finetune_cpu",
               "trainer.max_train_examples=4000", "trainer.epochs=1", "logger=none"]
 SST2_SEEDS = (0, 1, 2)
+# placeholder -> the overrides that make its models beside SST2_MODEL: MiniLM fine-tuned, and its
+# random-init twin fine-tuned the same way
+SST2_MODELS = {"sst2_model": [], "sst2_twin": ["init=random"]}
 
 log = logging.getLogger("bertology.reproduce")
 
@@ -143,15 +149,21 @@ def run_logged(step: Step, threads: int | None) -> tuple[int, float]:
     return status, seconds
 
 
-def reads_sst2_model(spec: dict) -> bool:
-    """Whether a study's `reproduce:` overrides read the fine-tuned SST-2 models."""
-    return any("{sst2_model}" in override for override in spec["overrides"])
+def reads_sst2_model(spec: dict, kinds=tuple(SST2_MODELS)) -> bool:
+    """Whether a study's `reproduce:` overrides read the fine-tuned SST-2 models (or twins)."""
+    return any(f"{{{kind}}}" in override for override in spec["overrides"] for kind in kinds)
 
 
-def sst2_model_of_the_job(root: Path) -> str:
-    """The path the `{sst2_model}` placeholder becomes: the model fine-tuned with the job's
-    own seed (an interpolation Hydra resolves per job of the sweep)."""
-    return str(root / "sst2_model" / "seed_${seed}" / "model")
+def sst2_model_of_the_job(root: Path, kind: str = "sst2_model") -> str:
+    """The path the `{sst2_model}` (`{sst2_twin}`) placeholder becomes: the model (its twin)
+    fine-tuned with the job's own seed (an interpolation Hydra resolves per job of the sweep)."""
+    return str(root / kind / "seed_${seed}" / "model")
+
+
+def fill_placeholders(override: str, root: Path) -> str:
+    for kind in SST2_MODELS:
+        override = override.replace(f"{{{kind}}}", sst2_model_of_the_job(root, kind))
+    return override
 
 
 @dataclass(frozen=True)
@@ -173,15 +185,18 @@ class Encoder:
                     after=(*self.after, *after), alone=alone)
 
 
-def sst2_model_steps(encoder: Encoder) -> list[Step]:
-    """The encoder fine-tuned on SST-2 once per seed, into <root>/sst2_model; a model made by
-    an earlier run is reused."""
+def sst2_model_steps(encoder: Encoder, kinds=tuple(SST2_MODELS)) -> list[Step]:
+    """The encoder fine-tuned on SST-2 once per seed, into <root>/sst2_model, and its
+    random-init twin the same way, into <root>/sst2_twin (of `kinds`, those some study
+    reads); a model made by an earlier run is reused."""
     steps = []
-    for seed in encoder.seeds:
-        run_dir = encoder.root / "sst2_model" / f"seed_{seed}"
-        if not (run_dir / "metrics.json").exists():
-            steps.append(encoder.step(f"sst2_model seed {seed}", [
-                *SST2_MODEL, *encoder.extra, f"seed={seed}", f"hydra.run.dir={run_dir}"]))
+    for kind, extra in ((k, v) for k, v in SST2_MODELS.items() if k in kinds):
+        for seed in encoder.seeds:
+            run_dir = encoder.root / kind / f"seed_{seed}"
+            if not (run_dir / "metrics.json").exists():
+                steps.append(encoder.step(f"{kind} seed {seed}", [
+                    *SST2_MODEL, *encoder.extra, *extra, f"seed={seed}",
+                    f"hydra.run.dir={run_dir}"]))
     return steps
 
 
@@ -189,8 +204,7 @@ def study_steps(studies: dict[str, dict], encoder: Encoder, models: list[Step]) 
     """A sweep per study into <root>/<study>; one that reads the SST-2 models waits for them."""
     steps = []
     for study, spec in studies.items():
-        overrides = [o.replace("{sst2_model}", sst2_model_of_the_job(encoder.root))
-                     for o in spec["overrides"]]
+        overrides = [fill_placeholders(o, encoder.root) for o in spec["overrides"]]
         command = [spec["pipeline"], "-m", f"experiment={spec['bundle']}", "logger=none",
                    *overrides, *encoder.extra, *seed_override(encoder),
                    f"hydra.sweep.dir={encoder.root / study}"]
@@ -207,7 +221,8 @@ def seed_override(encoder: Encoder) -> list[str]:
 
 def encoder_steps(studies: dict[str, dict], encoder: Encoder) -> list[Step]:
     """The encoder's SST-2 models (where a study reads them), then its studies."""
-    models = sst2_model_steps(encoder) if any(map(reads_sst2_model, studies.values())) else []
+    kinds = [k for k in SST2_MODELS if any(reads_sst2_model(s, (k,)) for s in studies.values())]
+    models = sst2_model_steps(encoder, kinds)
     return [*models, *study_steps(studies, encoder, models)]
 
 
