@@ -186,7 +186,7 @@ def test_a_population_pretrains_each_member_with_its_seed_and_judges_them_togeth
         tmp_path, monkeypatch):
     """`--population 3`: three BERTs of one recipe that differ in the seed, each with its own
     cache dir; each member's studies run with its own seed on its own model (and its SST-2
-    model of that seed); one report reads every member's study dirs."""
+    model and fine-tuned twin of that seed); one report reads every member's study dirs."""
     monkeypatch.setenv("BERTOLOGY_CACHE_DIR", str(tmp_path / "cache"))
     commands = record_commands(monkeypatch)
     reproduce.main(["--out", str(tmp_path / "out"), "--population", "3",
@@ -202,8 +202,8 @@ def test_a_population_pretrains_each_member_with_its_seed_and_judges_them_togeth
         assert {c[c.index("-m") + 1] for c in sweeps} == {"experiment=study_probe_pos",
                                                            "experiment=study_finetune_sst2"}
         assert all(f"seed={seed}" in c for c in sweeps)
-        (model,) = [c for c in on_member if "-m" not in c]  # one SST-2 model: its own seed
-        assert f"seed={seed}" in model
+        models = [c for c in on_member if "-m" not in c]  # its SST-2 model and twin: its seed
+        assert len(models) == 2 and all(f"seed={seed}" in c for c in models)
     (report,) = [c for c in commands if c[0] == "report"]
     assert report[-1] == f"hydra.run.dir={tmp_path}/out/population/report"
     assert len(report[1:-1]) == 6  # 3 members x 2 studies
