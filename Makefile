@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 TORCH   ?= torch==2.13.0
 export BERTOLOGY_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: help setup test test-slow tables lint bench reproduce default-runs clean
+.PHONY: help setup test test-slow tables lint bench reproduce reproduce-population default-runs clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -40,6 +40,13 @@ ENCODERS ?= minilm
 
 reproduce:  ## every finding at CPU scale, then the report (outputs/reproduce/<stamp>/report/REPORT.md)
 	$(BIN)/python -m bertology.reproduce --encoders $(ENCODERS)
+
+# make reproduce-population POPULATION=5: the model-reading findings judged across that many BERTs
+# pretrained here with seeds 0..K-1 (docs/reproduce.md, "The checkpoint population")
+POPULATION ?= 5
+
+reproduce-population:  ## pretrain K BERTs, run the model-reading studies on each, judge them across the K
+	$(BIN)/python -m bertology.reproduce --population $(POPULATION)
 
 default-runs:  ## time the default pretrain and probe runs; writes docs/default_runs.md (the docs' one source)
 	$(BIN)/python bench/default_runs.py

@@ -51,6 +51,10 @@ def test_ids_are_written_beside_their_replicates_and_read_by_column(tmp_path):
     write_replicates(tmp_path, "old", {"eval/c": np.zeros(3)})  # a file without ids
     assert (tmp_path / "replicates" / f"scored{ITEMS_SUFFIX}").exists()
     assert read_item_ids(tmp_path) == {"eval/a": ["x", "y"], "eval/b": ["x", "y"]}
+    assert RunDir(tmp_path).item_pools == {}  # no pool recorded
+    write_replicates(tmp_path, "scored", {"eval/a": np.zeros(3), "eval/b": np.ones(3)},
+                     ["x", "y"], pool=10)
+    assert RunDir(tmp_path).item_pools == {"eval/a": 10, "eval/b": 10}
     assert set(read_replicates(tmp_path)) == {"eval/a", "eval/b", "eval/c"}  # csv only
     write_replicates(tmp_path, "scored", {"eval/a": np.zeros(3)})  # rewritten without ids
     assert read_item_ids(tmp_path) == {}
@@ -139,6 +143,9 @@ def test_probe_runs_record_the_sentences_they_scored_in_replicate_order(tmp_path
                                       config.max_eval_sentences, config.sample_seed)
         sentences.append([tuple(s.words) for s in scored.eval])
         assert ids[-1] == compute_sentence_ids(scored.eval)
+        # the pool: the synthetic task's eval share of 400 sentences, 50 of them scored
+        assert RunDir(out).item_pools["probe/layer_00/accuracy"] == scored.eval_pool
+        assert scored.eval_pool > len(scored.eval) == 50
     shared = set(sentences[0]) & set(sentences[1])
     assert shared, "the two samples share no sentence; the check below would be vacuous"
     for words in shared:

@@ -464,3 +464,20 @@ def test_seeds_at_one_floor_whose_resamples_vary_are_not_exact():
     estimate = combine_seeds([0.0, 0.0, 0.0], moving)
     assert estimate.variance == 0.0 and not estimate.exact
     assert not TTest(estimate, -0.25, "greater").measured
+
+
+def test_the_items_note_asks_only_for_items_the_eval_set_holds():
+    """The dominated study above asks for more items; where its runs scored the whole eval
+    set (headroom 1) or half of it (2×, less than it asks) the items do not exist and the
+    verdict is inconclusive, saying so; with a set 50× larger the note stands."""
+    needed = math.ceil(shared_items_result(0.02, 0.001, 0.03).tests[0].items_needed())
+    assert 2 < needed <= 10
+    for room, verdict in ((1.0, "inconclusive"), (2.0, "inconclusive"),
+                          (50.0, "underpowered")):
+        result = shared_items_result(0.02, 0.001, 0.03)
+        result.headrooms = [room]
+        result.raw, result.raw_note = classify(result, 0.05)
+        assert result.raw == verdict
+        assert ("more items, not seeds" in result.raw_note) == (verdict == "underpowered")
+        if verdict == "inconclusive":
+            assert f"the eval set holds {room:.3g}× the items scored" in result.raw_note

@@ -323,7 +323,8 @@ def run(ctx: ProbeContext, settings: GeometrySettings) -> dict[str, float]:
                             compute_layer_replicates(x, plans, offsets, weights).items()})
     task = ctx.config.task.name
     write_table(ctx.out_dir, f"geometry_{task}", rows)
-    write_replicates(ctx.out_dir, f"geometry_{task}", columns, compute_sentence_ids(sentences))
+    write_replicates(ctx.out_dir, f"geometry_{task}", columns, compute_sentence_ids(sentences),
+                     ctx.splits.eval_pool)
     plot_layer_curves(rows, list(MEASURES), f"contextuality (Ethayarajh, 2019): {task}",
                       ctx.out_dir, f"geometry_{task}")
     if ctx.config.compare_to is not None:

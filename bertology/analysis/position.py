@@ -90,7 +90,8 @@ def run(ctx, settings: PositionSettings) -> dict[str, float]:
     majority = float((evaluation.labels == np.bincount(train.labels).argmax()).mean())
     name = f"position_{ctx.config.task.name}"
     write_table(ctx.out_dir, name, rows)
-    write_replicates(ctx.out_dir, name, columns, compute_sentence_ids(ctx.sentences("eval")))
+    write_replicates(ctx.out_dir, name, columns, compute_sentence_ids(ctx.sentences("eval")),
+                     ctx.splits.eval_pool)
     plot_layer_curves([{**r, "model": SERIES[r["model"]]} for r in rows], ["accuracy"],
                       f"position probe ({classes} classes): {ctx.config.task.name}",
                       ctx.out_dir, name,

@@ -153,4 +153,4 @@ def keep_whole(splits: ProbeSplits, tokenizers: list[PreTrainedTokenizerBase],
         require(kept, f"no {split} sentence fits task.max_seq_length={max_length}; raise it")
         return kept
 
-    return ProbeSplits(whole(splits.train, "train"), whole(splits.eval, "eval"))
+    return ProbeSplits(whole(splits.train, "train"), whole(splits.eval, "eval"), splits.eval_pool)

@@ -255,7 +255,8 @@ def run_probes(ctx, settings, kind: str, prefix: str) -> dict[str, float]:
     name = f"{kind}_{ctx.config.task.name}"
     write_table(ctx.out_dir, name, rows)
     # the eval sentences, in the order the replicates resample them (the report's overlap)
-    write_replicates(ctx.out_dir, name, columns, compute_sentence_ids(ctx.sentences("eval")))
+    write_replicates(ctx.out_dir, name, columns, compute_sentence_ids(ctx.sentences("eval")),
+                     ctx.splits.eval_pool)
     title = f"{kind} probe: {ctx.config.task.name}"
     if seeds_vary_only_the_control(kind, settings, data, ctx.config.seeds):
         log.info("%s probe: every seed trains on the same %d words (max_train_words=%s) and "

@@ -272,7 +272,7 @@ def run(ctx, settings: StructuralSettings) -> dict[str, float]:
     metrics = [m for kind in settings.probes for m in METRICS[kind]]
     write_table(ctx.out_dir, f"structural_{task}", rows)
     write_replicates(ctx.out_dir, f"structural_{task}", columns,
-                     compute_sentence_ids(evaluation))
+                     compute_sentence_ids(evaluation), ctx.splits.eval_pool)
     layered = [row for row in rows if row["model"] != "linear_baseline"]
     plot_layer_curves(layered, metrics, f"structural probes (Hewitt & Manning, 2019): {task}",
                       ctx.out_dir, f"structural_{task}",

@@ -34,6 +34,7 @@ class ProbeSentence:
 class ProbeSplits:
     train: list[ProbeSentence]
     eval: list[ProbeSentence]
+    eval_pool: int = 0  # the eval file's sentences before max_eval_sentences: what more exist
 
 
 # ---------------------------------------------------------------- readers
@@ -118,17 +119,19 @@ def load_probe_sentences(task: TaskConfig, data_dir: Path, max_train: int | None
     if task.format == "synthetic":
         full = load_synthetic_sentences(task)
         splits = ProbeSplits(subsample(full.train, max_train, seed),
-                             subsample(full.eval, max_eval, seed + 1))
+                             subsample(full.eval, max_eval, seed + 1), len(full.eval))
     elif task.format == "conllu":
         root = resolve_path(task.path, data_dir, "task.path")
         splits = ProbeSplits(
             load_conllu_sentences(root / task.train_file, task.label_field, max_train, seed),
-            load_conllu_sentences(root / task.eval_file, task.label_field, max_eval, seed + 1))
+            load_conllu_sentences(root / task.eval_file, task.label_field, max_eval, seed + 1),
+            len(split_conllu_blocks(root / task.eval_file)))
     elif task.format == "conll03":
         root = resolve_path(task.path, data_dir, "task.path")
+        evaluation = load_conll03_sentences(root / task.eval_file, task)
         splits = ProbeSplits(
             subsample(load_conll03_sentences(root / task.train_file, task), max_train, seed),
-            subsample(load_conll03_sentences(root / task.eval_file, task), max_eval, seed + 1))
+            subsample(evaluation, max_eval, seed + 1), len(evaluation))
     else:
         raise UserError(f"task={task.name} ({task.format}) has no word labels to probe; use a "
                         f"tagging task: {PROBE_TASKS}")

@@ -36,6 +36,7 @@ class TaskData:
     train: list[dict]
     eval: list[dict]
     labels: list[str]  # index -> name; empty for qa
+    eval_pool: int = 0  # the eval split's size before task.max_eval_examples: what more exist
 
 
 def read_lines(path: Path) -> list[str]:
@@ -303,13 +304,14 @@ def load_task(task: TaskConfig, data_dir: Path, max_train_examples: int | None =
     require(train and evaluation, f"task={task.name}: no training or no eval examples; check "
             "the data files")
     train = subsample(train, max_train_examples, seed=0)
+    pool = len(evaluation)
     evaluation = subsample(evaluation, task.max_eval_examples, seed=1)
     check_train_classes(task, train, labels)
     require(len(evaluation) >= MIN_BOOTSTRAP_ITEMS, f"task={task.name}: {len(evaluation)} eval "
             f"example; the score's bootstrap interval resamples examples and needs "
             f"{MIN_BOOTSTRAP_ITEMS} or more (check the eval file and task.max_eval_examples)")
     log.info("task %s: %d train / %d eval examples", task.name, len(train), len(evaluation))
-    return TaskData(train, evaluation, labels)
+    return TaskData(train, evaluation, labels, pool)
 
 
 def check_train_classes(task: TaskConfig, train: list[dict], labels: list[str]) -> None:

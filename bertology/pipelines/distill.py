@@ -178,7 +178,7 @@ def compare(teacher: TaskModel, student: TaskModel, config: DistillConfig, data:
     student_prefix = "distill/student/"
     replicates.update({f"eval/{k[len(student_prefix):]}": v for k, v in replicates.items()
                        if k.startswith(student_prefix)})
-    write_replicates(out_dir, "eval", replicates, compute_item_ids(data.eval))
+    write_replicates(out_dir, "eval", replicates, compute_item_ids(data.eval), data.eval_pool)
     metrics["distill/speedup"] = (metrics["distill/teacher/latency_ms"]
                                   / metrics["distill/student/latency_ms"])
     metrics["distill/latency_threads"] = float(torch.get_num_threads())

@@ -150,7 +150,8 @@ def run_seed(ctx: SeedContext, seed: int, seed_dir: Path) -> dict[str, float]:
         replicates.update(shuffled_replicates)
     metrics["model/parameters"] = float(count_parameters(model))
     # the eval examples, in the order the replicates resample them (the report's overlap)
-    write_replicates(seed_dir, "eval", replicates, compute_item_ids(ctx.data.eval))
+    write_replicates(seed_dir, "eval", replicates, compute_item_ids(ctx.data.eval),
+                     ctx.data.eval_pool)
     write_predictions(rows, seed_dir / "predictions.jsonl")
     save_task_model_atomic(model, ctx.tokenizer, seed_dir / "model")
     return tracker.finish(metrics)

@@ -94,7 +94,8 @@ def write_prune_replicates(out_dir: Path, ctx: PruneContext) -> None:
     special = {k: v for k, v in ctx.replicates.items() if k.startswith(SPECIAL)}
     scored = {k: v for k, v in ctx.replicates.items() if not k.startswith(SPECIAL)}
     if scored:
-        write_replicates(out_dir, "prune", scored, compute_item_ids(ctx.data.eval))
+        write_replicates(out_dir, "prune", scored, compute_item_ids(ctx.data.eval),
+                         ctx.data.eval_pool)
     if special:
         write_replicates(out_dir, "prune_special", special)
 

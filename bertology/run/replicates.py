@@ -85,16 +85,17 @@ def compute_sentence_ids(sentences) -> list[str]:
 
 
 def write_replicates(out_dir: Path, name: str, columns: dict[str, np.ndarray],
-                     items: list[str] | None = None) -> Path:
+                     items: list[str] | None = None, pool: int | None = None) -> Path:
     """replicates/<name>.csv: one column per metric key, one row per resample (atomic); with
     items, the ids of the items every column resamples (in bootstrap_indices' order) go to
-    <name>.items.json first, so a csv never stands beside another list's ids."""
+    <name>.items.json first, so a csv never stands beside another list's ids; pool, the size
+    of the set they were drawn from, goes with them (how many more items a run could score)."""
     lengths = {len(v) for v in columns.values()}
     if len(lengths) != 1:
         raise ValueError(f"replicate columns differ in length: {sorted(lengths)}")
     path = out_dir / FOLDER / f"{name}.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_item_ids(path.with_name(f"{name}{ITEMS_SUFFIX}"), items)
+    write_item_ids(path.with_name(f"{name}{ITEMS_SUFFIX}"), items, pool)
     tmp = path.with_name(f".{path.name}.tmp")
     keys = sorted(columns)
     with writing(path), tmp.open("w", newline="") as handle:
@@ -106,14 +107,15 @@ def write_replicates(out_dir: Path, name: str, columns: dict[str, np.ndarray],
     return path
 
 
-def write_item_ids(path: Path, items: list[str] | None) -> None:
+def write_item_ids(path: Path, items: list[str] | None, pool: int | None = None) -> None:
     """The ids file (atomic); None removes a stale one (a rewrite without ids: unknown)."""
     if items is None:
         path.unlink(missing_ok=True)
         return
     tmp = path.with_name(f".{path.name}.tmp")
+    block = {"items": [str(i) for i in items], **({"pool": int(pool)} if pool else {})}
     with writing(path):
-        tmp.write_text(json.dumps({"items": [str(i) for i in items]}) + "\n")
+        tmp.write_text(json.dumps(block) + "\n")
     os.replace(tmp, path)
 
 
@@ -128,6 +130,19 @@ def read_replicates(run_dir: Path) -> dict[str, np.ndarray]:
         values = np.array(rows[1:], dtype=np.float64)  # (replicates, keys)
         columns.update({key: values[:, i] for i, key in enumerate(rows[0])})
     return columns
+
+
+def read_item_pools(run_dir: Path) -> dict[str, int]:
+    """The size of the set each replicate column's items were drawn from, by metric key, where
+    the run recorded it (read_item_ids' files)."""
+    pools: dict[str, int] = {}
+    for path in sorted((run_dir / FOLDER).glob(f"*{ITEMS_SUFFIX}")):
+        block = json.loads(path.read_text())
+        csv_path = path.with_name(path.name[: -len(ITEMS_SUFFIX)] + ".csv")
+        if isinstance(block, dict) and isinstance(block.get("pool"), int) and csv_path.exists():
+            with csv_path.open(newline="") as handle:
+                pools.update({key: block["pool"] for key in next(csv.reader(handle), [])})
+    return pools
 
 
 def read_item_ids(run_dir: Path) -> dict[str, list[str]]:

@@ -33,7 +33,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from bertology.errors import Interrupted, UserError
 from bertology.run.atomic import read_json, write_json_atomic
-from bertology.run.replicates import FOLDER, read_item_ids, read_replicates
+from bertology.run.replicates import FOLDER, read_item_ids, read_item_pools, read_replicates
 
 STATUS = "status.json"
 LOCK = ".lock"
@@ -158,6 +158,12 @@ class RunDir:
         """The ids of the items each replicate column resamples, by metric key ({} for a run
         made before runs recorded them: run/replicates.py)."""
         return self._read(FOLDER, lambda _: read_item_ids(self.path))
+
+    @cached_property
+    def item_pools(self) -> dict[str, int]:
+        """The size of the set each replicate column's items were drawn from, by metric key
+        (where the run recorded it)."""
+        return self._read(FOLDER, lambda _: read_item_pools(self.path))
 
     @property
     def finished(self) -> bool:

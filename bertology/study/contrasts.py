@@ -16,7 +16,7 @@ import numpy as np
 
 from bertology.errors import require
 from bertology.run.rundir import RunDir
-from bertology.study.evidence import Evidence, evaluate, evaluate_items
+from bertology.study.evidence import Evidence, evaluate, evaluate_headroom, evaluate_items
 from bertology.study.specs import Comparison
 from bertology.study.stats import (
     SignTest,
@@ -37,6 +37,7 @@ class Side:
     values: list[float]
     replicates: list[np.ndarray | None]
     items: list[list[str] | None]  # the ids its replicates resample (None: not recorded)
+    rooms: list[float | None]  # its eval set over the items scored (None: not recorded)
 
     @property
     def seeds(self) -> list:
@@ -55,6 +56,7 @@ class Contrast:
     terms: list[list[list[str] | None]]
     sides: tuple[Side, Side] | None = None  # unpaired (Welch)
     discrete: bool = False  # a discrete reduction: an exact sign test over seeds
+    headroom: float | None = None  # the most items a budget may ask for (× those scored)
 
 
 def selects(run: RunDir, evidence: Evidence) -> bool:
@@ -66,7 +68,15 @@ def collect(runs: list[RunDir], evidence: Evidence) -> Side:
     require(bool(chosen), f"no run matches {evidence.describe()}")
     pairs = [evaluate(evidence, r.metrics, r.replicates) for r in chosen]
     return Side(chosen, [v for v, _ in pairs], [reps for _, reps in pairs],
-                [evaluate_items(evidence, r.metrics, r.item_ids) for r in chosen])
+                [evaluate_items(evidence, r.metrics, r.item_ids) for r in chosen],
+                [evaluate_headroom(evidence, r.metrics, r.item_ids, r.item_pools)
+                 for r in chosen])
+
+
+def headroom_of(sides: list[Side]) -> float | None:
+    """The least headroom of the sides' runs (every eval set must grow), None if unknown."""
+    rooms = [room for side in sides for room in side.rooms]
+    return None if not rooms or None in rooms else min(rooms)
 
 
 def paired_by_seed(a: Side, b: Side) -> list[int] | None:
@@ -98,7 +108,8 @@ def contrast_runs(comparison: Comparison, runs: list[RunDir]) -> Contrast:
     if order is None:
         require(not discrete, f"{comparison.describe()}: a discrete reduction is judged seed "
                 "by seed; both sides need the same seeds")
-        return Contrast("unpaired (Welch)", [], [], [a.items, b.items], (a, b))
+        return Contrast("unpaired (Welch)", [], [], [a.items, b.items], (a, b),
+                        headroom=headroom_of([a, b]))
     values = [a.values[i] - (comparison.b if b is None else b.values[j])
               for i, j in enumerate(order)]
     reps = [None if a.replicates[i] is None or (b is not None and b.replicates[j] is None)
@@ -107,7 +118,7 @@ def contrast_runs(comparison: Comparison, runs: list[RunDir]) -> Contrast:
     terms = [a.items] + ([] if b is None else [[b.items[j] for j in order]])
     design = "paired by seed" if b is not None else "per seed"
     return Contrast(f"{design}, exact sign test" if discrete else design, values, reps, terms,
-                    discrete=discrete)
+                    discrete=discrete, headroom=headroom_of([a] + ([] if b is None else [b])))
 
 
 def contrast_twin(comparison: Comparison, runs: list[RunDir]) -> Contrast:
@@ -136,7 +147,8 @@ def contrast_twin(comparison: Comparison, runs: list[RunDir]) -> Contrast:
         reps.append(None if missing else sum(sign * np.asarray(r) for sign, _, r in parts))
     items = [[side.items[j] for j in order] for (_, side), order in zip(sides, orders)
              if isinstance(side, Side)]
-    return Contrast("paired by seed, difference in differences", values, reps, items)
+    return Contrast("paired by seed, difference in differences", values, reps, items,
+                    headroom=headroom_of([side for _, side in sides if isinstance(side, Side)]))
 
 
 def contrast_test(contrast: Contrast, comparison: Comparison

@@ -185,3 +185,13 @@ def evaluate_items(evidence: Evidence, metrics: dict[str, float],
     if not lists or any(ids is None or ids != lists[0] for ids in lists):
         return None
     return lists[0]
+
+
+def evaluate_headroom(evidence: Evidence, metrics: dict[str, float], item_ids: dict[str, list],
+                      pools: dict[str, int]) -> float | None:
+    """How many times its items the set they were drawn from holds (the run's eval set over
+    the items it scored): the most an items budget can ask of it; None where unrecorded."""
+    _, keys = layer_keys(metrics, evidence.metric)
+    rooms = [pools[k] / len(item_ids[k]) for k in keys
+             if k in pools and item_ids.get(k)]
+    return min(rooms) if rooms and len(rooms) == len(keys) else None

@@ -22,7 +22,7 @@ import numpy as np
 
 from bertology.errors import require
 from bertology.run.rundir import RunDir
-from bertology.study.contrasts import compare_runs, contrast_runs, selects
+from bertology.study.contrasts import contrast_runs, contrast_test, selects
 from bertology.study.evidence import Evidence, layer_keys
 from bertology.study.population import multibootstrap_of, population_members, population_test
 from bertology.study.results import replication_key
@@ -61,6 +61,8 @@ class FindingResult:
     # per comparison across a population: Sellam et al.'s multi-bootstrap (low, high, p),
     # reported beside the verdict's interval (population.py says why it does not decide)
     multibootstrap: list[tuple[float, float, float] | None] = field(default_factory=list)
+    # per comparison: how many times its items the runs' eval sets hold (None: unrecorded)
+    headrooms: list[float | None] = field(default_factory=list)
 
     @property
     def id(self) -> str:
@@ -132,10 +134,11 @@ def judge(spec: FindingSpec, runs: list[RunDir]) -> FindingResult:
         notes += [f"{name}: {collapse}" if members and collapse else collapse]
     compared = [compare(c, groups) for c in spec.comparisons]
     result = FindingResult(spec, [r for g in groups.values() for r in g],
-                           [t for t, _, _, _ in compared], [d for _, d, _, _ in compared],
-                           overlaps=[o for _, _, o, _ in compared], members=tuple(members),
-                           multibootstrap=[b for _, _, _, b in compared])
-    result.guard_tests = [compare(g, groups)[0] for g in spec.guards]
+                           [c.test for c in compared], [c.design for c in compared],
+                           overlaps=[c.overlap for c in compared], members=tuple(members),
+                           multibootstrap=[c.multibootstrap for c in compared],
+                           headrooms=[c.headroom for c in compared])
+    result.guard_tests = [compare(g, groups).test for g in spec.guards]
     tests = result.tests
     result.p_holds = max(t.p_holds for t in tests)  # intersection-union: every part must hold
     result.p_fails = min(1.0, len(tests) * min(t.p_fails for t in tests))  # Bonferroni: any
@@ -154,14 +157,36 @@ def judge(spec: FindingSpec, runs: list[RunDir]) -> FindingResult:
     return result
 
 
-def compare(comparison: Comparison, groups: dict[str, list[RunDir]]
-            ) -> tuple[TTest | SignTest, str, float | None, tuple[float, float, float] | None]:
-    """One comparison's test, design and item overlap: over one group's seeds, or across the
-    members of a population (then also the multi-bootstrap: low, high, p)."""
-    if len(groups) == 1:
-        return (*compare_runs(comparison, next(iter(groups.values()))), None)
+@dataclass(frozen=True)
+class Compared:
+    """One comparison judged: its test, how a − b was formed, the item overlap counted, the
+    multi-bootstrap (low, high, p) across a population, and the items headroom (how many
+    times its items the eval sets hold; None: unrecorded)."""
+
+    test: TTest | SignTest
+    design: str
+    overlap: float | None
+    multibootstrap: tuple[float, float, float] | None
+    headroom: float | None
+
+
+def compare(comparison: Comparison, groups: dict[str, list[RunDir]]) -> Compared:
+    """One comparison over one group's seeds, or across the members of a population."""
     contrasts = [contrast_runs(comparison, group) for group in groups.values()]
-    return (*population_test(contrasts, comparison), multibootstrap_of(contrasts, comparison))
+    rooms = [c.headroom for c in contrasts]
+    headroom = None if None in rooms else min(rooms)
+    if len(groups) == 1:
+        test, overlap = contrast_test(contrasts[0], comparison)
+        return Compared(test, contrasts[0].design, overlap, None, headroom)
+    test, design, overlap = population_test(contrasts, comparison)
+    return Compared(test, design, overlap, multibootstrap_of(contrasts, comparison), headroom)
+
+
+def headroom_of(result: FindingResult, test: TTest | SignTest) -> float | None:
+    """How many times its items the eval sets of a test's runs hold (an items budget beyond
+    it is no budget: 2× the dev set where the run scored all of it); None where unrecorded."""
+    index = next(i for i, t in enumerate(result.tests) if t is test)
+    return result.headrooms[index] if index < len(result.headrooms) else None
 
 
 def replicates_of(result: FindingResult) -> str:
@@ -259,10 +284,15 @@ def unresolved(result: FindingResult, alpha: float, repeated: bool = False) -> t
     if seeds <= FEASIBLE * test.estimate.n:
         return label, f"≈ {seeds:.0f} {replicates_of(result)} would {SETTLES[lean]} (80% power)"
     items = test.items_needed(level)
-    if test.shared_share(level) >= MATERIAL_SHARED and 1.0 < items <= FEASIBLE:
+    material = test.shared_share(level) >= MATERIAL_SHARED and 1.0 < items <= FEASIBLE
+    room = headroom_of(result, test)
+    if material and (room is None or items <= room):
         return label, ("more items, not seeds: the noise of the items every seed shares does "
                        f"not shrink with seeds; ≥ {math.ceil(items)}× the items would "
                        f"{SETTLES[lean]} (80% power)")
+    if material:  # the items that would resolve it do not exist
+        return "inconclusive", (f"≥ {math.ceil(items)}× the items would {SETTLES[lean]}, but "
+                                f"the eval set holds {room:.3g}× the items scored")
     side = "claim's side" if lean > 0 else "wrong side"
     return "inconclusive", (f"the estimate lies on the {side} of the margin, too close to it "
                             "for a feasible budget")
