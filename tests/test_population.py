@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import csv
 import math
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
-from conftest import run_cli
+from conftest import REPO, run_cli
 from test_levels import RESAMPLES
 from test_report import FINDING, run_report, write_run
 
@@ -203,3 +206,28 @@ def test_three_pretrained_seeds_are_judged_as_a_population(tmp_path):
     assert row["unit"] == "pretraining" and row["members"] == "3" and row["seeds"] == "3"
     assert float(row["multibootstrap_low"]) <= float(row["multibootstrap_high"])
     assert "across 3 pretrained checkpoints" in (tmp_path / "report" / "REPORT.md").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.data("wikipedia_en_wikiextractor", "ud_english_ewt", "glue_sst2")
+def test_make_reproduce_population_runs_end_to_end_on_a_tiny_population(tmp_path):
+    """The code path `make reproduce-population` and its GPU-sized form take, on CPU at the
+    smallest scale: two tiny BERTs pretrained for a few steps (--member overrides), the probe
+    study on each with its own seed, SST-2 model and fine-tuned twin, then one report that
+    judges its findings across the two and lists the members' MLM accuracies."""
+    env = {**os.environ, "BERTOLOGY_CACHE_DIR": str(tmp_path / "cache")}
+    result = subprocess.run(
+        [sys.executable, "-m", "bertology.reproduce", "--population", "2", "--out",
+         str(tmp_path / "out"), "--only", "pretraining_beats_random", "--member", "size=tiny",
+         "trainer.max_flops=1e11", "data.eval_docs=5"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = tmp_path / "out" / "population" / "report"
+    with (report / "tables" / "findings.csv").open() as handle:
+        rows = {row["finding"]: row for row in csv.DictReader(handle)}
+    assert rows["pretraining_beats_random"]["members"] == "2"
+    with (report / "tables" / "members.csv").open() as handle:
+        members = list(csv.DictReader(handle))
+    assert [m["member"] for m in members] == ["0", "1"]
+    assert all(0.0 <= float(m["mlm_accuracy"]) <= 1.0 for m in members)
+    assert "across 2 pretrained checkpoints" in (report / "REPORT.md").read_text()
