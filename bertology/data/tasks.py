@@ -122,6 +122,8 @@ def check_conllu_lines(path: Path, lines: list[str]) -> None:
             problem = f"{len(fields)} tab-separated fields, CoNLL-U has 10"
         elif not CONLLU_ID.fullmatch(fields[0]):
             problem = f"ID {fields[0]!r} is not a number, a range or a decimal"
+        elif "" in fields:  # a line cut short inside its last field leaves it empty
+            problem = f"field {fields.index('') + 1} is empty; CoNLL-U writes _ for no value"
         else:
             if fields[0].isdigit():
                 words.append((number, fields[0], fields[6]))
