@@ -93,6 +93,9 @@ _DOC_OPEN = re.compile(r'^<doc id="[^"]*"[^>]*>$')
 
 
 def list_wikipedia_shards(root: Path, fraction: float) -> list[Path]:
+    folders = sorted(p for p in root.rglob("wiki_*") if p.is_dir())
+    require(not folders, f"data.path: {folders[0] if folders else ''} is a folder, not a "
+            "WikiExtractor shard (a file of <doc> blocks); remove it or re-extract")
     shards = sorted(p for p in root.rglob("wiki_*") if p.is_file())
     require(shards, f"data.path: no WikiExtractor shards (wiki_*) under {root}; "
             "point data.path at the folder of <doc> shards")

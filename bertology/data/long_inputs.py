@@ -49,7 +49,10 @@ def fit_to_positions(task: TaskConfig, model_config, where: str) -> None:
 
 def truncation_metrics(task: TaskConfig, splits: dict[str, list[dict]]) -> dict[str, float]:
     """data/truncated/<split>_example_share for the splits with a truncated example, and one
-    warning line saying how many were cut."""
+    warning line saying how many were cut; QA: data/windowed/<split>_example_share, the
+    contexts read in several windows (BERT §4.2's doc_stride), none cut."""
+    if task.kind == "qa":
+        return window_metrics(task, splits)
     metrics = {}
     for split, features in splits.items():
         cut = sum(bool(f.get("truncated")) for f in features)
@@ -69,3 +72,17 @@ def left_out_metrics(split: str, kept: int, total: int, words_left: int, words: 
                 "need whole sentences (Hewitt & Manning, 2019, drop them too)", total - kept,
                 total, split, words_left, words, max_length)
     return {f"data/left_out_long/{split}_word_share": words_left / max(words, 1)}
+
+
+def window_metrics(task: TaskConfig, splits: dict[str, list[dict]]) -> dict[str, float]:
+    metrics = {}
+    for split, features in splits.items():
+        examples = {f["example"] for f in features}
+        windowed = len(features) - len(examples)
+        if windowed:
+            log.info("windowed: %d %s contexts longer than task.max_seq_length=%d are read in "
+                     "%d extra windows (task.doc_stride=%d)", len({f["example"] for f in features
+                     if sum(g["example"] == f["example"] for g in features) > 1}), split,
+                     task.max_seq_length, windowed, task.doc_stride)
+            metrics[f"data/windowed/{split}_extra_windows"] = float(windowed)
+    return metrics
