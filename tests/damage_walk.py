@@ -55,7 +55,6 @@ class Target:
     damages: tuple[str, ...]
     finish: dict[str, str] = field(default_factory=dict)  # damage -> the log's note
     format: str = "text"                        # what label/long damages rewrite
-    metric: dict[str, str] = field(default_factory=dict)  # damage -> metrics.json key it sets
 
 
 @dataclass(frozen=True)
