@@ -26,9 +26,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 PAGE = REPO / "docs" / "reliability.md"
 TABLES = REPO / "outputs" / "reliability"
-FILES = ("schema_inputs.md", "bad_inputs.md", "faults.md", "degenerate.md")
+FILES = ("schema_inputs.md", "bad_inputs.md", "faults.md", "degenerate.md", "damage_walk.md")
 MEASURING = ("tests/test_schema_inputs.py", "tests/test_bad_inputs.py", "tests/test_faults.py",
-             "tests/test_resume.py", "tests/test_degenerate.py")
+             "tests/test_resume.py", "tests/test_degenerate.py", "tests/test_damage_walk.py")
 STAMP = re.compile(r"^\*Tables written by the tests at .*\*$", re.M)
 
 

@@ -33,7 +33,8 @@ def test_every_table_the_tests_write_has_its_place_in_the_page():
                                    "| accepted on purpose |",
                "bad_inputs.md": "| pipeline | bad input | exit | the error line |",
                "faults.md": "| fault | pipeline | outcome (measured) |",
-               "degenerate.md": "| data | analysis | outcome (measured) |"}
+               "degenerate.md": "| data | analysis | outcome (measured) |",
+               "damage_walk.md": "| file | damage | outcome (measured) |"}
     assert set(headers) == set(FILES)
     for name, header in headers.items():
         assert table_span(page, header) is not None, name

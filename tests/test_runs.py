@@ -137,7 +137,7 @@ def test_segment_globs_stay_within_one_level():
 
 
 @pytest.mark.parametrize("args, message", [
-    ([], "no run (a run dir with status.json or metrics.json)"),
+    ([], "no run (a run dir with .hydra/config.yaml, and status.json or metrics.json)"),
     (["--format", "xml"], "invalid choice"),
     (["missing-dir"], "no such dir"),
 ])

@@ -72,6 +72,9 @@ def score_pair_groups(scorer: Scorer, groups: dict[str, list[data.MinimalPair]],
             else:
                 outcomes.append(float(good > bad))
         results[name] = (outcomes, skipped)
+        if skipped:  # counted in the table's n_skipped; said here too
+            log.warning("skipped: %d of %d %s pairs are too long for the model's positions",
+                        skipped, len(pairs), name)
     return results
 
 

@@ -23,8 +23,9 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from bertology.data.probe_sentences import ProbeSentence
-from bertology.errors import require
+from bertology.errors import UserError, require
 from bertology.run.atomic import write_dir_atomic
+from bertology.run.cache_notes import recompute
 
 log = logging.getLogger(__name__)
 
@@ -189,6 +190,24 @@ def extract_features(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
                                                "sentences": len(sentences)}))
 
 
+def load_cached_features(path: Path, attention: bool) -> Features | None:
+    """A cache entry read back and checked whole (every array the shape meta.json says), or
+    None: an entry without the attention asked for is extracted again, a damaged one is
+    removed (cache_notes says so) and extracted again, never served."""
+    if (path / "meta.json").is_file() and attention and not (path / "attention.npy").exists():
+        return None
+    try:
+        features = load_features(path)
+        meta = json.loads((path / "meta.json").read_text())
+        shape = (meta["layers"] + 1, int(features.offsets[-1]), meta["dim"])
+        require(features.hidden.shape == shape and features.num_sentences == meta["sentences"],
+                f"hidden.npy holds {features.hidden.shape}, meta.json says {shape}")
+        return features
+    except (OSError, EOFError, ValueError, KeyError, IndexError, TypeError, UserError) as err:
+        recompute("features", path, str(err).splitlines()[0] if str(err) else "unreadable")
+        return None
+
+
 def load_features(path: Path) -> Features:
     """Memory-map a cache entry."""
     meta = json.loads((path / "meta.json").read_text())
@@ -212,6 +231,8 @@ def fingerprint_model(model: PreTrainedModel, identity: str) -> str:
     digest = hashlib.sha256(identity.encode())
     digest.update(model.config.to_json_string(use_diff=False).encode())
     for name, tensor in model.state_dict().items():
+        if name.startswith("pooler."):  # no hidden state reads it; a checkpoint without one
+            continue  # (a masked-LM save) gets a random pooler per load: a new key each run
         digest.update(name.encode())
         digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
     return digest.hexdigest()
@@ -234,9 +255,11 @@ def extract_or_load(model: PreTrainedModel, model_fingerprint: str,
     settings = {"pooling": pooling, "max_length": max_length}
     key = cache_key(model_fingerprint, sentences, settings)
     path = cache_dir / "features" / key
-    if (path / "meta.json").exists() and (not attention or (path / "attention.npy").exists()):
-        log.info("%s: features from the cache (%s)", desc, path)
-        return load_features(path)
+    if path.exists() or path.is_symlink():
+        cached = load_cached_features(path, attention)
+        if cached is not None:
+            log.info("%s: features from the cache (%s)", desc, path)
+            return cached
     path.parent.mkdir(parents=True, exist_ok=True)
     write_dir_atomic(path, lambda tmp: (tmp.mkdir(), extract_features(
         model, tokenizer, sentences, tmp, pooling, attention, batch_size, max_length, desc)))

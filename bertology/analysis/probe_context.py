@@ -19,6 +19,7 @@ from transformers import AutoModel, AutoModelForMaskedLM, PreTrainedModel, PreTr
 from bertology.analysis.features import Features, extract_or_load, fingerprint_model, fits
 from bertology.config.path_checks import resolve_checkpoint
 from bertology.config.probe_config import ProbeConfig
+from bertology.data.long_inputs import left_out_metrics
 from bertology.data.probe_sentences import ProbeSentence, ProbeSplits
 from bertology.errors import UserError, require
 from bertology.families import family_of_checkpoint
@@ -73,6 +74,7 @@ class ProbeContext:
     encoders: dict[str, Encoder] = field(default_factory=dict)
     _features: dict[tuple[str, str], Features] = field(default_factory=dict)
     _mlm: tuple[PreTrainedModel, PreTrainedTokenizerBase] | None = None
+    notes: dict[str, float] = field(default_factory=dict)  # what was left out (long_inputs)
 
     def sentences(self, split: str) -> list[ProbeSentence]:
         return self.splits.train if split == "train" else self.splits.eval
@@ -142,14 +144,17 @@ class ProbeContext:
 
 
 def keep_whole(splits: ProbeSplits, tokenizers: list[PreTrainedTokenizerBase],
-               max_length: int) -> ProbeSplits:
+               max_length: int, notes: dict[str, float] | None = None) -> ProbeSplits:
     """Drop sentences that some tokenizer would truncate: trees and word pairs need every
-    word (Hewitt & Manning likewise drop over-long sentences)."""
+    word (Hewitt & Manning likewise drop over-long sentences). `notes` gets the share of
+    words left out per split (data/long_inputs.py), which the run's metrics.json records."""
     def whole(sentences: list[ProbeSentence], split: str) -> list[ProbeSentence]:
         kept = [s for s in sentences if all(fits(t, s, max_length) for t in tokenizers)]
-        if len(kept) < len(sentences):
-            log.info("%s: %d of %d sentences exceed %d sub-words and are left out", split,
-                     len(sentences) - len(kept), len(sentences), max_length)
+        words = sum(len(s.words) for s in sentences)
+        left = words - sum(len(s.words) for s in kept)
+        found = left_out_metrics(split, len(kept), len(sentences), left, words, max_length)
+        if notes is not None:
+            notes.update(found)
         require(kept, f"no {split} sentence fits task.max_seq_length={max_length}; raise it")
         return kept
 

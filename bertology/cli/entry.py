@@ -44,6 +44,7 @@ from bertology.errors import (
     UserError,
 )
 from bertology.pipelines import PIPELINES, load_pipeline
+from bertology.run.cache_notes import take_recomputed
 from bertology.run.processes import is_main_process, run_dir_overrides
 from bertology.run.provenance import write_env
 from bertology.run.resume import (
@@ -141,6 +142,7 @@ def _run_job(pipeline: str, cfg: DictConfig) -> None:
     owner = is_main_process()
     fresh = owner and not (out_dir / "checkpoints").exists() and not (out_dir / "model").exists()
     log.info("run dir: %s", out_dir)
+    take_recomputed()  # counts from an earlier run in this process are not this run's
     try:
         with run_status(out_dir, pipeline) if owner else nullcontext():
             changes = check_resume_config(out_dir, cfg)  # a sweep's job: not checked before

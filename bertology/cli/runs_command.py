@@ -86,8 +86,13 @@ def listed_runs(roots: list[Path]) -> list[Path]:
 
 def status_of(path: Path) -> tuple[str, str]:
     """(status, pipeline) from status.json; a run from before status files: finished."""
-    record = read_status(path) or {}
+    record = read_status(path)
+    if record is None and (path / STATUS).exists():  # listed, and said to be damaged
+        return "damaged (status.json unreadable)", ""
+    record = record or {}
     status = record.get("status") or ("finished" if is_finished(path) else "unknown")
+    if status == "finished" and not (path / "metrics.json").is_file():
+        status = "damaged (no metrics.json)"
     return str(status), str(record.get("pipeline", ""))
 
 
@@ -126,7 +131,7 @@ def build_table(runs: list[RunDir], patterns: Iterable[str], labels: list[str]
 def format_markdown(header: list[str], rows: list[list[object]]) -> str:
     def cell(value: object) -> str:
         text = f"{value:.4g}" if isinstance(value, float) else "" if value is None else str(value)
-        if value in UNFINISHED:  # an interrupted or failed run is marked, not hidden
+        if value in UNFINISHED or str(value).startswith("damaged"):  # marked, not hidden
             text = f"**{text}**"
         return text.replace("|", "\\|")
 
@@ -182,8 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     reports = [p for p in every if status_of(p)[1] == "report"]
     paths = [p for p in every if p not in reports]
     if not paths:
-        raise UserError(f"no run (a run dir with status.json or metrics.json) under "
-                        f"{', '.join(map(str, args.dirs))}; point it at run or sweep dirs")
+        raise UserError(f"no run (a run dir with .hydra/config.yaml, and status.json or "
+                        f"metrics.json) under {', '.join(map(str, args.dirs))}; point it at run "
+                        "or sweep dirs")
     runs = [read_run(path) for path in paths]
     csv_format = args.format == "csv"
     header, rows = build_table(runs, [p.strip() for p in args.metrics.split(",") if p.strip()],

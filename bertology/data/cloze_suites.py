@@ -171,7 +171,12 @@ def sample(items: list, limit: int, key: str, seed: int) -> list:
 def blimp_paradigms(data_dir: Path, wanted: list[str]) -> list[str]:
     """The paradigms to run: `wanted`, or every blimp/*.jsonl."""
     folder = data_dir / "blimp"
-    found = sorted(path.stem for path in folder.glob("*.jsonl"))
+    found = sorted(path.stem for path in folder.glob("*.jsonl") if path.is_file())
+    absent = [folder / f"{name}.jsonl" for name in wanted if name not in found]
+    where = absent[0] if absent else folder
+    require(found or not absent, f"{where} "
+            f"{'is a folder, not a file' if where.is_dir() else 'does not exist'}; "
+            f"{data_fix(folder, data_dir)}")
     require(found, f"{folder} holds no *.jsonl; {data_fix(folder, data_dir)}")
     unknown = [name for name in wanted if name not in found]
     if unknown:

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import html
+import logging
 import re
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,6 +93,9 @@ _DOC_OPEN = re.compile(r'^<doc id="[^"]*"[^>]*>$')
 
 
 def list_wikipedia_shards(root: Path, fraction: float) -> list[Path]:
+    folders = sorted(p for p in root.rglob("wiki_*") if p.is_dir())
+    require(not folders, f"data.path: {folders[0] if folders else ''} is a folder, not a "
+            "WikiExtractor shard (a file of <doc> blocks); remove it or re-extract")
     shards = sorted(p for p in root.rglob("wiki_*") if p.is_file())
     require(shards, f"data.path: no WikiExtractor shards (wiki_*) under {root}; "
             "point data.path at the folder of <doc> shards")
@@ -106,13 +111,18 @@ def decode_line(raw: bytes, path: Path, number: int) -> str:
 
 
 def iter_wikiextractor(path: Path) -> Iterator[Document]:
-    """Documents of one shard: `<doc ...>`, the title line, paragraphs, `</doc>`."""
+    """Documents of one shard: `<doc ...>`, the title line, paragraphs, `</doc>`. A shard
+    with no `<doc>` (empty, or another format) or whose last `<doc>` is not closed (a copy cut
+    short) is refused, naming it: its text would otherwise be left out without a word."""
     lines: list[str] | None = None
+    opened, number = 0, 0
     with path.open("rb") as handle:  # decoded line by line, so an error names its line
         for number, raw in enumerate(handle, start=1):
             line = decode_line(raw, path, number).strip()
             if _DOC_OPEN.match(line):
-                lines = []
+                require(lines is None, f"{path}:{number}: <doc> inside the <doc> of line "
+                        f"{opened}; the shard is malformed, re-extract it")
+                lines, opened = [], number
             elif line == "</doc>":
                 require(lines is not None, f"{path}:{number}: </doc> without <doc>; "
                         "the shard is malformed, re-extract it")
@@ -122,6 +132,14 @@ def iter_wikiextractor(path: Path) -> Iterator[Document]:
                 lines = None
             elif lines is not None and line:
                 lines.append(line)
+            elif line:  # WikiExtractor writes nothing between documents
+                raise UserError(f"{path}:{number}: text outside <doc> ... </doc> "
+                                f"({line[:40]!r}); the shard is malformed or cut short: "
+                                "re-extract it")
+    require(opened, f"{path}: no <doc ...> line in {number} lines; not a WikiExtractor shard "
+            "(an empty file, or another format): re-extract it or remove it")
+    require(lines is None, f"{path}:{opened}: <doc> is not closed by </doc> before the end "
+            "of the file; the shard is cut short: re-extract it")
 
 
 def build_wikipedia(cfg: DataConfig, data_dir: Path) -> Corpus:
@@ -177,24 +195,51 @@ def build_hub(cfg: DataConfig, data_dir: Path) -> Corpus:
     data_files = cfg.data_files
     if data_files is not None:
         files = [data_files] if isinstance(data_files, str) else list(data_files)
-        data_files = [str(resolve_path(f, data_dir, "data.data_files")) for f in files]
+        data_files = [str(local_data_file(f, data_dir)) for f in files]
+
+    source = f"data.data_files={data_files}" if data_files else f"data.path={cfg.path!r}"
 
     def iter_documents() -> Iterator[Document]:
         try:
-            rows = datasets.load_dataset(cfg.path, cfg.config_name, split=cfg.split,
-                                         data_files=data_files, streaming=True)
-            for row in rows:
-                require(cfg.text_column in row, f"data.text_column={cfg.text_column!r} is not a "
-                        f"column of {cfg.path}; columns: {', '.join(row)}")
-                sentences = split_sentences(str(row[cfg.text_column]))
-                if sentences:
-                    yield sentences
+            with quiet_logger("datasets"):  # its builders log the error this one line says
+                rows = datasets.load_dataset(cfg.path, cfg.config_name, split=cfg.split,
+                                             data_files=data_files, streaming=True)
+                for row in rows:
+                    require(cfg.text_column in row, f"data.text_column={cfg.text_column!r} is "
+                            f"not a column of {cfg.path}; columns: {', '.join(row)}")
+                    sentences = split_sentences(str(row[cfg.text_column]))
+                    if sentences:
+                        yield sentences
         except (FileNotFoundError, ValueError, ConnectionError) as err:
-            raise UserError(f"data.path={cfg.path!r}: cannot load ({str(err).splitlines()[0]}); "
-                            "check the name, or use local data_files offline") from err
+            raise UserError(f"{source}: cannot load ({str(err).splitlines()[0]}); check the "
+                            "name and the files' format, or use local data_files offline"
+                            ) from err
 
     key = f"hub:{cfg.path}:{cfg.config_name}:{cfg.split}:{cfg.text_column}:{data_files}"
     return Corpus("hub", hashlib.sha256(key.encode()).hexdigest()[:16], iter_documents)
+
+
+@contextmanager
+def quiet_logger(name: str) -> Iterator[None]:
+    """A library's logger held to CRITICAL: its ERROR lines would be a second line on stderr
+    beside the UserError that says the same."""
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def local_data_file(name: str, data_dir: Path) -> Path:
+    """One of data.data_files: a non-empty file (datasets' own errors for a folder or an empty
+    file are a vague "Unable to find" and a StopIteration deep in a generator)."""
+    path = resolve_path(name, data_dir, "data.data_files")
+    require(path.is_file(), f"data.data_files: {path} is a folder, not a file; list files")
+    require(path.stat().st_size > 0, f"data.data_files: {path} is empty; remove it from the "
+            "list")
+    return path
 
 
 CORPORA: dict[str, Callable[[DataConfig, Path], Corpus]] = {

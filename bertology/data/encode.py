@@ -22,8 +22,9 @@ def encode_classification(examples: list[dict], tokenizer, task: TaskConfig) -> 
     for index, example in enumerate(examples):
         encoded = tokenizer(example["text"], example["text_pair"], truncation=True,
                             max_length=task.max_seq_length)
+        cut = bool(encoded.encodings and encoded.encodings[0].overflowing)
         features.append({"id": index, "example": index, **_inputs(encoded),
-                         "labels": example["label"]})
+                         "labels": example["label"], "truncated": cut})
     return features
 
 
@@ -40,7 +41,9 @@ def encode_tagging(examples: list[dict], tokenizer, task: TaskConfig) -> list[di
             labels.append(example["tags"][word] if first else IGNORE)
             previous = word
         features.append({"id": index, "example": index, **_inputs(encoded), "labels": labels,
-                         "word_ids": [-1 if w is None else w for w in word_ids]})
+                         "word_ids": [-1 if w is None else w for w in word_ids],
+                         "truncated": max((w for w in word_ids if w is not None), default=-1)
+                         < len(example["words"]) - 1})
     return features
 
 

@@ -50,9 +50,11 @@ def split_conllu_blocks(path: Path) -> list[str]:
 
 
 def load_conllu_sentences(path: Path, label_field: str, limit: int | None = None,
-                          seed: int = 0) -> list[ProbeSentence]:
+                          seed: int = 0, labels: list[str] | None = None
+                          ) -> list[ProbeSentence]:
     """Syntactic words (multi-word token lines and empty nodes skipped) with their trees,
-    of a seeded sample of `limit` sentences (all if None)."""
+    of a seeded sample of `limit` sentences (all if None). `labels`: the task's label set
+    (task.labels), which every word's label must be in."""
     import conllu
 
     blocks = subsample(split_conllu_blocks(path), limit, seed)
@@ -60,11 +62,12 @@ def load_conllu_sentences(path: Path, label_field: str, limit: int | None = None
         parsed = conllu.parse("\n\n".join(blocks) + "\n")
     except conllu.exceptions.ParseException as err:
         raise conllu_error(path, err) from err
-    return [s for s in (conllu_sentence(path, sentence, label_field) for sentence in parsed)
-            if s is not None]
+    return [s for s in (conllu_sentence(path, sentence, label_field, labels)
+                        for sentence in parsed) if s is not None]
 
 
-def conllu_sentence(path: Path, sentence, label_field: str) -> ProbeSentence | None:
+def conllu_sentence(path: Path, sentence, label_field: str, known: list[str] | None = None
+                    ) -> ProbeSentence | None:
     tokens = [t for t in sentence if isinstance(t["id"], int)]
     if not tokens:
         return None
@@ -74,6 +77,10 @@ def conllu_sentence(path: Path, sentence, label_field: str) -> ProbeSentence | N
     labels = {"upos": upos, "deprel": deprels}.get(label_field)
     require(labels is not None, f"task.label_field={label_field!r}: CoNLL-U probes read upos "
             "or deprel")
+    unknown = [label for label in labels if known and label not in known]
+    require(not unknown, f"{path}: sentence {sentence.metadata.get('sent_id', '(no sent_id)')}: "
+            f"{label_field} {unknown[0]!r} is not in task.labels; fix the file or the task's "
+            "label set" if unknown else "")
     return ProbeSentence(tuple(t["form"] for t in tokens), labels, heads, deprels, upos)
 
 
@@ -123,8 +130,10 @@ def load_probe_sentences(task: TaskConfig, data_dir: Path, max_train: int | None
     elif task.format == "conllu":
         root = resolve_path(task.path, data_dir, "task.path")
         splits = ProbeSplits(
-            load_conllu_sentences(root / task.train_file, task.label_field, max_train, seed),
-            load_conllu_sentences(root / task.eval_file, task.label_field, max_eval, seed + 1),
+            load_conllu_sentences(root / task.train_file, task.label_field, max_train, seed,
+                                  task.labels),
+            load_conllu_sentences(root / task.eval_file, task.label_field, max_eval, seed + 1,
+                                  task.labels),
             len(split_conllu_blocks(root / task.eval_file)))
     elif task.format == "conll03":
         root = resolve_path(task.path, data_dir, "task.path")

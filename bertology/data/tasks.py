@@ -123,6 +123,8 @@ def check_conllu_lines(path: Path, lines: list[str]) -> None:
             problem = f"{len(fields)} tab-separated fields, CoNLL-U has 10"
         elif not CONLLU_ID.fullmatch(fields[0]):
             problem = f"ID {fields[0]!r} is not a number, a range or a decimal"
+        elif "" in fields:  # a line cut short inside its last field leaves it empty
+            problem = f"field {fields.index('') + 1} is empty; CoNLL-U writes _ for no value"
         else:
             if fields[0].isdigit():
                 words.append((number, fields[0], fields[6]))
@@ -211,15 +213,29 @@ def squad_article(path: Path, number: int, article: dict) -> list[dict]:
     """One article's questions; a missing field names the article and question."""
     where = f"{path}: article {number}"
     try:
-        return [{"id": qa["id"], "question": qa["question"], "context": paragraph["context"],
-                 "answers": {"text": [a["text"] for a in qa["answers"]],
-                             "answer_start": [a["answer_start"] for a in qa["answers"]]}}
-                for paragraph in article["paragraphs"] for qa in paragraph["qas"]]
+        questions = [{"id": qa["id"], "question": qa["question"], "context": paragraph["context"],
+                      "answers": {"text": [a["text"] for a in qa["answers"]],
+                                  "answer_start": [a["answer_start"] for a in qa["answers"]]}}
+                     for paragraph in article["paragraphs"] for qa in paragraph["qas"]]
     except (KeyError, TypeError) as err:
         title = article.get("title") if isinstance(article, dict) else None
         raise UserError(f"{where}{f' ({title})' if title else ''}: no field {err} where SQuAD "
                         "v1.1 has one (paragraphs, context, qas, id, question, answers, text, "
                         "answer_start); fix the article") from err
+    for question in questions:
+        check_answers(where, question)
+    return questions
+
+
+def check_answers(where: str, question: dict) -> None:
+    """Each answer is its text at answer_start in the context: an answer elsewhere (an
+    offset past the context, a text edited apart from its offset) would train on a wrong span."""
+    answers, context = question["answers"], question["context"]
+    for text, start in zip(answers["text"], answers["answer_start"]):
+        found = context[start: start + len(text)] if isinstance(start, int) else None
+        require(found == text, f"{where}: question {question['id']}: answer {text!r} is not at "
+                f"answer_start={start!r} of its context ({len(context)} characters); fix the "
+                "answer or its offset")
 
 
 def split_squad(task: TaskConfig, data_dir: Path) -> tuple[list[dict], list[dict]]:

@@ -14,10 +14,12 @@ from pathlib import Path
 
 from transformers import AutoTokenizer, BertTokenizer, PreTrainedTokenizerBase, RobertaTokenizer
 
+from bertology.config.tokenizer_checks import check_tokenizer_files
 from bertology.data import wordpiece
 from bertology.data.corpora import Corpus
-from bertology.errors import UserError
+from bertology.errors import UserError, require
 from bertology.families import family_of_checkpoint
+from bertology.run.cache_notes import recompute
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +78,10 @@ def load_or_train_tokenizer(corpus: Corpus, kind: str, vocab_size: int, cache_di
     it will read pre-split words (tagging, probing)."""
     load_kwargs = PRE_SPLIT_OPTIONS[kind] if pre_split else {}
     path = cache_dir / "tokenizers" / tokenizer_cache_key(corpus, kind, vocab_size)
-    if (path / "tokenizer.json").exists():
-        return AutoTokenizer.from_pretrained(path, **load_kwargs)
+    if path.exists() or path.is_symlink():
+        cached = load_cached_tokenizer(path, load_kwargs)
+        if cached is not None:
+            return cached
     log.info("training a %s tokenizer (vocab <= %d) on %s", kind, vocab_size, corpus.name)
     tokenizer = train_tokenizer(corpus, kind, vocab_size)
     # Written to a temporary dir and renamed, so a killed run never leaves a half cache entry.
@@ -91,6 +95,19 @@ def load_or_train_tokenizer(corpus: Corpus, kind: str, vocab_size: int, cache_di
     return AutoTokenizer.from_pretrained(path, **load_kwargs) if load_kwargs else tokenizer
 
 
+def load_cached_tokenizer(path: Path, load_kwargs: dict) -> PreTrainedTokenizerBase | None:
+    """The cache entry's tokenizer, or None (the entry removed, cache_notes says so) when it
+    does not read back whole: a damaged entry is trained again, never served."""
+    try:
+        require(path.is_dir(), f"{path} is a file, not a folder")
+        require((path / "tokenizer.json").is_file(), "no tokenizer.json")
+        check_tokenizer_files(path, "the cached tokenizer")
+        return AutoTokenizer.from_pretrained(path, **load_kwargs)
+    except (UserError, OSError, ValueError) as err:
+        recompute("tokenizer", path, str(err).splitlines()[0] if str(err) else "unreadable")
+        return None
+
+
 def tokenizer_options(model_type: str) -> dict:
     """Loading options for a checkpoint's tokenizer that will read pre-split words."""
     return {"add_prefix_space": True} if family_of_checkpoint(model_type).prefix_space else {}
@@ -99,6 +116,11 @@ def tokenizer_options(model_type: str) -> dict:
 def load_pretrained_tokenizer(name_or_path: str, key: str = "model.name_or_path",
                               **load_kwargs) -> PreTrainedTokenizerBase:
     """A checkpoint's tokenizer; `key` names the option the path came from, for the error."""
+    folder = Path(name_or_path).expanduser()
+    if folder.is_dir() and not (folder / "tokenizer.json").exists():  # a v4 or older save
+        built = [n for n in ("vocab.txt", "vocab.json", "merges.txt") if (folder / n).exists()]
+        log.info("%s: no tokenizer.json: the tokenizer is built from %s", folder,
+                 " and ".join(built) or "its tokenizer_config.json")
     try:
         return AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=False,
                                              **load_kwargs)

@@ -24,6 +24,7 @@ from bertology.config.groups import TrainerConfig
 from bertology.config.path_checks import resolve_checkpoint
 from bertology.data.corpora import Corpus, text_corpus
 from bertology.data.encode import encode
+from bertology.data.long_inputs import fit_to_positions, truncation_metrics
 from bertology.data.perturb import shuffle_words
 from bertology.data.stream import InMemoryExamples
 from bertology.data.tasks import TaskData, load_task
@@ -70,15 +71,18 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     refuse_fresh_start(out_dir, config.resume)
     data = load_task(config.task, config.data_dir, config.trainer.max_train_examples)
     tokenizer, model_config = load_tokenizer_and_config(config, data)
+    fit_to_positions(config.task, model_config, config.model.name_or_path or "size=")
     train_features = encode(data.train, tokenizer, config.task)
     eval_features = encode(data.eval, tokenizer, config.task)
+    notes = truncation_metrics(config.task, {"train": train_features, "eval": eval_features})
     trainer = resolve_budget(config.trainer, len(train_features))
     log.info("%d train / %d eval features; %d steps", len(train_features), len(eval_features),
              trainer.max_steps)
     shuffled = shuffle_words(data.eval, config.seed) if config.eval_shuffled_words else None
     context = SeedContext(config, trainer, data, tokenizer, model_config, train_features,
                           eval_features, OmegaConf.to_container(cfg, resolve=True), shuffled,
-                          encode(shuffled, tokenizer, config.task) if shuffled else None)
+                          encode(shuffled, tokenizer, config.task) if shuffled else None,
+                          notes)
     title = f"bertology finetune: {config.task.name}"
     if len(config.seeds) == 1:
         metrics = run_seed(context, config.seeds[0], out_dir)
@@ -111,6 +115,7 @@ class SeedContext:
     raw_config: dict
     shuffled: list[dict] | None = None  # eval_shuffled_words: the word-shuffled eval examples
     shuffled_features: list[dict] | None = None
+    notes: dict[str, float] = dataclasses.field(default_factory=dict)  # what was cut (long_inputs)
 
 
 def run_seed(ctx: SeedContext, seed: int, seed_dir: Path) -> dict[str, float]:
@@ -149,6 +154,7 @@ def run_seed(ctx: SeedContext, seed: int, seed_dir: Path) -> dict[str, float]:
         metrics.update(shuffled_scores)
         replicates.update(shuffled_replicates)
     metrics["model/parameters"] = float(count_parameters(model))
+    metrics.update(ctx.notes)
     # the eval examples, in the order the replicates resample them (the report's overlap)
     write_replicates(seed_dir, "eval", replicates, compute_item_ids(ctx.data.eval),
                      ctx.data.eval_pool)

@@ -29,6 +29,7 @@ from bertology.analysis.probe_context import Encoder, ProbeContext, device, keep
 from bertology.config.path_checks import resolve_checkpoint
 from bertology.config.probe_config import ProbeConfig, load_probe_config
 from bertology.data.corpora import text_corpus
+from bertology.data.long_inputs import fit_to_positions
 from bertology.data.probe_sentences import ProbeSplits, load_probe_sentences
 from bertology.data.tokenizers import load_or_train_tokenizer
 from bertology.errors import require
@@ -71,6 +72,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
         for name, settings in config.analyses.items():
             log.info("analysis %s on task %s", name, config.task.name)
             metrics.update(ANALYSES[name](ctx, settings))
+    metrics.update(ctx.notes)
     write_run_index(out_dir, f"bertology probe: {config.task.name}, "
                     f"{'+'.join(config.analyses)} ({subject})", metrics)
     log.info("probed %s", subject)  # the line above the closing summary
@@ -96,11 +98,14 @@ def build_context(config: ProbeConfig, out_dir: Path) -> ProbeContext:
                        attention=any(name in READS_ATTENTION for name in config.analyses))
     if config.model.name_or_path is None:
         ctx.encoders["model"] = build_random_encoder(config, splits)
-    tokenizers = [ctx.encoder("model").tokenizer]
+    encoders = [ctx.encoder("model")]
     for which, path in (("compare", config.compare_to), ("compare_twin", config.compare_to_twin)):
         if path is not None:
-            tokenizers.append(ctx.encoder(which).tokenizer)
-    ctx.splits = keep_whole(splits, tokenizers, config.task.max_seq_length)
+            encoders.append(ctx.encoder(which))
+    for encoder in encoders:  # a sentence past the positions would index past them
+        fit_to_positions(config.task, encoder.model.config, encoder.name_or_path or "the model")
+    ctx.splits = keep_whole(splits, [e.tokenizer for e in encoders], config.task.max_seq_length,
+                            ctx.notes)
     # Every analysis's intervals resample eval sentences: one sentence has no spread to draw
     require(len(ctx.splits.eval) >= MIN_BOOTSTRAP_ITEMS, f"task={config.task.name}: "
             f"{len(ctx.splits.eval)} eval sentence left to probe; the bootstrap intervals "

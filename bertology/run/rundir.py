@@ -67,9 +67,10 @@ class RunInUse(UserError):
 def read_status(run_dir: Path) -> dict | None:
     """The run's status record, or None when it has none (or an unreadable one)."""
     try:
-        return read_json(run_dir / STATUS)
+        status = read_json(run_dir / STATUS)
     except (OSError, ValueError):
         return None
+    return status if isinstance(status, dict) else None
 
 
 def is_finished(run_dir: Path) -> bool:
@@ -86,8 +87,12 @@ def finished_runs(roots: list[Path]) -> list[Path]:
     """Finished run dirs with their Hydra config under the roots (a root may be a run itself),
     in path order: what `bertology report` and `bertology runs` read."""
     runs = {m.parent for root in roots for m in root.rglob("metrics.json")
-            if (m.parent / ".hydra" / "config.yaml").exists() and is_finished(m.parent)}
-    return sorted(runs)
+            if (m.parent / ".hydra" / "config.yaml").exists()}
+    for run in runs:  # a damaged status must not pass for "not finished" without a word
+        if (run / STATUS).exists() and read_status(run) is None:
+            raise UserError(f"{run / STATUS}: unreadable (not a JSON status record); rerun "
+                            "the run, or remove its dir")
+    return sorted(run for run in runs if is_finished(run))
 
 
 class RunDir:
@@ -122,8 +127,12 @@ class RunDir:
     @cached_property
     def config(self) -> dict:
         """The composed config as plain containers (.hydra/config.yaml)."""
-        return self._read(".hydra/config.yaml",
-                          lambda p: OmegaConf.to_container(OmegaConf.load(p)))
+        config = self._read(".hydra/config.yaml",
+                            lambda p: OmegaConf.to_container(OmegaConf.load(p)))
+        if not isinstance(config, dict):  # an empty file, or a page saved in its place
+            raise UserError(f"{self.path / '.hydra/config.yaml'}: not a YAML mapping of the "
+                            "run's config; remove the run or rerun it")
+        return config
 
     @cached_property
     def choices(self) -> dict[str, object]:

@@ -19,6 +19,7 @@ from typing import Any
 
 from bertology.config.groups import LoggerConfig
 from bertology.run.atomic import write_json_atomic, write_text_atomic
+from bertology.run.cache_notes import take_recomputed
 from bertology.run.write_errors import writing
 
 log = logging.getLogger(__name__)
@@ -244,7 +245,7 @@ class Tracker:
         os.replace(tmp, self._jsonl)
 
     def finish(self, summary: dict[str, float]) -> dict[str, float]:
-        summary = finite_floats(summary)
+        summary = finite_floats({**summary, **take_recomputed()})  # damaged caches remade
         if self.enabled:
             self.run.summary(summary)
             self.run.finish()
