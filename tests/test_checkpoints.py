@@ -221,3 +221,27 @@ def test_a_tokenizer_larger_than_the_embeddings_is_refused(tmp_path):
     (path / "vocab.txt").write_text("".join(f"tok{i}\n" for i in range(51)))
     with pytest.raises(UserError, match="has 51 tokens but the model's embeddings have 50 rows"):
         read_checkpoint(str(path), "model.name_or_path")
+
+
+def test_a_damaged_cached_default_pretrain_is_pretrained_again_not_served(tmp_path):
+    """The probe's cached default pretrain (<cache>/pretrained/<key>/, reused while finished):
+    an intact model/ stays; one whose weights were cut short is removed (the probe then
+    pretrains it again), with a warning and a count in the run's metrics."""
+    from damage_worlds import copy_checkpoint
+
+    from bertology.pipelines.probe import drop_damaged_pretrain
+    from bertology.run.cache_notes import take_recomputed
+
+    take_recomputed()
+    run = tmp_path / "pretrained" / "key"
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "config.yaml").write_text("seed: 0\n")
+    (run / "metrics.json").write_text("{}")
+    copy_checkpoint(tmp_path).rename(run / "model")
+    drop_damaged_pretrain(run)
+    assert (run / "model").is_dir() and take_recomputed() == {}
+    weights = run / "model" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    drop_damaged_pretrain(run)
+    assert not run.exists()
+    assert take_recomputed() == {"cache/recomputed/pretrained_model": 1.0}

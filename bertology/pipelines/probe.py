@@ -26,18 +26,20 @@ from bertology.analysis import (
 )
 from bertology.analysis.features import fingerprint_model
 from bertology.analysis.probe_context import Encoder, ProbeContext, device, keep_whole
-from bertology.config.path_checks import resolve_checkpoint
+from bertology.config.path_checks import read_checkpoint, resolve_checkpoint
 from bertology.config.probe_config import ProbeConfig, load_probe_config
 from bertology.data.corpora import text_corpus
 from bertology.data.long_inputs import fit_to_positions
 from bertology.data.probe_sentences import ProbeSplits, load_probe_sentences
 from bertology.data.tokenizers import load_or_train_tokenizer
-from bertology.errors import require
+from bertology.errors import UserError, require
 from bertology.models.build import build_config
 from bertology.pipelines.nested import run_nested
+from bertology.run.cache_notes import recompute
 from bertology.run.figures import figure_source
 from bertology.run.index import write_run_index
 from bertology.run.replicates import MIN_BOOTSTRAP_ITEMS
+from bertology.run.rundir import RunDir
 from bertology.run.tracking import build_tracker
 
 log = logging.getLogger(__name__)
@@ -137,9 +139,21 @@ def pretrain_default_model(config: ProbeConfig) -> None:
                 if k not in ("logger", "paths")}  # what the weights depend on
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
     run_dir = config.cache_dir / "pretrained" / key
+    drop_damaged_pretrain(run_dir)
     run_nested("pretrain", config.pretrain_cfg, run_dir, "no model.name_or_path: the model to "
                "probe is the default `bertology pretrain` (once; cached)")
     config.model.name_or_path = str(run_dir / "model")
+
+
+def drop_damaged_pretrain(run_dir: Path) -> None:
+    """A cached default pretrain whose model/ fails the checkpoint checks (a file missing,
+    empty or cut short) is pretrained again, never served (issue 41)."""
+    if not RunDir(run_dir).finished:
+        return
+    try:
+        read_checkpoint(str(run_dir / "model"), "the cached default pretrain")
+    except UserError as err:
+        recompute("pretrained_model", run_dir, str(err))
 
 
 def build_random_encoder(config: ProbeConfig, splits: ProbeSplits) -> Encoder:
