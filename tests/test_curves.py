@@ -113,3 +113,21 @@ def test_the_report_draws_a_checkpoint_sweep(tmp_path):
     assert "<h2>Layer curves across runs</h2>" in page
     assert 'alt="probe accuracy per layer on synthetic_pos"' in page
     assert page.count("data:image/png;base64,") == 1
+
+
+def test_labels_with_a_recorded_interpolation_are_drawn_as_text(tmp_path):
+    """make reproduce records compare_to=<root>/sst2_model/seed_${seed}/model, and across a
+    population that path differs between runs, so it lands in the curves' labels: a `$` there
+    opened a mathtext formula that never closed and the report stopped."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from bertology.run.figures import literal
+
+    figure, axis = plt.subplots()
+    axis.plot([0, 1], [0, 1], label=literal("compare_to=member_0/seed_${seed}/model (n=1)"))
+    axis.legend()
+    figure.savefig(tmp_path / "curves.png")  # raised ValueError (mathtext) before
+    assert (tmp_path / "curves.png").stat().st_size > 0

@@ -67,6 +67,12 @@ def figure_source(text: str) -> Iterator[None]:
         SOURCE.reset(token)
 
 
+def literal(text: str) -> str:
+    """Text as matplotlib draws it, not as mathtext: a `$` (a recorded `${seed}` interpolation,
+    a path) would open a formula, and an unclosed one stops the figure with a parse error."""
+    return text.replace("$", r"\$")
+
+
 def save_figure(figure, out_dir: Path, name: str) -> Path:
     """plots/<name>.png and plots/<name>.pdf, each renamed into place once whole; then the
     figure is closed (matplotlib keeps every open one). Returns the PNG's path."""

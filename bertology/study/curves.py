@@ -14,6 +14,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import PurePath
 
+from bertology.run.figures import literal
 from bertology.run.rundir import RunDir
 from bertology.study.evidence import layer_keys
 from bertology.study.results import NOT_THE_EXPERIMENT, replication_key
@@ -118,7 +119,7 @@ def plot_layer_curves(runs: list[RunDir], out_dir) -> dict[str, str]:
                                                for i in range(len(curves))])
             for curve, colour in zip(curves, colours):
                 axis.plot(curve.layers, curve.mean, marker="o", color=colour,
-                          label=f"{curve.label} (n={curve.seeds})")
+                          label=literal(f"{curve.label} (n={curve.seeds})"))
                 low = [m - s for m, s in zip(curve.mean, curve.std)]
                 high = [m + s for m, s in zip(curve.mean, curve.std)]
                 axis.fill_between(curve.layers, low, high, color=colour, alpha=0.2)

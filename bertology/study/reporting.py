@@ -7,7 +7,7 @@ import statistics
 from pathlib import Path
 
 from bertology.run.atomic import write_text_atomic
-from bertology.run.figures import GREY, integer_ticks, save_figure
+from bertology.run.figures import GREY, integer_ticks, literal, save_figure
 from bertology.run.rundir import RunDir, headline_keys
 from bertology.study.contrasts import selects
 from bertology.study.evidence import Evidence, layer_keys
@@ -102,7 +102,8 @@ def plot_finding(result: FindingResult, out_dir: Path) -> str:
             if selects(run, curve):
                 layers, keys = layer_keys(run.metrics, curve.metric)
                 axis.plot(layers, [run.metrics[k] for k in keys], marker="o", alpha=0.7,
-                          label=f"seed {run.seed}" if run.seed is not None else run.path.name)
+                          label=f"seed {run.seed}" if run.seed is not None
+                          else literal(run.path.name))
         axis.set_xlabel("layer (0 = embeddings)")
         integer_ticks(axis)
         axis.set_ylabel(curve.metric.replace("*", "L"))
