@@ -127,7 +127,9 @@ def test_labels_with_a_recorded_interpolation_are_drawn_as_text(tmp_path):
     from bertology.run.figures import literal
 
     figure, axis = plt.subplots()
-    axis.plot([0, 1], [0, 1], label=literal("compare_to=member_0/seed_${seed}/model (n=1)"))
+    label = ("compare_to=member_0/sst2_model/seed_${seed}/model, "
+             "compare_to_twin=member_0/sst2_twin/seed_${seed}/model (n=1)")
+    axis.plot([0, 1], [0, 1], label=literal(label))
     axis.legend()
     figure.savefig(tmp_path / "curves.png")  # raised ValueError (mathtext) before
     assert (tmp_path / "curves.png").stat().st_size > 0
