@@ -181,8 +181,9 @@ CONFIG_YAML = ("missing", "not UTF-8", "folder for a file")
 DAMAGED_ROW = "damaged ("  # `bertology runs` lists a damaged run with what is wrong
 CKPT = "checkpoint"
 # What a long line leaves in the log (and metrics.json): cut to the positions (fine-tuning, as
-# run_glue / run_ner), left out whole (probes need every word); pretraining packs a long
-# sentence into sequence-sized pieces (formats.pack_sentences), which its log does not count
+# run_glue / run_ner, and BERT's pretraining pairs: truncate_seq_pair, counted as
+# data/truncated_long/sentences), left out whole (probes need every word); packed formats split
+# it into sequence-sized pieces (data/split_long/sentences)
 TRUNCATED = {"long line": "truncated:"}
 LEFT_OUT = {"long line": "left out:"}
 RECOMPUTED = "recomputed"  # the log line of a damaged cache entry (never served)
@@ -234,11 +235,11 @@ TARGETS = [
     Target("plain text corpus (pretrain data=files)", corpus_world(
         ["data=files", "data.files=[corpus.txt]"], {"corpus.txt": corpus_text(30)}),
         "data/corpus.txt", ("missing", "empty", "not UTF-8", "long line", "folder for a file"),
-        {"long line": "finished:"}),
+        TRUNCATED),
     Target("JSON lines corpus (pretrain data=hub, json)", corpus_world(
         ["data=hub", "data.path=json", "data.data_files=[corpus.jsonl]"],
         {"corpus.jsonl": "".join(json.dumps({"text": document(i)}) + "\n" for i in range(30))}),
-        "data/corpus.jsonl", (*FILE, "long line"), {"long line": "finished:"}, format="jsonl"),
+        "data/corpus.jsonl", (*FILE, "long line"), TRUNCATED, format="jsonl"),
     Target("WikiExtractor shard (pretrain data=wikipedia)", corpus_world(
         ["data=wikipedia", "data.path=wiki"], {"wiki/AA/wiki_00": wiki_shard(30)}),
         "data/wiki/AA/wiki_00", ("empty", "truncated", "not the format", "not UTF-8",

@@ -369,3 +369,21 @@ def test_examples_are_well_formed(request, tokenizer_fixture, input_format):
 def test_unknown_input_format_raises_user_error(synthetic_tokenizer):
     with pytest.raises(UserError, match="input format"):
         list(build_examples([["A sentence."]], synthetic_tokenizer, "sentences", 64, None, 0))
+
+
+@pytest.mark.parametrize("input_format, key", [
+    ("full_sentences", "data/split_long/sentences"),
+    ("segment_pair", "data/truncated_long/sentences")])
+def test_a_sentence_longer_than_a_sequence_is_counted(synthetic_tokenizer, input_format, key):
+    """A 300-word sentence among short ones, at 64 tokens a sequence: packing splits it into
+    pieces, pairs truncate it; either way the run's metrics count it once (and its log says
+    so), and the short sentences are not counted."""
+    from bertology.run.cache_notes import take_recomputed
+
+    take_recomputed()
+    short = "the dog runs ."
+    documents = [[short, " ".join(["the"] * 300), short, short], [short, short, short]]
+    examples = list(build_examples(iter(documents), synthetic_tokenizer, input_format, 64,
+                                   "nsp", seed=0))
+    assert examples and all(len(e["input_ids"]) <= 64 for e in examples)
+    assert take_recomputed() == {key: 1.0}

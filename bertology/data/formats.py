@@ -22,6 +22,7 @@ from transformers import PreTrainedTokenizerBase
 
 from bertology.config.groups import INPUT_FORMATS, PAIR_FORMATS
 from bertology.errors import UserError
+from bertology.run.cache_notes import count
 
 SHORT_SEQ_PROB = 0.1  # BERT create_pretraining_data.py: 10% of pairs get a shorter target length
 RANDOM_DOC_BUFFER = 256  # documents kept to draw NSP negatives from while streaming
@@ -104,7 +105,12 @@ def _wrap(specials: Specials, a: Sentence, b: Sentence | None = None) -> dict:
 
 
 def _chunks(sentence: Sentence, size: int) -> Iterator[Sentence]:
-    """A sentence longer than a whole sequence is cut into sequence-sized pieces."""
+    """A sentence longer than a whole sequence is cut into sequence-sized pieces (counted in
+    metrics.json as data/split_long/sentences, and said in the log once)."""
+    if len(sentence.ids) > size:
+        count("data/split_long/sentences", f"split: a sentence of {len(sentence.ids)} tokens "
+              f"is longer than a sequence's {size}; it is cut into sequence-sized pieces "
+              "(each such sentence counted in metrics.json: data/split_long/sentences)")
     for start in range(0, len(sentence.ids), size):
         yield Sentence(sentence.ids[start: start + size], sentence.starts[start: start + size])
 
@@ -173,9 +179,21 @@ def make_pairs(
     budget = max_len - 3
     pool: deque = deque(maxlen=RANDOM_DOC_BUFFER)
     for document in documents:
+        count_long(document, budget)
         yield from _document_pairs(document, pool, specials, budget, pair_task,
                                    whole_segments, rng)
         pool.append(document)
+
+
+def count_long(document: list[Sentence], budget: int) -> None:
+    """A sentence longer than a pair's whole budget, which truncate_seq_pair will trim (counted
+    in metrics.json as data/truncated_long/sentences, and said in the log once)."""
+    for sentence in document:
+        if len(sentence.ids) > budget:
+            count("data/truncated_long/sentences", f"truncated: a sentence of "
+                  f"{len(sentence.ids)} tokens is longer than a pair's {budget}; BERT's "
+                  "truncate_seq_pair trims it (each such sentence counted in metrics.json: "
+                  "data/truncated_long/sentences)")
 
 
 def _take_segment(document: list[Sentence], start: int, target: int) -> list[Sentence]:

@@ -2,7 +2,8 @@
 under <cache>/tokenizers/, features under <cache>/features/) is never served. It is removed
 and made again, with a warning naming it, and the run's metrics.json counts it as
 `cache/recomputed/<kind>`: Tracker.finish adds what this process recomputed since the run
-began (the CLI clears the count when a run starts)."""
+began (the CLI clears the count when a run starts). A data path that changes the input it was
+given (pretraining splits a sentence longer than a sequence) is counted the same way."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 _RECOMPUTED: Counter[str] = Counter()
+_COUNTED: Counter[str] = Counter()  # what a data path did to the input (count), by metric key
 
 
 def recompute(kind: str, entry: Path, why: str) -> None:
@@ -27,8 +29,19 @@ def recompute(kind: str, entry: Path, why: str) -> None:
     _RECOMPUTED[kind] += 1
 
 
+def count(key: str, message: str) -> None:
+    """A data path changed what the user gave (a sentence split into pieces): counted under
+    `key` in the run's metrics.json, and said in the log the first time it happens in a run."""
+    if not _COUNTED[key]:
+        log.warning(message)
+    _COUNTED[key] += 1
+
+
 def take_recomputed() -> dict[str, float]:
-    """cache/recomputed/<kind> -> entries remade since the last call (then cleared)."""
+    """cache/recomputed/<kind> -> entries remade, and each count()'s key -> its count, since
+    the last call (then cleared)."""
     counts = {f"cache/recomputed/{kind}": float(n) for kind, n in sorted(_RECOMPUTED.items())}
+    counts.update({key: float(n) for key, n in sorted(_COUNTED.items())})
     _RECOMPUTED.clear()
+    _COUNTED.clear()
     return counts
