@@ -103,7 +103,9 @@ def summary(rows: list[dict[str, str]]) -> list[str]:
              (f"**checkpoint claims ({checkpoint_names(checkpoint)}): "
               + holds_phrase(checkpoint)) if checkpoint
              else "**checkpoint claims: none judged**"]
-    return [f"{lines[0]}; {lines[1]} (Holm-adjusted p within 2× of α), after Holm's "
+    fragile = " (fragile: Holm-adjusted p within 2× of α)" if any("fragile" in line
+                                                                   for line in lines) else ""
+    return [f"{lines[0]}; {lines[1]}{fragile}, after Holm's "
             f"correction over all {len(rows)} findings. A checkpoint claim holds for that "
             "trained model, not for BERT: its seeds resample sentences, probes or fine-tuning, "
             f"not pretraining ({len(kinds['method'])} claims about the method, marked *, are "
