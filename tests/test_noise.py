@@ -102,7 +102,8 @@ def test_probing_findings_do_not_hold_on_random_features(tmp_path, monkeypatch):
              "analysis.attention.max_sentences=40", "analysis.attention.min_dependents=5",
              "analysis.numeracy.max_number=200",
              "analysis.numeracy.train_below=100",
-             "compare_to=sentence-transformers/all-MiniLM-L6-v2"]
+             "compare_to=sentence-transformers/all-MiniLM-L6-v2",
+             "compare_to_twin=sentence-transformers/all-MiniLM-L6-v2"]
     run_study("probe_pos", tmp_path / "probe_pos", sizes)
     run_study("probe_ner", tmp_path / "probe_ner", sizes[:2])
     assert_no_finding_holds(tmp_path, {"probe_pos", "probe_ner"})

@@ -231,3 +231,18 @@ def test_make_reproduce_population_runs_end_to_end_on_a_tiny_population(tmp_path
     assert [m["member"] for m in members] == ["0", "1"]
     assert all(0.0 <= float(m["mlm_accuracy"]) <= 1.0 for m in members)
     assert "across 2 pretrained checkpoints" in (report / "REPORT.md").read_text()
+
+
+def test_arms_that_read_different_checkpoints_are_one_study_not_a_population(tmp_path):
+    """A study whose model arm reads one checkpoint and whose other arm reads another (a
+    stand-in for its twin) is judged seed by seed: neither checkpoint has both arms."""
+    finding = {**FINDING, "compare": {"a": {"metric": "eval/a", "where": {"arm": "x"}},
+                                      "b": {"metric": "eval/a", "where": {"arm": "y"}},
+                                      "expect": "greater"}}
+    for seed in range(3):
+        for arm, name, value in (("x", "org/model", 0.3 + seed / 100),
+                                 ("y", "org/other", 0.1 + seed / 200)):
+            write_run(tmp_path / arm / str(seed), {"eval/a": value}, seed, finding,
+                      arm=arm, model={"name_or_path": name})
+    result = judge(parse_finding(finding), find_runs([tmp_path]))
+    assert result.members == () and result.tests[0].estimate.n == 3

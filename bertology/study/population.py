@@ -31,7 +31,8 @@ import numpy as np
 
 from bertology.run.rundir import RunDir
 from bertology.study.checkpoints import checkpoint_of
-from bertology.study.contrasts import Contrast
+from bertology.study.contrasts import Contrast, selects
+from bertology.study.evidence import Evidence
 from bertology.study.specs import Comparison
 from bertology.study.stats import SignTest, TTest, combine_seeds, compute_terms_overlap
 
@@ -39,17 +40,22 @@ DRAWS = 20_000  # multi-bootstrap draws: p resolves to 5e-5, below Holm's 0.025/
 DESIGN = "across {k} checkpoints: member means on K − 1 degrees of freedom + shared items"
 
 
-def population_members(runs: list[RunDir]) -> dict[str, list[RunDir]]:
-    """The runs by the pretrained checkpoint they read, where they read two or more and every
-    run reads one (a random-init run belongs to no member); else {} (one checkpoint, or
-    pretraining runs whose seeds are the encoders)."""
+def population_members(runs: list[RunDir], evidence: list[Evidence]
+                       ) -> dict[str, list[RunDir]]:
+    """The runs by the pretrained checkpoint they read, where they read two or more, every run
+    reads one (a random-init run belongs to no member) and every checkpoint has a run of each
+    arm the finding reads (its evidence's `where`); else {}: one checkpoint, pretraining runs
+    whose seeds are the encoders, or arms that read different checkpoints (a study's model
+    arm and a stand-in for its twin), which are one study, not a population."""
     names = [checkpoint_of(run) for run in runs]
     if None in names or len(set(names)) < 2:
         return {}
     members: dict[str, list[RunDir]] = {}
     for name, run in zip(names, runs):
         members.setdefault(name, []).append(run)
-    return dict(sorted(members.items()))
+    complete = all(any(selects(run, e) for run in group)
+                   for group in members.values() for e in evidence)
+    return dict(sorted(members.items())) if complete else {}
 
 
 @dataclass(frozen=True)

@@ -125,7 +125,7 @@ def judge(spec: FindingSpec, runs: list[RunDir]) -> FindingResult:
     (population.py); otherwise seed by seed."""
     require(all(isinstance(c.a, Evidence) for c in spec.comparisons + spec.guards),
             f"finding {spec.id}: side a must read the runs (a metric), not a number")
-    members = population_members(runs)
+    members = population_members(runs, evidence_of(spec))
     groups, notes, repeats = {}, [], []
     for name, group in (members or {"": runs}).items():  # seeds are judged within a member
         group, collapse = set_aside_collapsed(group)
