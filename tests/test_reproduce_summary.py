@@ -40,7 +40,8 @@ def test_counts_per_kind_raw_and_holm_and_the_findings_behind_them(tmp_path):
     assert text.startswith("**Pretraining claims, across independently pretrained encoders: "
                            "none of the 2 hold**; **checkpoint "
                            "claims (all-MiniLM-L6-v2): 1 of the 4 hold firmly**, and 1 more "
-                           "holds but is fragile")
+                           "holds but is fragile (fragile: Holm-adjusted p within 2× of α), "
+                           "after Holm's")
     assert "A checkpoint claim holds for that trained model, not for BERT" in text
     lines = {line.split(" | ")[0]: line for line in text.splitlines() if line.startswith("| ")}
     assert lines["| verdict"] == ("| verdict | pretraining: raw / Holm | checkpoint: raw / Holm "
@@ -61,6 +62,18 @@ def test_a_report_from_before_units_counts_no_claim_as_about_pretraining(tmp_pat
                            "checkpoint): 1 of the 6 hold firmly**, and 1 more holds but is "
                            "fragile")
     assert "| verdict | checkpoint: raw / Holm | method: raw / Holm |" in text
+
+
+def test_a_population_report_has_no_fragile_clause_where_none_is_fragile(tmp_path):
+    """make reproduce-population's report: pretraining claims only, none fragile: the headline
+    defines no fragility it does not use (it followed "none judged" before)."""
+    rows = [r for r in ROWS if r[2] == "pretraining"]
+    write_table(tmp_path, rows=rows)
+    text = write_summary(tmp_path)
+    assert text.startswith("**Pretraining claims, across independently pretrained encoders: "
+                           "none of the 2 hold**; **checkpoint claims: none judged**, after "
+                           "Holm's correction over all 2 findings.")
+    assert "within 2× of α" not in text
 
 
 def test_a_dir_without_a_report_is_one_line_and_exit_2(tmp_path):
