@@ -231,14 +231,24 @@ def pretrained_encoder(name: str, studies: dict[str, dict], out: Path, cache: Pa
     """An encoder the run pretrains: its pretraining step (none when cached), and the studies
     of encoders.ENCODER_STUDIES on it, into out/<name>, which wait for it."""
     run_dir = encoders.encoder_dir(name, cache)
-    pretrain = [] if encoders.is_pretrained(run_dir) else [Step(
-        f"pretrain {name}", [*encoders.pretrain_args(name), f"hydra.run.dir={run_dir}"],
-        out / "logs" / f"pretrain_{name}.log")]
+    pretrain = pretraining_step(f"pretrain {name}", encoders.pretrain_args(name), run_dir,
+                                out / "logs" / f"pretrain_{name}.log")
     encoder = Encoder(out / name, out / "logs", f"{name}_",
                       (f"model.name_or_path={run_dir / 'model'}",),
                       tuple(s.name for s in pretrain))
-    reading = {k: v for k, v in studies.items() if k in encoders.ENCODER_STUDIES}
-    return encoder, pretrain, encoder_steps(reading, encoder)
+    return encoder, pretrain, encoder_steps(model_reading(studies), encoder)
+
+
+def pretraining_step(name: str, args: list[str], run_dir: Path, log_path: Path) -> list[Step]:
+    """The step that pretrains an encoder into run_dir; none where it is cached there."""
+    if encoders.is_pretrained(run_dir):
+        return []
+    return [Step(name, [*args, f"hydra.run.dir={run_dir}"], log_path)]
+
+
+def model_reading(studies: dict[str, dict]) -> dict[str, dict]:
+    """The studies of encoders.ENCODER_STUDIES: those whose findings read a model."""
+    return {k: v for k, v in studies.items() if k in encoders.ENCODER_STUDIES}
 
 
 def population_steps(size: int, extra: tuple[str, ...], studies: dict[str, dict], out: Path,
@@ -247,14 +257,13 @@ def population_steps(size: int, extra: tuple[str, ...], studies: dict[str, dict]
     when cached), then the studies of encoders.ENCODER_STUDIES on it with its own seed s (its
     own sentences, SST-2 subsample and twin), into out/population/member_<s>. The
     pretraining steps come first: the longest, and every member's studies wait for its own."""
-    reading = {k: v for k, v in studies.items() if k in encoders.ENCODER_STUDIES}
+    reading = model_reading(studies)
     pretrains, rest, members = [], [], []
     for seed in range(size):
         run_dir = encoders.member_dir(seed, extra, cache)
-        pretrain = [] if encoders.is_pretrained(run_dir) else [Step(
-            f"pretrain member {seed}", [*encoders.member_args(seed, extra),
-                                        f"hydra.run.dir={run_dir}"],
-            out / "logs" / f"pretrain_member_{seed}.log")]
+        pretrain = pretraining_step(f"pretrain member {seed}",
+                                    encoders.member_args(seed, extra), run_dir,
+                                    out / "logs" / f"pretrain_member_{seed}.log")
         member = Encoder(out / "population" / f"member_{seed}", out / "logs", f"member{seed}_",
                          (f"model.name_or_path={run_dir / 'model'}",),
                          tuple(s.name for s in pretrain), seeds=(seed,))
