@@ -48,7 +48,7 @@ def test_the_two_level_estimate_by_hand():
     members = [([0.10, 0.20], [np.array([0.1, 0.2, 0.1, 0.2]), np.array([0.2, 0.2, 0.3, 0.1])]),
                ([0.30, 0.30], [np.array([0.3, 0.4, 0.2, 0.3]), np.array([0.3, 0.2, 0.4, 0.3])]),
                ([0.05, 0.15], [np.array([0.0, 0.1, 0.1, 0.0]), np.array([0.1, 0.2, 0.2, 0.1])])]
-    test, design, _ = population_test([paired(v, r) for v, r in members], GREATER)
+    test, design, _, _ = population_test([paired(v, r) for v, r in members], GREATER)
     means = [0.15, 0.30, 0.10]
     reps = np.array([[0.15, 0.20, 0.20, 0.15], [0.30, 0.30, 0.30, 0.30],
                      [0.05, 0.15, 0.15, 0.05]])  # (members, R): each seed pair averaged

@@ -69,10 +69,16 @@ class MemberValue:
     terms: list[list[str] | None]
 
 
-def mean_replicates(replicates: list[np.ndarray | None]) -> np.ndarray | None:
+def stacked(replicates: list[np.ndarray | None]) -> np.ndarray | None:
+    """(runs, R) where every run has replicates of one length; else None."""
     if any(r is None for r in replicates) or len({len(r) for r in replicates}) != 1:
         return None
-    return np.mean(np.stack(replicates), axis=0)  # (R,): replicate r of every seed, averaged
+    return np.stack(replicates)
+
+
+def mean_replicates(replicates: list[np.ndarray | None]) -> np.ndarray | None:
+    table = stacked(replicates)
+    return None if table is None else table.mean(axis=0)  # (R,): replicate r of every seed
 
 
 def concat_items(lists: list[list[str] | None]) -> list[str] | None:
@@ -97,21 +103,26 @@ def member_value(contrast: Contrast) -> MemberValue:
 
 
 def population_test(contrasts: list[Contrast], comparison: Comparison
-                    ) -> tuple[TTest | SignTest, str, float | None]:
+                    ) -> tuple[TTest | SignTest, str, float | None,
+                               tuple[float, float, float] | None]:
     """The test of one comparison across the members (contrasts: one per member, in member
     order): the two-level interval above, or an exact sign test over members for a discrete
-    reduction; the design; the item overlap between members counted."""
+    reduction; the design; the item overlap between members counted; and the multi-bootstrap
+    (low, high, p) reported beside it (None for a discrete reduction)."""
     members = [member_value(c) for c in contrasts]
     values = [m.value for m in members]
-    design = DESIGN.format(k=len(members))
     if any(c.discrete for c in contrasts):
         estimate = combine_seeds(values, [None] * len(values))
         return (SignTest(estimate, tuple(values), comparison.margin, comparison.expect),
-                f"across {len(members)} checkpoints, exact sign test over members", None)
+                f"across {len(members)} checkpoints, exact sign test over members", None, None)
+    replicates = [m.replicates for m in members]
     terms = [[m.terms[t] for m in members] for t in range(min(len(m.terms) for m in members))]
     overlap = compute_terms_overlap(terms)
-    estimate = combine_seeds(values, [m.replicates for m in members], overlap=overlap or 0.0)
-    return TTest(estimate, comparison.margin, comparison.expect), design, overlap
+    estimate = combine_seeds(values, replicates, overlap=overlap or 0.0)
+    boot = compute_multibootstrap(np.array(values), stacked(replicates), comparison.margin,
+                                  comparison.expect)
+    return (TTest(estimate, comparison.margin, comparison.expect),
+            DESIGN.format(k=len(members)), overlap, boot)
 
 
 def compute_multibootstrap(values: np.ndarray, replicates: np.ndarray | None, margin: float,
@@ -134,17 +145,4 @@ def compute_multibootstrap(values: np.ndarray, replicates: np.ndarray | None, ma
     low, high = np.quantile(statistic, [0.025, 0.975])
     wrong = statistic <= margin if expect == "greater" else statistic >= margin
     return float(low), float(high), float((wrong.sum() + 1) / (draws + 1))
-
-
-def multibootstrap_of(contrasts: list[Contrast], comparison: Comparison
-                      ) -> tuple[float, float, float] | None:
-    """compute_multibootstrap of the members' contrasts (None for a discrete reduction)."""
-    if any(c.discrete for c in contrasts):
-        return None
-    members = [member_value(c) for c in contrasts]
-    reps = [m.replicates for m in members]
-    table = None if any(r is None for r in reps) or len({len(r) for r in reps}) != 1 \
-        else np.stack(reps)
-    return compute_multibootstrap(np.array([m.value for m in members]), table,
-                                  comparison.margin, comparison.expect)
 

@@ -24,7 +24,7 @@ from bertology.errors import require
 from bertology.run.rundir import RunDir
 from bertology.study.contrasts import contrast_runs, contrast_test, selects
 from bertology.study.evidence import Evidence, layer_keys
-from bertology.study.population import multibootstrap_of, population_members, population_test
+from bertology.study.population import population_members, population_test
 from bertology.study.results import replication_key
 from bertology.study.specs import Comparison, FindingSpec, evidence_of
 from bertology.study.stats import ALPHA, FEASIBLE, SignTest, TTest, collapsed_seeds, holm
@@ -178,8 +178,7 @@ def compare(comparison: Comparison, groups: dict[str, list[RunDir]]) -> Compared
     if len(groups) == 1:
         test, overlap = contrast_test(contrasts[0], comparison)
         return Compared(test, contrasts[0].design, overlap, None, headroom)
-    test, design, overlap = population_test(contrasts, comparison)
-    return Compared(test, design, overlap, multibootstrap_of(contrasts, comparison), headroom)
+    return Compared(*population_test(contrasts, comparison), headroom)
 
 
 def headroom_of(result: FindingResult, test: TTest | SignTest) -> float | None:
