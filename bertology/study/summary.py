@@ -103,8 +103,9 @@ def summary(rows: list[dict[str, str]]) -> list[str]:
              (f"**checkpoint claims ({checkpoint_names(checkpoint)}): "
               + holds_phrase(checkpoint)) if checkpoint
              else "**checkpoint claims: none judged**"]
-    fragile = " (fragile: Holm-adjusted p within 2× of α)" if any("fragile" in line
-                                                                   for line in lines) else ""
+    fragile = " (fragile: Holm-adjusted p within 2× of α)" if any(
+        r["corrected_verdict"] == "holds" and is_fragile(r)
+        for r in pretraining + checkpoint) else ""  # where holds_phrase names fragile holds
     return [f"{lines[0]}; {lines[1]}{fragile}, after Holm's "
             f"correction over all {len(rows)} findings. A checkpoint claim holds for that "
             "trained model, not for BERT: its seeds resample sentences, probes or fine-tuning, "

@@ -181,7 +181,7 @@ def compare(comparison: Comparison, groups: dict[str, list[RunDir]]) -> Compared
     return Compared(*population_test(contrasts, comparison), headroom)
 
 
-def headroom_of(result: FindingResult, test: TTest | SignTest) -> float | None:
+def headroom_for(result: FindingResult, test: TTest | SignTest) -> float | None:
     """How many times its items the eval sets of a test's runs hold (an items budget beyond
     it is no budget: 2× the dev set where the run scored all of it); None where unrecorded."""
     index = next(i for i, t in enumerate(result.tests) if t is test)
@@ -284,7 +284,7 @@ def unresolved(result: FindingResult, alpha: float, repeated: bool = False) -> t
         return label, f"≈ {seeds:.0f} {replicates_of(result)} would {SETTLES[lean]} (80% power)"
     items = test.items_needed(level)
     material = test.shared_share(level) >= MATERIAL_SHARED and 1.0 < items <= FEASIBLE
-    room = headroom_of(result, test)
+    room = headroom_for(result, test)
     if material and (room is None or items <= room):
         return label, ("more items, not seeds: the noise of the items every seed shares does "
                        f"not shrink with seeds; ≥ {math.ceil(items)}× the items would "
