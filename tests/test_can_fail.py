@@ -68,7 +68,6 @@ from scipy import stats
 
 from bertology.run.replicates import REPLICATES
 from bertology.study.catalog import finding_files, load_catalog
-from bertology.study.contrasts import compare_runs
 from bertology.study.evidence import Evidence
 from bertology.study.specs import Comparison, FindingSpec, parse_finding
 from bertology.study.stats import (
@@ -78,7 +77,7 @@ from bertology.study.stats import (
     compute_half_width,
     compute_power_half_width,
 )
-from bertology.study.verdicts import judge
+from bertology.study.verdicts import compare, judge
 
 CATALOG = load_catalog()
 DISTANCE = 0.1  # how far past its margin a made-true or made-false comparison sits
@@ -404,7 +403,7 @@ def test_a_measured_world_scatters_as_measured():
     noises = [Noise(0.02, 0.01, 0.01), Noise(0.01, 0.0, 0.005)] + [GUARD_NOISE] * len(spec.guards)
     targets = measured_targets(spec, noises)
     world = MeasuredWorld(spec, targets, noises, np.random.default_rng(7))
-    estimates = np.array([[compare_runs(c, world.runs())[0].estimate for c in spec.comparisons]
+    estimates = np.array([[compare(c, {"": world.runs()}).test.estimate for c in spec.comparisons]
                           for _ in range(300)])  # (worlds, parts)
     means = np.array([[e.mean for e in row] for row in estimates])
     parts = len(spec.comparisons)  # the guards' noise and targets follow the claim's

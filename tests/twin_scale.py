@@ -19,10 +19,10 @@ from pathlib import Path
 from study_runs import CATALOG
 
 from bertology.study.catalog import runs_of
-from bertology.study.contrasts import compare_runs
 from bertology.study.results import find_runs
 from bertology.study.specs import Comparison, parse_comparison
 from bertology.study.stats import ALPHA
+from bertology.study.verdicts import compare
 
 # SST-2 (finetune_sst2, and distill_sst2's student): 40 steps of 16 of the study's phrases (it
 # trains 2 epochs over 4,000), scored on 200 of the 872 dev sentences. At the study's rate
@@ -71,7 +71,7 @@ def assert_it_learns(roots: list[Path], studies: set[str]) -> None:
     failed = []
     for spec in (s for s in CATALOG.values() if set(s.studies) <= studies):
         for guard in spec.guards or LEARNED[spec.id]:
-            test = compare_runs(guard, runs_of(spec, runs))[0]
+            test = compare(guard, {"": runs_of(spec, runs)}).test
             print(f"learned {spec.id}: {guard.describe()}: {describe(test)}")
             if not test.p_holds < ALPHA / 2:
                 failed.append((spec.id, guard.describe(), describe(test)))

@@ -170,11 +170,3 @@ def contrast_test(contrast: Contrast, comparison: Comparison
     estimate = combine_seeds(contrast.values, contrast.replicates, overlap=overlap or 0.0)
     return TTest(estimate, comparison.margin, comparison.expect), overlap
 
-
-def compare_runs(comparison: Comparison, runs: list[RunDir]
-                 ) -> tuple[TTest | SignTest, str, float | None]:
-    """The test of one comparison over the runs of one checkpoint (or of pretraining runs),
-    how a − b was formed (for the report), and the item overlap counted."""
-    contrast = contrast_runs(comparison, runs)
-    test, overlap = contrast_test(contrast, comparison)
-    return test, contrast.design, overlap
