@@ -12,10 +12,10 @@ from scipy import stats
 
 from bertology.run.replicates import REPLICATES, bootstrap_indices, compute_ratio_replicates
 from bertology.study.evidence import Evidence, evaluate
+from bertology.study.sign_test import SignTest
 from bertology.study.specs import FindingSpec
 from bertology.study.stats import (
     Estimate,
-    SignTest,
     TTest,
     combine_seeds,
     compute_half_width,

@@ -17,9 +17,9 @@ import numpy as np
 from bertology.errors import require
 from bertology.run.rundir import RunDir
 from bertology.study.evidence import Evidence, evaluate, evaluate_headroom, evaluate_items
+from bertology.study.sign_test import SignTest
 from bertology.study.specs import Comparison
 from bertology.study.stats import (
-    SignTest,
     TTest,
     combine_seeds,
     compute_terms_overlap,

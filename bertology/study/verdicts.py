@@ -26,8 +26,9 @@ from bertology.study.contrasts import contrast_runs, contrast_test, selects
 from bertology.study.evidence import Evidence, layer_keys
 from bertology.study.population import population_members, population_test
 from bertology.study.results import replication_key
+from bertology.study.sign_test import SignTest
 from bertology.study.specs import Comparison, FindingSpec, evidence_of
-from bertology.study.stats import ALPHA, FEASIBLE, SignTest, TTest, collapsed_seeds, holm
+from bertology.study.stats import ALPHA, FEASIBLE, TTest, collapsed_seeds, holm
 
 VERDICTS = ("holds", "does not hold", "underpowered", "leans against", "inconclusive",
             "uninformative")
