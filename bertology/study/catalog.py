@@ -37,6 +37,7 @@ class Study:
     smoke: tuple[str, ...] = ()
     reproduce: tuple[str, ...] = ()
     alone: bool = False  # make reproduce runs it with no other study beside it (latency)
+    seeds: int = 3  # make reproduce's jobs: seeds 0..seeds-1 (more where a seed is cheap)
 
     @property
     def bundle(self) -> str:
@@ -73,8 +74,18 @@ def load_studies(folder: Path = FINDINGS) -> dict[str, Study]:
     """Every study of conf/findings/studies.yaml, by name."""
     block = OmegaConf.to_container(OmegaConf.load(folder / STUDIES_FILE))
     return {name: Study(name, str(entry["pipeline"]), tuple(entry.get("smoke") or ()),
-                        tuple(entry.get("reproduce") or ()), bool(entry.get("alone", False)))
+                        tuple(entry.get("reproduce") or ()), bool(entry.get("alone", False)),
+                        study_seeds(folder, name, entry.get("seeds", 3)))
             for name, entry in block.items()}
+
+
+def study_seeds(folder: Path, name: str, seeds) -> int:
+    """A study's seed count under make reproduce: an integer of at least 2 (one seed leaves
+    no spread to judge by)."""
+    require(isinstance(seeds, int) and not isinstance(seeds, bool) and seeds >= 2,
+            f"{folder / STUDIES_FILE}: {name}.seeds={seeds!r}; give a whole number of at "
+            "least 2 (the jobs of make reproduce: seeds 0..seeds-1)")
+    return seeds
 
 
 def studies_guide(catalog: dict[str, FindingSpec], folder: Path = FINDINGS) -> list[str]:

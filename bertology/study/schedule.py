@@ -44,10 +44,10 @@ from bertology.study.matrix import write_matrix
 from bertology.study.summary import write_summary
 
 # The fine-tuned models: MiniLM on 4,000 SST-2 phrases, one epoch (times and accuracies:
-# docs/reproduce.md), one per seed of the studies' sweeps (their `seed: 0,1,2`).
+# docs/reproduce.md), one per seed of the studies that read them.
 SST2_MODEL = ["finetune", "model=minilm", "task=sst2", "trainer=finetune_cpu",
               "trainer.max_train_examples=4000", "trainer.epochs=1", "logger=none"]
-SST2_SEEDS = (0, 1, 2)
+BUNDLE_SEEDS = (0, 1, 2)  # the bundles' own sweep (conf/experiment/study_*.yaml: seed: 0,1,2)
 # placeholder -> the overrides that make its models beside SST2_MODEL: MiniLM fine-tuned, and its
 # random-init twin fine-tuned the same way
 SST2_MODELS = {"sst2_model": [], "sst2_twin": ["init=random"]}
@@ -56,8 +56,8 @@ log = logging.getLogger("bertology.reproduce")
 
 
 def studies_to_run(only: list[str] | None) -> dict[str, dict]:
-    """study name -> {pipeline, bundle, overrides, alone, findings} for every study that a
-    finding (or one of `only`) reads, with the catalogue's settings (conf/findings/)."""
+    """study name -> {pipeline, bundle, overrides, alone, seeds, findings} for every study
+    that a finding (or one of `only`) reads, with the catalogue's settings (conf/findings/)."""
     catalogue = catalog.load_studies()
     studies: dict[str, dict] = {}
     for spec in catalog.load_catalog().values():
@@ -69,7 +69,8 @@ def studies_to_run(only: list[str] | None) -> dict[str, dict]:
             study = catalogue[name]
             studies.setdefault(name, {"pipeline": study.pipeline, "bundle": study.bundle,
                                       "overrides": list(study.reproduce),
-                                      "alone": study.alone, "findings": []})
+                                      "alone": study.alone,
+                                      "seeds": tuple(range(study.seeds)), "findings": []})
             studies[name]["findings"].append(spec.id)
     require(bool(studies), f"no finding matches {only}")
     return studies
@@ -176,7 +177,8 @@ class Encoder:
     label: str = ""  # the prefix of its step and log names, e.g. "bert_"
     extra: tuple[str, ...] = ()  # overrides that pick it, e.g. model.name_or_path=<its model>
     after: tuple[str, ...] = ()  # its pretraining step, if the run makes it
-    seeds: tuple[int, ...] = SST2_SEEDS  # its studies' seeds (a population member: its own)
+    # its studies' seeds: None, each study's own (studies.yaml); a population member, its own
+    seeds: tuple[int, ...] | None = None
 
     def step(self, name: str, args: list[str], after: tuple[str, ...] = (),
              alone: bool = False) -> Step:
@@ -185,13 +187,26 @@ class Encoder:
                     after=(*self.after, *after), alone=alone)
 
 
-def sst2_model_steps(encoder: Encoder, kinds=tuple(SST2_MODELS)) -> list[Step]:
-    """The encoder fine-tuned on SST-2 once per seed, into <root>/sst2_model, and its
-    random-init twin the same way, into <root>/sst2_twin (of `kinds`, those some study
-    reads); a model made by an earlier run is reused."""
+def job_seeds(spec: dict, encoder: Encoder) -> tuple[int, ...]:
+    """The seeds of a study's jobs on this encoder: the member's own, else the study's."""
+    return spec["seeds"] if encoder.seeds is None else encoder.seeds
+
+
+def model_seeds(studies: dict[str, dict], encoder: Encoder) -> dict[str, tuple[int, ...]]:
+    """SST-2 model kind -> the seeds some study reads it with (a kind no study reads: none)."""
+    return {kind: tuple(sorted({seed for spec in studies.values()
+                                if reads_sst2_model(spec, (kind,))
+                                for seed in job_seeds(spec, encoder)}))
+            for kind in SST2_MODELS}
+
+
+def sst2_model_steps(encoder: Encoder, seeds: dict[str, tuple[int, ...]]) -> list[Step]:
+    """The encoder fine-tuned on SST-2 once per seed some study reads, into <root>/sst2_model,
+    and its random-init twin the same way, into <root>/sst2_twin; a model made by an earlier
+    run is reused."""
     steps = []
-    for kind, extra in ((k, v) for k, v in SST2_MODELS.items() if k in kinds):
-        for seed in encoder.seeds:
+    for kind, extra in SST2_MODELS.items():
+        for seed in seeds[kind]:
             run_dir = encoder.root / kind / f"seed_{seed}"
             if not (run_dir / "metrics.json").exists():
                 steps.append(encoder.step(f"{kind} seed {seed}", [
@@ -206,7 +221,7 @@ def study_steps(studies: dict[str, dict], encoder: Encoder, models: list[Step]) 
     for study, spec in studies.items():
         overrides = [fill_placeholders(o, encoder.root) for o in spec["overrides"]]
         command = [spec["pipeline"], "-m", f"experiment={spec['bundle']}", "logger=none",
-                   *overrides, *encoder.extra, *seed_override(encoder),
+                   *overrides, *encoder.extra, *seed_override(job_seeds(spec, encoder)),
                    f"hydra.sweep.dir={encoder.root / study}"]
         log.info("%s%s reads %s", encoder.label, study, ", ".join(spec["findings"]))
         waits = tuple(m.name for m in models) if reads_sst2_model(spec) else ()
@@ -214,15 +229,14 @@ def study_steps(studies: dict[str, dict], encoder: Encoder, models: list[Step]) 
     return steps
 
 
-def seed_override(encoder: Encoder) -> list[str]:
+def seed_override(seeds: tuple[int, ...]) -> list[str]:
     """The sweep's seeds where they are not the bundles' own (0, 1, 2)."""
-    return [] if encoder.seeds == SST2_SEEDS else [f"seed={','.join(map(str, encoder.seeds))}"]
+    return [] if seeds == BUNDLE_SEEDS else [f"seed={','.join(map(str, seeds))}"]
 
 
 def encoder_steps(studies: dict[str, dict], encoder: Encoder) -> list[Step]:
     """The encoder's SST-2 models (where a study reads them), then its studies."""
-    kinds = [k for k in SST2_MODELS if any(reads_sst2_model(s, (k,)) for s in studies.values())]
-    models = sst2_model_steps(encoder, kinds)
+    models = sst2_model_steps(encoder, model_seeds(studies, encoder))
     return [*models, *study_steps(studies, encoder, models)]
 
 
