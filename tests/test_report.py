@@ -256,6 +256,16 @@ def test_every_catalog_finding_names_a_study_of_the_catalogue():
         assert (REPO / "conf" / "findings" / f"{spec.id}.yaml").exists(), spec.id
 
 
+@pytest.mark.parametrize("seeds", [1, "five", True])
+def test_a_study_seed_count_below_two_or_not_a_number_is_a_user_error(tmp_path, seeds):
+    (tmp_path / catalog.STUDIES_FILE).write_text(
+        f"probe_pos:\n  pipeline: probe\n  seeds: {seeds}\n")
+    with pytest.raises(UserError, match=r"probe_pos\.seeds=.*at least 2"):
+        catalog.load_studies(tmp_path)
+    (tmp_path / catalog.STUDIES_FILE).write_text("probe_pos:\n  pipeline: probe\n")
+    assert catalog.load_studies(tmp_path)["probe_pos"].seeds == 3  # the bundles' own sweep
+
+
 def test_no_runs_is_a_user_error(tmp_path):
     with pytest.raises(UserError, match="no finished runs"):
         find_runs([tmp_path])
@@ -498,3 +508,16 @@ def test_a_collapsed_seed_is_set_aside_and_named(tmp_path):
             {"eval/accuracy": 0.50 + 0.005 * seed, "eval/majority_accuracy": 0.51}))
     result = judge(parse_finding(finding), find_runs([tmp_path]))
     assert result.tests[0].estimate.n == 3 and "kept, fewer than 2 trained" in result.note
+
+
+@pytest.mark.parametrize("model, shown", [("sentence-transformers/all-MiniLM-L6-v2", True),
+                                          ("/cache/encoders/bert-seed0-abc/model", False)])
+def test_a_caveat_about_one_checkpoint_shows_only_on_its_runs(tmp_path, model, shown):
+    finding = {**FINDING, "caveat": "MiniLM is sentence-tuned",
+               "caveat_checkpoint": "all-MiniLM-L6-v2"}
+    for seed, (a, b) in enumerate([(0.80, 0.70), (0.82, 0.71), (0.81, 0.69)]):
+        write_run(tmp_path / str(seed), {"eval/a": a, "eval/b": b}, seed, finding,
+                  model={"name_or_path": model})
+    result = judge(parse_finding(finding), find_runs([tmp_path]))
+    assert result.corrected == "holds"
+    assert ("MiniLM is sentence-tuned" in result.note) is shown

@@ -63,6 +63,7 @@ class FindingSpec:
     no_twin: str = ""  # an `about: model` claim judged without its twin: why none applies
     tautology: str = ""  # can_fail: false: why the real measurement cannot come out against it
     unit: str = "checkpoint"  # what its replicates are: checkpoint | pretraining (scope.UNITS)
+    caveat_checkpoint: str = ""  # the checkpoint the caveat is about (none: every run)
 
     def describe(self) -> str:
         return " and ".join(c.describe() for c in self.comparisons)
@@ -120,7 +121,8 @@ def parse_finding(spec: dict) -> FindingSpec:
                        (study,) if isinstance(study, str) else tuple(study), str(about), guards,
                        str(spec.get("caveat", "")), str(spec.get("no_twin", "")),
                        str(spec.get("tautology", "")) if spec.get("can_fail") is False else "",
-                       str(spec.get("unit", "checkpoint")))
+                       str(spec.get("unit", "checkpoint")),
+                       str(spec.get("caveat_checkpoint", "")))
 
 
 def evidence_of(spec: FindingSpec) -> list[Evidence]:

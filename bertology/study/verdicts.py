@@ -22,6 +22,7 @@ import numpy as np
 
 from bertology.errors import require
 from bertology.run.rundir import RunDir
+from bertology.study.checkpoints import checkpoint_of
 from bertology.study.contrasts import contrast_runs, contrast_test, selects
 from bertology.study.evidence import Evidence, layer_keys
 from bertology.study.population import population_members, population_test
@@ -152,10 +153,18 @@ def judge(spec: FindingSpec, runs: list[RunDir]) -> FindingResult:
     repeated = (f"{len(repeats)} run(s) repeat another exactly (same config less the seed, "
                 "same evidence) and count once") if repeats else ""
     tautology = f"cannot fail (a tautology): {spec.tautology}" if spec.tautology else ""
-    result.context = "; ".join(filter(None, [*notes, repeated, spec.caveat, tautology]))
+    caveat = spec.caveat if caveat_applies(spec, result.runs) else ""
+    result.context = "; ".join(filter(None, [*notes, repeated, caveat, tautology]))
     result.corrected, result.note = result.raw, with_context(result, result.raw_note)
     result.repeated = bool(repeats)
     return result
+
+
+def caveat_applies(spec: FindingSpec, runs: list[RunDir]) -> bool:
+    """A caveat about one checkpoint (MiniLM's contrastive tuning) is shown where a run reads
+    it, not on a population of BERTs pretrained here."""
+    return not spec.caveat_checkpoint or any(
+        checkpoint_of(r) == spec.caveat_checkpoint for r in runs)
 
 
 @dataclass(frozen=True)
