@@ -18,6 +18,7 @@ from bertology.config.path_checks import MADE_BY_THE_RUN
 from bertology.errors import UserError
 from bertology.pipelines import load_pipeline
 from bertology.run.rundir import RunDir
+from bertology.study import runner
 from bertology.study import schedule as reproduce
 from bertology.study.catalog import FINDINGS, load_catalog, load_studies, runs_of
 from bertology.study.contrasts import selects
@@ -193,7 +194,7 @@ def test_reproduce_fine_tunes_one_model_per_seed(tmp_path, monkeypatch):
         commands.append(args)
         return 0, 0.0
 
-    monkeypatch.setattr(reproduce, "bertology", record)
+    monkeypatch.setattr(runner, "bertology", record)
     reproduce.main(["--out", str(tmp_path), "--only", "int8", "distillation"])
     finetunes = [c for c in commands if c[0] == "finetune" and "init=random" not in c]
     assert sorted(a for c in finetunes for a in c if a.startswith("seed=")) == \
@@ -217,7 +218,7 @@ def test_reproduce_fine_tunes_the_twin_per_seed_as_the_model(tmp_path, monkeypat
         commands.append(args)
         return 0, 0.0
 
-    monkeypatch.setattr(reproduce, "bertology", record)
+    monkeypatch.setattr(runner, "bertology", record)
     reproduce.main(["--out", str(tmp_path), "--only", "finetuning_top_layers",
                     "special_token_gradients"])
     finetunes = [c for c in commands if c[0] == "finetune"]
@@ -259,13 +260,13 @@ def test_reproduce_runs_a_step_after_the_steps_it_waits_for_and_alone_steps_alon
             spans[name][1] = time.perf_counter()
         return 0, 0.05
 
-    monkeypatch.setattr(reproduce, "bertology", fake)
-    Step = reproduce.Step
+    monkeypatch.setattr(runner, "bertology", fake)
+    Step = runner.Step
     steps = [Step("m0", [], tmp_path / "m0.log"), Step("m1", [], tmp_path / "m1.log"),
              Step("free", [], tmp_path / "free.log"),
              Step("reads", [], tmp_path / "reads.log", after=("m0", "m1")),
              Step("latency", [], tmp_path / "latency.log", after=("m0",), alone=True)]
-    results = reproduce.run_steps(steps, lanes=2)
+    results = runner.run_steps(steps, lanes=2)
     assert set(results) == {s.name for s in steps}
     assert spans["reads"][0] >= max(spans["m0"][1], spans["m1"][1])
     assert spans["latency"][2] == {"latency"} and spans["latency"][3] is None  # every core

@@ -7,6 +7,7 @@ findings tables whose cells are worked out here."""
 from __future__ import annotations
 
 import csv
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from bertology.study import encoders, matrix
+from bertology.study import encoders, matrix, runner
 from bertology.study import schedule as reproduce
 from bertology.study.catalog import load_catalog
 from bertology.study.summary import write_summary
@@ -27,10 +28,10 @@ def record_commands(monkeypatch) -> list[list[str]]:
         commands.append(args)
         for arg in args:  # the sweep's dir, as the report looks for it
             if arg.startswith("hydra.sweep.dir="):
-                Path(arg.split("=", 1)[1]).mkdir(parents=True)
+                Path(arg.split("=", 1)[1]).mkdir(parents=True, exist_ok=True)
         return 0, 0.0
 
-    monkeypatch.setattr(reproduce, "bertology", record)
+    monkeypatch.setattr(runner, "bertology", record)
     return commands
 
 
@@ -220,3 +221,34 @@ def test_a_population_of_one_is_refused(tmp_path):
                              "--out", str(tmp_path)], capture_output=True, text=True, cwd=REPO)
     assert result.returncode == 2 and "2 or more members" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_rerun_keeps_the_sweeps_an_earlier_run_finished_at_the_same_code(tmp_path,
+                                                                            monkeypatch):
+    """A killed `make reproduce` rerun into the same --out resumes: a study's sweep that
+    finished (its dir holds runner.STEP_RECORD: the command and the commit) is kept; one
+    recorded under other code, or run from a checkout with changes, runs again."""
+    monkeypatch.setenv("BERTOLOGY_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(runner, "code_identity", lambda: "commit-a")
+    commands = record_commands(monkeypatch)
+    out = ["--out", str(tmp_path / "out"), "--only", "int8", "freeze_lower"]
+
+    def sweeps() -> list[str]:
+        found = sorted(a.split("=")[1] for c in commands if "-m" in c for a in c
+                       if a.startswith("experiment="))
+        commands.clear()
+        return found
+
+    reproduce.main(out)
+    assert sweeps() == ["study_finetune_sst2", "study_prune_sst2"]
+    record = json.loads((tmp_path / "out" / "prune_sst2" / runner.STEP_RECORD).read_text())
+    assert record["code"] == "commit-a" and "experiment=study_prune_sst2" in record["args"]
+    (tmp_path / "out" / "finetune_sst2" / runner.STEP_RECORD).unlink()  # killed mid-sweep
+    reproduce.main(out)
+    assert sweeps() == ["study_finetune_sst2"]
+    monkeypatch.setattr(runner, "code_identity", lambda: "commit-b")
+    reproduce.main(out)
+    assert sweeps() == ["study_finetune_sst2", "study_prune_sst2"]
+    monkeypatch.setattr(runner, "code_identity", lambda: None)  # uncommitted changes
+    reproduce.main(out)
+    assert sweeps() == ["study_finetune_sst2", "study_prune_sst2"]

@@ -15,8 +15,9 @@ settings). Beside each, its random-init twin is fine-tuned the same way (init=ra
 recipe, data and seed, from the weights a probe of that seed contrasts with), passed by
 `{sst2_twin}`: the twin arm of finetuning_top_layers and special_token_gradients. Two steps
 run side by side where there are two cores (`--lanes`), each on one thread, except the studies
-that time latency (`alone: true`), which run last, alone. The report over every study dir lands
-in <out>/report/REPORT.md, with a verdict for every finding.
+that time latency (`alone: true`), which run last, alone (runner.py). The report over every
+study dir lands in <out>/report/REPORT.md, with a verdict for every finding. Rerun into the same
+--out, a killed run resumes: the sweeps it finished at the same commit are kept.
 
 `--encoders minilm bert modernbert` also pretrains each encoder named after MiniLM and reruns
 on it the studies that read a model (encoders.py), each judged in its own report, and adds the
@@ -29,9 +30,6 @@ import argparse
 import json
 import logging
 import os
-import subprocess
-import sys
-import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -39,8 +37,9 @@ from pathlib import Path
 
 from bertology.errors import UserError, require
 from bertology.run.tables import write_table
-from bertology.study import catalog, encoders
+from bertology.study import catalog, encoders, runner
 from bertology.study.matrix import write_matrix
+from bertology.study.runner import Step, run_steps
 from bertology.study.summary import write_summary
 
 # The fine-tuned models: MiniLM on 4,000 SST-2 phrases, one epoch (times and accuracies:
@@ -76,80 +75,6 @@ def studies_to_run(only: list[str] | None) -> dict[str, dict]:
     return studies
 
 
-@dataclass
-class Step:
-    """One `bertology` process of the run: a fine-tuned model or a study's sweep."""
-
-    name: str
-    args: list[str]
-    log_path: Path
-    after: tuple[str, ...] = ()  # steps that must have finished first (the SST-2 models)
-    alone: bool = False  # runs with no other step beside it, on every core (latency timing)
-
-
-def bertology(args: list[str], log_path: Path, threads: int | None = None) -> tuple[int, float]:
-    """Run `python -m bertology <args>` on `threads` intra-op threads (None: torch's default);
-    its output goes to log_path. (exit status, seconds)"""
-    env = dict(os.environ)
-    if threads is not None:
-        env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
-    start = time.perf_counter()
-    with log_path.open("w") as handle:
-        status = subprocess.run([sys.executable, "-m", "bertology", *args], stdout=handle,
-                                stderr=subprocess.STDOUT, env=env).returncode
-    return status, time.perf_counter() - start
-
-
-def run_steps(steps: list[Step], lanes: int) -> dict[str, tuple[int, float]]:
-    """Run the steps, `lanes` at a time, each lane on cores/lanes threads; a step starts when
-    the steps it waits for have finished (in list order among the ready ones); the `alone`
-    steps run last, one at a time, on every core. Small models use two cores poorly (the
-    numbers: docs/reproduce.md, "Running it"), so two 1-thread lanes finish sooner than one
-    2-thread queue. name -> (exit status, seconds)."""
-    cores = os.cpu_count() or 1
-    threads = max(1, cores // lanes)
-    pending = [s for s in steps if not s.alone]
-    results: dict[str, tuple[int, float]] = {}
-    lock = threading.Lock()
-
-    def next_ready() -> Step | None:
-        with lock:
-            step = next((s for s in pending if all(d in results for d in s.after)), None)
-            if step is not None:
-                pending.remove(step)
-            return step
-
-    def lane() -> None:
-        while True:
-            with lock:
-                if not pending:
-                    return
-            step = next_ready()
-            if step is None:  # what is left waits for a step another lane is running
-                time.sleep(0.5)
-                continue
-            outcome = run_logged(step, threads if lanes > 1 else None)
-            with lock:
-                results[step.name] = outcome
-
-    workers = [threading.Thread(target=lane) for _ in range(lanes)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    for step in (s for s in steps if s.alone):
-        results[step.name] = run_logged(step, None)
-    return results
-
-
-def run_logged(step: Step, threads: int | None) -> tuple[int, float]:
-    log.info("%s: bertology %s%s", step.name, " ".join(step.args),
-             f" ({threads} thread(s))" if threads else "")
-    status, seconds = bertology(step.args, step.log_path, threads)
-    log.info("%s: exit %d in %.0f s", step.name, status, seconds)
-    return status, seconds
-
-
 def reads_sst2_model(spec: dict, kinds=tuple(SST2_MODELS)) -> bool:
     """Whether a study's `reproduce:` overrides read the fine-tuned SST-2 models (or twins)."""
     return any(f"{{{kind}}}" in override for override in spec["overrides"] for kind in kinds)
@@ -181,10 +106,10 @@ class Encoder:
     seeds: tuple[int, ...] | None = None
 
     def step(self, name: str, args: list[str], after: tuple[str, ...] = (),
-             alone: bool = False) -> Step:
+             alone: bool = False, done_in: Path | None = None) -> Step:
         label = f"{self.label}{name}"
         return Step(label, args, self.logs / f"{label.replace(' ', '_')}.log",
-                    after=(*self.after, *after), alone=alone)
+                    after=(*self.after, *after), alone=alone, done_in=done_in)
 
 
 def job_seeds(spec: dict, encoder: Encoder) -> tuple[int, ...]:
@@ -225,7 +150,7 @@ def study_steps(studies: dict[str, dict], encoder: Encoder, models: list[Step]) 
                    f"hydra.sweep.dir={encoder.root / study}"]
         log.info("%s%s reads %s", encoder.label, study, ", ".join(spec["findings"]))
         waits = tuple(m.name for m in models) if reads_sst2_model(spec) else ()
-        steps.append(encoder.step(study, command, waits, spec["alone"]))
+        steps.append(encoder.step(study, command, waits, spec["alone"], encoder.root / study))
     return steps
 
 
@@ -299,7 +224,7 @@ def reproduce_population(out: Path, studies: dict[str, dict], lanes: int, size: 
     failed = [name for name, (status, _) in results.items() if status]
     report_dir = out / "population" / "report"
     dirs = [str(m.root / s) for m in members for s in studies if (m.root / s).exists()]
-    status, _ = bertology(["report", *dirs, f"hydra.run.dir={report_dir}"],
+    status, _ = runner.bertology(["report", *dirs, f"hydra.run.dir={report_dir}"],
                           out / "logs" / "population_report.log")
     if status == 0 and (report_dir / "tables" / "findings.csv").exists():
         write_members_table(report_dir, size, extra, cache)
@@ -398,6 +323,6 @@ def reproduce(out: Path, studies: dict[str, dict], lanes: int,
 def report(root: Path, studies: dict[str, dict], log_path: Path) -> int:
     """`bertology report` over the study dirs under root that exist, into root/report; its
     exit status."""
-    status, _ = bertology(["report", *(str(root / s) for s in studies if (root / s).exists()),
-                           f"hydra.run.dir={root / 'report'}"], log_path)
+    dirs = [str(root / s) for s in studies if (root / s).exists()]
+    status, _ = runner.bertology(["report", *dirs, f"hydra.run.dir={root / 'report'}"], log_path)
     return status

@@ -1,0 +1,142 @@
+"""The run's steps (`python -m bertology.reproduce`): each a `bertology` process, run `lanes` at a
+time, each lane on its share of the cores; a step starts when the steps it waits for have
+finished. A study's sweep that an earlier run of the same command finished at the same code is
+kept, so a killed `make reproduce` resumes where it stopped."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+from bertology import __version__
+from bertology.run.atomic import write_json_atomic
+from bertology.run.provenance import read_git
+
+log = logging.getLogger("bertology.reproduce")
+
+
+@dataclass
+class Step:
+    """One `bertology` process of the run: a fine-tuned model or a study's sweep."""
+
+    name: str
+    args: list[str]
+    log_path: Path
+    after: tuple[str, ...] = ()  # steps that must have finished first (the SST-2 models)
+    alone: bool = False  # runs with no other step beside it, on every core (latency timing)
+    done_in: Path | None = None  # a study's sweep dir: where its record of finishing goes
+
+
+# A study's sweep writes this into its dir when it finished: the command and the code that ran
+# it. A rerun of the same command into the same --out at the same code keeps that sweep rather
+# than running it again, so a killed `make reproduce` resumes where it stopped (the SST-2 models
+# are kept by their metrics.json, the pretrained encoders by their cache).
+STEP_RECORD = "reproduce_step.json"
+
+
+def code_identity() -> str | None:
+    """The code a step ran under: the commit of a clean checkout, the version of an installed
+    package; None for a checkout with changes (nothing is kept: the code may differ)."""
+    git = read_git()
+    if git["commit"] is None:
+        return f"bertology {__version__}"
+    return None if git["dirty"] else str(git["commit"])
+
+
+def step_record(step: Step) -> dict | None:
+    code = code_identity()
+    return None if code is None else {"args": step.args, "code": code}
+
+
+def finished_before(step: Step) -> bool:
+    """Whether an earlier run of this command, at this code, finished the step."""
+    if step.done_in is None or not (step.done_in / STEP_RECORD).is_file():
+        return False
+    record = step_record(step)
+    with suppress(OSError, ValueError):
+        return record is not None and json.loads((step.done_in / STEP_RECORD).read_text()) == record
+    return False
+
+
+def record_finished(step: Step) -> None:
+    record = step_record(step)
+    if step.done_in is not None and step.done_in.is_dir() and record is not None:
+        write_json_atomic(step.done_in / STEP_RECORD, record)
+
+
+def bertology(args: list[str], log_path: Path, threads: int | None = None) -> tuple[int, float]:
+    """Run `python -m bertology <args>` on `threads` intra-op threads (None: torch's default);
+    its output goes to log_path. (exit status, seconds)"""
+    env = dict(os.environ)
+    if threads is not None:
+        env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    start = time.perf_counter()
+    with log_path.open("w") as handle:
+        status = subprocess.run([sys.executable, "-m", "bertology", *args], stdout=handle,
+                                stderr=subprocess.STDOUT, env=env).returncode
+    return status, time.perf_counter() - start
+
+
+def run_steps(steps: list[Step], lanes: int) -> dict[str, tuple[int, float]]:
+    """Run the steps, `lanes` at a time, each lane on cores/lanes threads; a step starts when
+    the steps it waits for have finished (in list order among the ready ones); the `alone`
+    steps run last, one at a time, on every core. Small models use two cores poorly (the
+    numbers: docs/reproduce.md, "Running it"), so two 1-thread lanes finish sooner than one
+    2-thread queue. name -> (exit status, seconds)."""
+    cores = os.cpu_count() or 1
+    threads = max(1, cores // lanes)
+    results: dict[str, tuple[int, float]] = {}
+    for step in steps:
+        if finished_before(step):
+            log.info("%s: kept (an earlier run of this command finished it at this code: %s)",
+                     step.name, step.done_in / STEP_RECORD)
+            results[step.name] = (0, 0.0)
+    pending = [s for s in steps if not s.alone and s.name not in results]
+    lock = threading.Lock()
+
+    def next_ready() -> Step | None:
+        with lock:
+            step = next((s for s in pending if all(d in results for d in s.after)), None)
+            if step is not None:
+                pending.remove(step)
+            return step
+
+    def lane() -> None:
+        while True:
+            with lock:
+                if not pending:
+                    return
+            step = next_ready()
+            if step is None:  # what is left waits for a step another lane is running
+                time.sleep(0.5)
+                continue
+            outcome = run_logged(step, threads if lanes > 1 else None)
+            with lock:
+                results[step.name] = outcome
+
+    workers = [threading.Thread(target=lane) for _ in range(lanes)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    for step in (s for s in steps if s.alone and s.name not in results):
+        results[step.name] = run_logged(step, None)
+    return results
+
+
+def run_logged(step: Step, threads: int | None) -> tuple[int, float]:
+    log.info("%s: bertology %s%s", step.name, " ".join(step.args),
+             f" ({threads} thread(s))" if threads else "")
+    status, seconds = bertology(step.args, step.log_path, threads)
+    log.info("%s: exit %d in %.0f s", step.name, status, seconds)
+    if status == 0:
+        record_finished(step)
+    return status, seconds
