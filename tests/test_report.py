@@ -521,3 +521,14 @@ def test_a_caveat_about_one_checkpoint_shows_only_on_its_runs(tmp_path, model, s
     result = judge(parse_finding(finding), find_runs([tmp_path]))
     assert result.corrected == "holds"
     assert ("MiniLM is sentence-tuned" in result.note) is shown
+
+
+def test_runs_that_could_not_measure_a_metric_are_named(tmp_path):
+    """A metric some runs lack (too few items for the analysis: a relation under
+    min_dependents) leaves the finding unjudged, and the error names those runs."""
+    for seed in range(3):
+        metrics = {"eval/a": 0.8 + seed / 100, "eval/b": 0.7} if seed else {"eval/b": 0.7}
+        write_run(tmp_path / f"run{seed}", metrics, seed, FINDING)
+    with pytest.raises(UserError, match=r"1 of the 3 runs have no metric matching 'eval/a' "
+                                        r"\(.*run0\): they could not measure it"):
+        judge(parse_finding(FINDING), find_runs([tmp_path]))

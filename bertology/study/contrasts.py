@@ -16,7 +16,13 @@ import numpy as np
 
 from bertology.errors import require
 from bertology.run.rundir import RunDir
-from bertology.study.evidence import Evidence, evaluate, evaluate_headroom, evaluate_items
+from bertology.study.evidence import (
+    Evidence,
+    evaluate,
+    evaluate_headroom,
+    evaluate_items,
+    layer_keys,
+)
 from bertology.study.sign_test import SignTest
 from bertology.study.specs import Comparison
 from bertology.study.stats import (
@@ -66,6 +72,12 @@ def selects(run: RunDir, evidence: Evidence) -> bool:
 def collect(runs: list[RunDir], evidence: Evidence) -> Side:
     chosen = [r for r in runs if selects(r, evidence)]
     require(bool(chosen), f"no run matches {evidence.describe()}")
+    lacking = [str(r.path) for r in chosen if not layer_keys(r.metrics, evidence.metric)[1]]
+    require(not lacking or len(lacking) == len(chosen),
+            f"{len(lacking)} of the {len(chosen)} runs have no metric matching "
+            f"{evidence.metric!r} ({', '.join(lacking[:3])}{', ...' if len(lacking) > 3 else ''})"
+            ": they could not measure it (too few items for the analysis?); rerun them with "
+            "more, or leave them out of the report")
     pairs = [evaluate(evidence, r.metrics, r.replicates) for r in chosen]
     return Side(chosen, [v for v, _ in pairs], [reps for _, reps in pairs],
                 [evaluate_items(evidence, r.metrics, r.item_ids) for r in chosen],
