@@ -46,9 +46,9 @@ ENCODERS ?= minilm
 reproduce:  ## every finding at CPU scale, then the report (outputs/reproduce/<stamp>/report/REPORT.md)
 	$(BIN)/python -m bertology.reproduce --encoders $(ENCODERS)
 
-# make reproduce-population POPULATION=5: the model-reading findings judged across that many BERTs
+# make reproduce-population POPULATION=12: the model-reading findings judged across that many BERTs
 # pretrained here with seeds 0..K-1 (docs/reproduce.md, "The checkpoint population")
-POPULATION ?= 5
+POPULATION ?= 12
 
 reproduce-population:  ## pretrain K BERTs, run the model-reading studies on each, judge them across the K
 	$(BIN)/python -m bertology.reproduce --population $(POPULATION)
