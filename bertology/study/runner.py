@@ -14,9 +14,9 @@ import threading
 import time
 from contextlib import suppress
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
-from bertology import __version__
 from bertology.run.atomic import write_json_atomic
 from bertology.run.provenance import read_git
 
@@ -47,7 +47,9 @@ def code_identity() -> str | None:
     package; None for a checkout with changes (nothing is kept: the code may differ)."""
     git = read_git()
     if git["commit"] is None:
-        return f"bertology {__version__}"
+        with suppress(metadata.PackageNotFoundError):
+            return f"bertology {metadata.version('bertology')}"
+        return None
     return None if git["dirty"] else str(git["commit"])
 
 
