@@ -71,9 +71,15 @@ def test_a_population_report_has_no_fragile_clause_where_none_is_fragile(tmp_pat
     write_table(tmp_path, rows=rows)
     text = write_summary(tmp_path)
     assert text.startswith("**Pretraining claims, across independently pretrained encoders: "
-                           "none of the 2 hold**; **checkpoint claims: none judged**, after "
-                           "Holm's correction over all 2 findings.")
-    assert "within 2× of α" not in text
+                           "none of the 2 hold**, after Holm's correction over all 2 findings. "
+                           "0 claims about the method")
+    assert "within 2× of α" not in text and "checkpoint claim" not in text
+    with (tmp_path / "tables" / "findings.csv").open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow([*FIELDS, "members"])
+        writer.writerows([(*r, "12") for r in rows])
+    assert write_summary(tmp_path).startswith(
+        "**Pretraining claims, across 12 independently pretrained encoders: none of the 2")
 
 
 def test_a_dir_without_a_report_is_one_line_and_exit_2(tmp_path):

@@ -97,20 +97,31 @@ def holds_phrase(rows: list[dict[str, str]]) -> str:
 def summary(rows: list[dict[str, str]]) -> list[str]:
     kinds = {kind: [r for r in rows if row_kind(r) == kind] for kind in KINDS}
     pretraining, checkpoint = kinds["pretraining"], kinds["checkpoint"]
-    lines = [("**Pretraining claims, across independently pretrained encoders: "
+    lines = [(f"**Pretraining claims, across {population_words(pretraining)}: "
               + holds_phrase(pretraining)) if pretraining
-             else "**Pretraining claims: none judged**",
-             (f"**checkpoint claims ({checkpoint_names(checkpoint)}): "
-              + holds_phrase(checkpoint)) if checkpoint
-             else "**checkpoint claims: none judged**"]
+             else "**Pretraining claims: none judged**"]
+    if checkpoint or not pretraining:  # a population's report judges no checkpoint claim
+        lines.append((f"**checkpoint claims ({checkpoint_names(checkpoint)}): "
+                      + holds_phrase(checkpoint)) if checkpoint
+                     else "**checkpoint claims: none judged**")
     fragile = " (fragile: Holm-adjusted p within 2× of α)" if any(
         r["corrected_verdict"] == "holds" and is_fragile(r)
         for r in pretraining + checkpoint) else ""  # where holds_phrase names fragile holds
-    return [f"{lines[0]}; {lines[1]}{fragile}, after Holm's "
-            f"correction over all {len(rows)} findings. A checkpoint claim holds for that "
-            "trained model, not for BERT: its seeds resample sentences, probes or fine-tuning, "
-            f"not pretraining ({len(kinds['method'])} claims about the method, marked *, are "
-            "reported apart).", "", *counts_table(rows)]
+    scope = ("A checkpoint claim holds for that trained model, not for BERT: its seeds "
+             "resample sentences, probes or fine-tuning, not pretraining " if checkpoint else "")
+    method = f"{len(kinds['method'])} claims about the method, marked *, are reported apart"
+    return [f"{'; '.join(lines)}{fragile}, after Holm's correction over all {len(rows)} "
+            f"findings. {scope + '(' + method + ').' if scope else method.capitalize() + '.'}",
+            "", *counts_table(rows)]
+
+
+def population_words(rows: list[dict[str, str]]) -> str:
+    """"12 independently pretrained encoders" where every row of a population report names its
+    size (findings.csv's `members`); else without the number."""
+    sizes = {r.get("members") or "" for r in rows}
+    size = sizes.pop() if len(sizes) == 1 else ""
+    return f"{size} independently pretrained encoders" if size.isdigit() else \
+        "independently pretrained encoders"
 
 
 def main(argv: list[str] | None = None) -> int:
