@@ -252,3 +252,26 @@ def test_a_rerun_keeps_the_sweeps_an_earlier_run_finished_at_the_same_code(tmp_p
     monkeypatch.setattr(runner, "code_identity", lambda: None)  # uncommitted changes
     reproduce.main(out)
     assert sweeps() == ["study_finetune_sst2", "study_prune_sst2"]
+
+
+def test_the_members_table_names_a_member_whose_pretraining_did_not_learn(tmp_path, caplog):
+    """tables/members.csv: held-out MLM accuracy at each member's first evaluation and its
+    last; a member that stayed on its plateau (the population run's member 7: 0.0523 at step
+    250, 0.0517 at the end) is `learned` False and named in the log."""
+    histories = {0: [0.07, 0.09, 0.099], 1: [0.0523, 0.0523, 0.0517]}
+    for seed, history in histories.items():
+        run_dir = encoders.member_dir(seed, (), tmp_path / "cache")
+        run_dir.mkdir(parents=True)
+        (run_dir / "metrics.jsonl").write_text("".join(
+            json.dumps({"step": 250 * (i + 1), "train/loss": 7.0}) + "\n" +
+            json.dumps({"step": 250 * (i + 1), "eval/mlm_accuracy": a}) + "\n"
+            for i, a in enumerate(history)))
+        (run_dir / "metrics.json").write_text(json.dumps(
+            {"eval/mlm_accuracy": history[-1], "train/steps": 670}))
+    reproduce.write_members_table(tmp_path / "report", 2, (), tmp_path / "cache")
+    with (tmp_path / "report" / "tables" / "members.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert [(r["first_mlm_accuracy"], r["mlm_accuracy"], r["learned"]) for r in rows] == [
+        ("0.07", "0.099", "True"), ("0.0523", "0.0517", "False")]
+    assert "member 1's held-out MLM accuracy did not rise (0.0523" in caplog.text
+    assert "member 0's" not in caplog.text

@@ -31,6 +31,7 @@ import json
 import logging
 import os
 import time
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -237,19 +238,39 @@ def reproduce_population(out: Path, studies: dict[str, dict], lanes: int, size: 
 
 def write_members_table(report_dir: Path, size: int, extra: tuple[str, ...],
                         cache: Path | None) -> None:
-    """tables/members.csv: each member's checkpoint, steps and held-out MLM accuracy (the
-    budget's proof that the members learned)."""
+    """tables/members.csv: each member's checkpoint, steps and held-out MLM accuracy at its
+    first evaluation and its last (the budget's proof that the members learned); a member
+    whose accuracy did not rise between them is named in the log (`learned` False)."""
     rows = []
     for seed in range(size):
         run_dir = encoders.member_dir(seed, extra, cache)
         done = (run_dir / "metrics.json").is_file()  # a member whose pretraining failed: blank
         metrics = json.loads((run_dir / "metrics.json").read_text()) if done else {}
+        first = first_eval_accuracy(run_dir)
+        last = metrics.get("eval/mlm_accuracy")
         rows.append({"member": seed, "checkpoint": str(run_dir / "model"),
-                     "steps": metrics.get("train/steps"),
-                     "mlm_accuracy": metrics.get("eval/mlm_accuracy")})
+                     "steps": metrics.get("train/steps"), "first_mlm_accuracy": first,
+                     "mlm_accuracy": last,
+                     "learned": None if first is None or last is None else last > first})
     write_table(report_dir, "members", rows)
     log.info("members' held-out MLM accuracy: %s", ", ".join(
         f"{row['mlm_accuracy']:.3f}" for row in rows if row["mlm_accuracy"] is not None))
+    for row in (r for r in rows if r["learned"] is False):
+        log.warning("member %d's held-out MLM accuracy did not rise (%.4f at its first "
+                    "evaluation, %.4f at its last): its pretraining failed; the verdicts keep "
+                    "it (docs/reproduce.md, the checkpoint population)", row["member"],
+                    row["first_mlm_accuracy"], row["mlm_accuracy"])
+
+
+def first_eval_accuracy(run_dir: Path) -> float | None:
+    """The held-out MLM accuracy at a pretraining run's first evaluation (its metrics.jsonl),
+    None where it has none."""
+    with suppress(OSError, ValueError):
+        for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+            record = json.loads(line)
+            if "eval/mlm_accuracy" in record:
+                return float(record["eval/mlm_accuracy"])
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
