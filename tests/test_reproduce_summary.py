@@ -40,7 +40,7 @@ def test_counts_per_kind_raw_and_holm_and_the_findings_behind_them(tmp_path):
     assert text.startswith("**Pretraining claims, across independently pretrained encoders: "
                            "none of the 2 hold**; **checkpoint "
                            "claims (all-MiniLM-L6-v2): 1 of the 4 hold firmly**, and 1 more "
-                           "holds but is fragile (fragile: Holm-adjusted p within 2× of α), "
+                           "holds but is fragile (Holm-adjusted p within 2× of α), "
                            "after Holm's")
     assert "A checkpoint claim holds for that trained model, not for BERT" in text
     lines = {line.split(" | ")[0]: line for line in text.splitlines() if line.startswith("| ")}

@@ -104,7 +104,7 @@ def summary(rows: list[dict[str, str]]) -> list[str]:
         lines.append((f"**checkpoint claims ({checkpoint_names(checkpoint)}): "
                       + holds_phrase(checkpoint)) if checkpoint
                      else "**checkpoint claims: none judged**")
-    fragile = " (fragile: Holm-adjusted p within 2× of α)" if any(
+    fragile = " (Holm-adjusted p within 2× of α)" if any(
         r["corrected_verdict"] == "holds" and is_fragile(r)
         for r in pretraining + checkpoint) else ""  # where holds_phrase names fragile holds
     scope = ("A checkpoint claim holds for that trained model, not for BERT: its seeds "
