@@ -258,3 +258,14 @@ def build_tracker(cfg: LoggerConfig, out_dir: Path, config: dict, name: str,
     run = start_wandb(cfg, out_dir, config, name) if cfg.name == "wandb" and main_process \
         else NullRun()
     return Tracker(out_dir, run, enabled=main_process)
+
+
+def read_log(path: Path) -> list[dict]:
+    """The records of a metrics.jsonl; a line cut short (a full disk, a kill) is skipped."""
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            continue
+    return [r for r in records if isinstance(r, dict) and "step" in r]

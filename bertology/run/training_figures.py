@@ -9,11 +9,11 @@ that are not losses (accuracy, F1, MLM accuracy), each over the optimiser step.
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
 from bertology.run.figures import plt, save_figure
+from bertology.run.tracking import read_log
 
 log = logging.getLogger(__name__)
 
@@ -37,17 +37,6 @@ def is_score(key: str) -> bool:
 
 
 PANELS = (("loss", is_loss), ("learning rate", is_lr), ("evaluation", is_score))
-
-
-def read_log(path: Path) -> list[dict]:
-    """The records of a metrics.jsonl; a line cut short (a full disk, a kill) is skipped."""
-    records = []
-    for line in path.read_text().splitlines():
-        try:
-            records.append(json.loads(line))
-        except ValueError:
-            continue
-    return [r for r in records if isinstance(r, dict) and "step" in r]
 
 
 def find_logs(out_dir: Path) -> dict[str, list[dict]]:

@@ -31,13 +31,13 @@ import json
 import logging
 import os
 import time
-from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from bertology.errors import UserError, require
 from bertology.run.tables import write_table
+from bertology.run.tracking import read_log
 from bertology.study import catalog, encoders, runner
 from bertology.study.matrix import write_matrix
 from bertology.study.runner import Step, run_steps
@@ -265,12 +265,10 @@ def write_members_table(report_dir: Path, size: int, extra: tuple[str, ...],
 def first_eval_accuracy(run_dir: Path) -> float | None:
     """The held-out MLM accuracy at a pretraining run's first evaluation (its metrics.jsonl),
     None where it has none."""
-    with suppress(OSError, ValueError):
-        for line in (run_dir / "metrics.jsonl").read_text().splitlines():
-            record = json.loads(line)
-            if "eval/mlm_accuracy" in record:
-                return float(record["eval/mlm_accuracy"])
-    return None
+    path = run_dir / "metrics.jsonl"
+    history = [r["eval/mlm_accuracy"] for r in read_log(path) if "eval/mlm_accuracy" in r] \
+        if path.is_file() else []
+    return float(history[0]) if history else None
 
 
 def main(argv: list[str] | None = None) -> int:
