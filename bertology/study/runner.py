@@ -53,25 +53,19 @@ def code_identity() -> str | None:
     return None if git["dirty"] else str(git["commit"])
 
 
-def step_record(step: Step) -> dict | None:
-    code = code_identity()
-    return None if code is None else {"args": step.args, "code": code}
-
-
-def finished_before(step: Step) -> bool:
+def finished_before(step: Step, code: str | None) -> bool:
     """Whether an earlier run of this command, at this code, finished the step."""
-    if step.done_in is None or not (step.done_in / STEP_RECORD).is_file():
+    if code is None or step.done_in is None or not (step.done_in / STEP_RECORD).is_file():
         return False
-    record = step_record(step)
     with suppress(OSError, ValueError):
-        return record is not None and json.loads((step.done_in / STEP_RECORD).read_text()) == record
+        record = json.loads((step.done_in / STEP_RECORD).read_text())
+        return record == {"args": step.args, "code": code}
     return False
 
 
-def record_finished(step: Step) -> None:
-    record = step_record(step)
-    if step.done_in is not None and step.done_in.is_dir() and record is not None:
-        write_json_atomic(step.done_in / STEP_RECORD, record)
+def record_finished(step: Step, code: str | None) -> None:
+    if code is not None and step.done_in is not None and step.done_in.is_dir():
+        write_json_atomic(step.done_in / STEP_RECORD, {"args": step.args, "code": code})
 
 
 def bertology(args: list[str], log_path: Path, threads: int | None = None) -> tuple[int, float]:
@@ -95,9 +89,10 @@ def run_steps(steps: list[Step], lanes: int) -> dict[str, tuple[int, float]]:
     2-thread queue. name -> (exit status, seconds)."""
     cores = os.cpu_count() or 1
     threads = max(1, cores // lanes)
+    code = code_identity()  # once per run (git three times), not per step
     results: dict[str, tuple[int, float]] = {}
     for step in steps:
-        if finished_before(step):
+        if finished_before(step, code):
             log.info("%s: kept (an earlier run of this command finished it at this code: %s)",
                      step.name, step.done_in / STEP_RECORD)
             results[step.name] = (0, 0.0)
@@ -120,7 +115,7 @@ def run_steps(steps: list[Step], lanes: int) -> dict[str, tuple[int, float]]:
             if step is None:  # what is left waits for a step another lane is running
                 time.sleep(0.5)
                 continue
-            outcome = run_logged(step, threads if lanes > 1 else None)
+            outcome = run_logged(step, threads if lanes > 1 else None, code)
             with lock:
                 results[step.name] = outcome
 
@@ -130,15 +125,16 @@ def run_steps(steps: list[Step], lanes: int) -> dict[str, tuple[int, float]]:
     for worker in workers:
         worker.join()
     for step in (s for s in steps if s.alone and s.name not in results):
-        results[step.name] = run_logged(step, None)
+        results[step.name] = run_logged(step, None, code)
     return results
 
 
-def run_logged(step: Step, threads: int | None) -> tuple[int, float]:
+def run_logged(step: Step, threads: int | None, code: str | None = None) -> tuple[int, float]:
+    """Run one step; a study sweep that finished records it (code: code_identity())."""
     log.info("%s: bertology %s%s", step.name, " ".join(step.args),
              f" ({threads} thread(s))" if threads else "")
     status, seconds = bertology(step.args, step.log_path, threads)
     log.info("%s: exit %d in %.0f s", step.name, status, seconds)
     if status == 0:
-        record_finished(step)
+        record_finished(step, code)
     return status, seconds
