@@ -107,12 +107,12 @@ def summary(rows: list[dict[str, str]]) -> list[str]:
     fragile = " (Holm-adjusted p within 2× of α)" if any(
         r["corrected_verdict"] == "holds" and is_fragile(r)
         for r in pretraining + checkpoint) else ""  # where holds_phrase names fragile holds
-    scope = ("A checkpoint claim holds for that trained model, not for BERT: its seeds "
-             "resample sentences, probes or fine-tuning, not pretraining " if checkpoint else "")
     method = f"{len(kinds['method'])} claims about the method, marked *, are reported apart"
+    scope = (f"A checkpoint claim holds for that trained model, not for BERT: its seeds "
+             f"resample sentences, probes or fine-tuning, not pretraining ({method})."
+             if checkpoint else f"{method}.")
     return [f"{'; '.join(lines)}{fragile}, after Holm's correction over all {len(rows)} "
-            f"findings. {scope + '(' + method + ').' if scope else method.capitalize() + '.'}",
-            "", *counts_table(rows)]
+            f"findings. {scope}", "", *counts_table(rows)]
 
 
 def population_words(rows: list[dict[str, str]]) -> str:
