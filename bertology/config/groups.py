@@ -217,6 +217,7 @@ class TrainerConfig:
     mixed_precision: str = "auto"
     prefetch_batches: int = 0  # > 0: a background thread collates this many batches ahead
     compile: bool = False  # torch.compile the encoders (in place: checkpoints keep their keys)
+    dropout_masks: str = "auto"  # bits: masks from 16-bit random integers (training/dropout.py)
     log_every: int = 25
     eval_every: int = 250
     eval_batches: int = 16
@@ -238,6 +239,7 @@ class TrainerConfig:
                     "(or null for no such budget)")
         one_of(self.mixed_precision, ("auto", "no", "bf16", "fp16"), "trainer.mixed_precision")
         one_of(self.flops_convention, FLOPS_CONVENTIONS, "trainer.flops_convention")
+        one_of(self.dropout_masks, ("auto", "torch", "bits"), "trainer.dropout_masks")
         for key in ("adam_beta1", "adam_beta2"):  # Adam's decay rates (Kingma & Ba, 2015)
             value = getattr(self, key)
             require(0.0 <= value < 1.0, f"trainer.{key}={value} must lie in [0, 1)")

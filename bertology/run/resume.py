@@ -47,6 +47,9 @@ RESULT_NEUTRAL = (
     "trainer.keep_checkpoints",
     "trainer.prefetch_batches",  # batches collated ahead in a thread: the same batches
 )
+# Keys added after runs were made, with the value that reproduces those runs: a run dir whose
+# config lacks one was made under that value (so it resumes under it, and is refused under another).
+ADDED = {"trainer.dropout_masks": "torch"}
 # Budgets a resumed run may raise (to extend it), never lower; None is no budget (unbounded).
 EXTENDABLE = ("trainer.max_steps", "trainer.max_flops", "trainer.max_time_s", "trainer.epochs")
 
@@ -93,9 +96,23 @@ def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
     return flat
 
 
+def _with_added(old: dict[str, Any], cur: dict[str, Any]) -> dict[str, Any]:
+    """old, with each ADDED key (at the top or in a nested run's block) that cur has and old
+    lacks set to the value runs had before it existed, where old has the key's section (a run
+    from before the key, not a config without that section)."""
+    filled = dict(old)
+    for key in cur.keys() - old.keys():
+        added = next((a for a in ADDED if key == a or key.endswith(f".{a}")), None)
+        section = key.rpartition(".")[0] + "."
+        if added is not None and any(o.startswith(section) for o in old):
+            filled[key] = ADDED[added]
+    return filled
+
+
 def compute_changes(saved: dict, new: dict) -> list[Change]:
     """Every key whose value differs between two resolved configs, in key order."""
     old, cur = _flatten(saved), _flatten(new)
+    old = _with_added(old, cur)
     return [Change(key, old.get(key, _ABSENT), cur.get(key, _ABSENT))
             for key in sorted(old.keys() | cur.keys())
             if old.get(key, _ABSENT) != cur.get(key, _ABSENT)]

@@ -59,7 +59,8 @@ from bertology.training.collectives import (
     mean_over_processes,
     shard,
 )
-from bertology.training.evaluate import HeldOut
+from bertology.training.dropout import restore_sdpa, use_bits_dropout, uses_bits
+from bertology.training.evaluate import CONSTANT, HeldOut
 from bertology.training.flops import flops_counter
 from bertology.training.objective import Objective
 from bertology.training.precision import TimingTrial, resolve_precision
@@ -142,6 +143,11 @@ def train(job: TrainJob) -> dict[str, float]:
     # each with its own precision, so the previous job's state is cleared (the distributed
     # state it sits on is kept).
     AcceleratorState._reset_state()
+    fast_dropout = uses_bits(cfg.dropout_masks)
+    if fast_dropout:  # before the precision trial, which times the step the run will take
+        swapped = use_bits_dropout(model)
+        log.info("dropout masks from 16-bit random integers (%d dropout modules; "
+                 "trainer.dropout_masks=torch for torch's)", swapped)
     trial = TimingTrial(model, objective, data,
                         lambda copy: build_optimizer(copy, cfg, job.lr_scale), cfg)
     precision = resolve_precision(cfg, trial, out_dir, job.cache_dir, processes=world_size(),
@@ -198,6 +204,8 @@ def train(job: TrainJob) -> dict[str, float]:
                                   f"{state.step}", handover=stop.requeue_handler(),
                                   signum=stop.signum)
     held_out.write_replicates(model, out_dir)  # the final eval's item replicates; rank 0 writes
+    if fast_dropout:
+        restore_sdpa(model)
     return _final_metrics(state)
 
 
@@ -232,7 +240,8 @@ def _after_step(state, cfg, lr, window, progress, tracker, accelerator, run_eval
     if state.step % cfg.eval_every == 0 or last:
         state.last_eval = run_eval()
         tracker.log(state.last_eval, state.step)
-        log.info("step %d: %s", state.step, _fmt(state.last_eval))
+        log.info("step %d: %s", state.step, _fmt({k: v for k, v in state.last_eval.items()
+                                                  if k not in CONSTANT}))
 
 
 def compile_encoders(model: torch.nn.Module) -> None:
