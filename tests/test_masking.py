@@ -384,3 +384,27 @@ def test_electra_masks_as_its_official_code(synthetic_tokenizer, examples):
     is_mask = corrupted == Specials.of(synthetic_tokenizer).mask
     assert abs(is_mask.mean() - 0.85) <= binomial_tolerance(0.85, selected.sum())
     assert np.array_equal(~is_mask, corrupted == original)  # the rest is the original token
+
+
+def test_the_mlm_floor_is_the_most_frequent_masked_targets_share(synthetic_tokenizer, examples):
+    """eval/mlm_majority_accuracy (training/evaluate.HeldOut.majority_floor): the share of the
+    held-out masked targets equal to their most frequent one, counted over every batch,
+    whatever the batch size; the count here is a Counter over the targets one by one."""
+    from collections import Counter
+
+    from bertology.config.groups import TrainerConfig
+    from bertology.training.evaluate import HeldOut
+
+    cfg = ObjectiveConfig(name="mlm")
+    objective = OBJECTIVES["mlm"](cfg, synthetic_tokenizer, "bert", SEED)
+    held = [{**e, "mask_key": (e["id"], 0)} for e in examples[:40]]
+    targets = Counter()
+    for example in held:
+        labels = objective.collate([example])["labels"]
+        targets.update(labels[labels != IGNORE].tolist())
+    expected = max(targets.values()) / sum(targets.values())
+    floors = {size: HeldOut(objective, None, TrainerConfig(batch_size=size), None)
+              .majority_floor(held) for size in (3, 16)}
+    assert floors[3] == pytest.approx(expected, abs=1e-12)
+    assert floors[16] == pytest.approx(expected, abs=1e-12)
+    assert 0.0 < expected < 0.5  # the synthetic corpus's most frequent token is no majority

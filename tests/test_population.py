@@ -11,10 +11,12 @@ three checkpoints (scope, kind, findings.csv's columns)."""
 from __future__ import annotations
 
 import csv
+import json
 import math
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -135,16 +137,19 @@ def test_the_multibootstrap_holds_a_null_too_often_with_five_members():
     assert np.mean(held) > BOUND + 3 * math.sqrt(0.025 * 0.975 / trials)
 
 
-def write_member_runs(root, members: dict[str, list[float]], twin: float = 0.0):
-    """Runs of FINDING's study that read the checkpoints named, one per seed, each with
-    eval/a = the given value and eval/b = twin, and item replicates around them."""
+def write_member_runs(root, members: dict[str, list[float]], twin: float = 0.0,
+                      paths: dict[str, Path] | None = None):
+    """Runs of FINDING's study that read the checkpoints named (org/<name>, or the local dir
+    `paths` gives), one per seed, each with eval/a = the given value and eval/b = twin, and
+    item replicates around them."""
+    paths = paths or {}
     rng = np.random.default_rng(0)
     for name, values in members.items():
         for seed, value in enumerate(values):
             noise = rng.normal(0, 0.002, REPLICATES)
             write_run(root / name / str(seed), {"eval/a": value, "eval/b": twin}, seed, FINDING,
                       {"eval/a": value + noise, "eval/b": np.full(REPLICATES, twin)},
-                      model={"name_or_path": f"org/{name}"})
+                      model={"name_or_path": str(paths.get(name, f"org/{name}"))})
 
 
 def test_runs_of_three_checkpoints_are_judged_across_them(tmp_path):
@@ -167,6 +172,27 @@ def test_runs_of_three_checkpoints_are_judged_across_them(tmp_path):
     assert row["unit"] == "pretraining" and row["members"] == "3"
     assert float(row["multibootstrap_low"]) < 0.2 < float(row["multibootstrap_high"])
     assert row["scope"] == "pretraining: 3 checkpoints (seed_0; seed_1; seed_2)"
+
+
+def test_a_checkpoint_whose_pretraining_did_not_learn_is_set_aside(tmp_path):
+    """A member whose pretraining run ended at or below its MLM floor (the accuracy of always
+    predicting the most frequent masked token) is a failed run, set aside as a collapsed
+    fine-tuning seed is, with a note; one just above its floor stays, and so does a
+    checkpoint without a pretraining record (a hub id)."""
+    runs_dir, models = tmp_path / "runs", tmp_path / "models"
+    members = {"a": [0.30, 0.31, 0.29], "b": [0.20, 0.21, 0.19], "c": [0.25, 0.26, 0.24],
+               "d": [-0.9, -0.91, -0.89]}
+    records = {"a": (0.09, 0.05), "b": (0.0501, 0.05), "d": (0.0517, 0.0521)}  # c: no record
+    for name, (accuracy, floor) in records.items():
+        (models / name).mkdir(parents=True)
+        (models / name / "metrics.json").write_text(json.dumps(
+            {"eval/mlm_accuracy": accuracy, "eval/mlm_majority_accuracy": floor}))
+    write_member_runs(runs_dir, members, paths={n: models / n / "model" for n in records})
+    result = judge(parse_finding(FINDING), find_runs([runs_dir]))
+    assert result.members == (str(models / "a" / "model"), str(models / "b" / "model"), "c")
+    assert result.tests[0].estimate.mean == pytest.approx(0.25)
+    assert "1 of 4 checkpoints did not pretrain" in result.context
+    assert str(models / "d" / "model") in result.context
 
 
 def test_a_population_whose_members_disagree_does_not_hold(tmp_path):

@@ -256,9 +256,13 @@ def test_a_rerun_keeps_the_sweeps_an_earlier_run_finished_at_the_same_code(tmp_p
 
 def test_the_members_table_names_a_member_whose_pretraining_did_not_learn(tmp_path, caplog):
     """tables/members.csv: held-out MLM accuracy at each member's first evaluation and its
-    last; a member that stayed on its plateau (the population run's member 7: 0.0523 at step
-    250, 0.0517 at the end) is `learned` False and named in the log."""
-    histories = {0: [0.07, 0.09, 0.099], 1: [0.0523, 0.0523, 0.0517]}
+    last, and its floor (always the most frequent masked token). A member that stayed on its
+    plateau (the population run's member 7: 0.0523 at step 250, 0.0517 at the end) is
+    `learned` False and named in the log: against its floor where the run recorded one (the
+    verdicts set it aside), else against its first evaluation (they keep it)."""
+    histories = {0: [0.07, 0.09, 0.099], 1: [0.0523, 0.0523, 0.0517],
+                 2: [0.0523, 0.0523, 0.0517]}
+    floors = {0: 0.0521, 2: 0.0521}  # member 1: a run from before the floor was recorded
     for seed, history in histories.items():
         run_dir = encoders.member_dir(seed, (), tmp_path / "cache")
         run_dir.mkdir(parents=True)
@@ -266,12 +270,18 @@ def test_the_members_table_names_a_member_whose_pretraining_did_not_learn(tmp_pa
             json.dumps({"step": 250 * (i + 1), "train/loss": 7.0}) + "\n" +
             json.dumps({"step": 250 * (i + 1), "eval/mlm_accuracy": a}) + "\n"
             for i, a in enumerate(history)))
+        floor = {"eval/mlm_majority_accuracy": floors[seed]} if seed in floors else {}
         (run_dir / "metrics.json").write_text(json.dumps(
-            {"eval/mlm_accuracy": history[-1], "train/steps": 670}))
-    reproduce.write_members_table(tmp_path / "report", 2, (), tmp_path / "cache")
+            {"eval/mlm_accuracy": history[-1], "train/steps": 670, **floor}))
+    reproduce.write_members_table(tmp_path / "report", 3, (), tmp_path / "cache")
     with (tmp_path / "report" / "tables" / "members.csv").open() as handle:
         rows = list(csv.DictReader(handle))
-    assert [(r["first_mlm_accuracy"], r["mlm_accuracy"], r["learned"]) for r in rows] == [
-        ("0.07", "0.099", "True"), ("0.0523", "0.0517", "False")]
-    assert "member 1's held-out MLM accuracy did not rise (0.0523" in caplog.text
-    assert "member 0's" not in caplog.text
+    assert [(r["first_mlm_accuracy"], r["mlm_accuracy"], r["mlm_floor"], r["learned"])
+            for r in rows] == [("0.07", "0.099", "0.0521", "True"),
+                               ("0.0523", "0.0517", "", "False"),
+                               ("0.0523", "0.0517", "0.0521", "False")]
+    assert ("member 1 did not learn: held-out MLM accuracy 0.0517 at its last evaluation, "
+            "against 0.0523 at its first; the verdicts keep it") in caplog.text
+    assert ("member 2 did not learn: held-out MLM accuracy 0.0517 at its last evaluation, "
+            "against the floor 0.0521; the verdicts set it aside") in caplog.text
+    assert "member 0 " not in caplog.text

@@ -25,7 +25,9 @@ times as often as its nominal 2.5% (measured in the same test).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -57,6 +59,40 @@ def population_members(runs: list[RunDir], evidence: list[Evidence]
     complete = all(any(selects(run, e) for run in group)
                    for group in members.values() for e in evidence)
     return dict(sorted(members.items())) if complete else {}
+
+
+def pretraining_failed(checkpoint: str) -> bool:
+    """Whether a checkpoint `bertology pretrain` wrote did not learn: its run's final held-out
+    MLM accuracy at or below the floor the run recorded beside it (<run>/metrics.json for
+    <run>/model: eval/mlm_majority_accuracy, the accuracy of always predicting the most
+    frequent masked token). The pretraining analogue of a fine-tuning seed that collapsed to
+    the majority class (Mosbach et al., 2021), judged by the same rule. False where there is
+    no such record (a hub checkpoint, or a run from before the floor was recorded)."""
+    try:
+        metrics = json.loads((Path(checkpoint).parent / "metrics.json").read_text())
+    except (OSError, ValueError):
+        return False
+    accuracy = metrics.get("eval/mlm_accuracy")
+    floor = metrics.get("eval/mlm_majority_accuracy")
+    return accuracy is not None and floor is not None and accuracy <= floor
+
+
+def set_aside_failed(members: dict[str, list[RunDir]]
+                     ) -> tuple[dict[str, list[RunDir]], str]:
+    """The members whose pretraining learned, and the note that says how many did not. A
+    failed member is a failed run of the procedure, not a draw of what the procedure puts in a
+    model; averaged in, it drags the mean as a collapsed seed does (docs/findings.md). Where
+    fewer than 2 learned, all stay, and the note says so."""
+    failed = [name for name in members if pretraining_failed(name)]
+    if not failed:
+        return members, ""
+    what = (f"{len(failed)} of {len(members)} checkpoints did not pretrain (held-out MLM "
+            "accuracy ≤ always predicting the most frequent masked token")
+    if len(members) - len(failed) < 2:
+        return members, f"{what}); kept, fewer than 2 learned"
+    kept = {name: runs for name, runs in members.items() if name not in failed}
+    return kept, (f"{what}: {', '.join(failed)}), set aside; judged across the {len(kept)} "
+                  "that learned")
 
 
 @dataclass(frozen=True)

@@ -238,28 +238,33 @@ def reproduce_population(out: Path, studies: dict[str, dict], lanes: int, size: 
 
 def write_members_table(report_dir: Path, size: int, extra: tuple[str, ...],
                         cache: Path | None) -> None:
-    """tables/members.csv: each member's checkpoint, steps and held-out MLM accuracy at its
-    first evaluation and its last (the budget's proof that the members learned); a member
-    whose accuracy did not rise between them is named in the log (`learned` False)."""
+    """tables/members.csv: each member's checkpoint, steps, held-out MLM accuracy at its first
+    evaluation and its last, and the floor (always predicting the most frequent masked token).
+    `learned`: the last accuracy above the floor (population.pretraining_failed, the rule the
+    verdicts set members aside by); for a run from before the floor was recorded, above its
+    first evaluation, which no verdict reads. A member that did not learn is named in the log."""
     rows = []
     for seed in range(size):
         run_dir = encoders.member_dir(seed, extra, cache)
         done = (run_dir / "metrics.json").is_file()  # a member whose pretraining failed: blank
         metrics = json.loads((run_dir / "metrics.json").read_text()) if done else {}
         first = first_eval_accuracy(run_dir)
-        last = metrics.get("eval/mlm_accuracy")
+        last, floor = metrics.get("eval/mlm_accuracy"), metrics.get("eval/mlm_majority_accuracy")
+        baseline = floor if floor is not None else first
         rows.append({"member": seed, "checkpoint": str(run_dir / "model"),
                      "steps": metrics.get("train/steps"), "first_mlm_accuracy": first,
-                     "mlm_accuracy": last,
-                     "learned": None if first is None or last is None else last > first})
+                     "mlm_accuracy": last, "mlm_floor": floor,
+                     "learned": None if baseline is None or last is None else last > baseline})
     write_table(report_dir, "members", rows)
     log.info("members' held-out MLM accuracy: %s", ", ".join(
         f"{row['mlm_accuracy']:.3f}" for row in rows if row["mlm_accuracy"] is not None))
     for row in (r for r in rows if r["learned"] is False):
-        log.warning("member %d's held-out MLM accuracy did not rise (%.4f at its first "
-                    "evaluation, %.4f at its last): its pretraining failed; the verdicts keep "
-                    "it (docs/reproduce.md, the checkpoint population)", row["member"],
-                    row["first_mlm_accuracy"], row["mlm_accuracy"])
+        log.warning("member %d did not learn: held-out MLM accuracy %.4f at its last "
+                    "evaluation, against %s; %s", row["member"], row["mlm_accuracy"],
+                    f"the floor {row['mlm_floor']:.4f}" if row["mlm_floor"] is not None
+                    else f"{row['first_mlm_accuracy']:.4f} at its first",
+                    "the verdicts set it aside" if row["mlm_floor"] is not None else
+                    "the verdicts keep it (no floor recorded: docs/reproduce.md)")
 
 
 def first_eval_accuracy(run_dir: Path) -> float | None:

@@ -25,7 +25,11 @@ from bertology.run.rundir import RunDir
 from bertology.study.checkpoints import checkpoint_of
 from bertology.study.contrasts import contrast_runs, contrast_test, selects
 from bertology.study.evidence import Evidence, layer_keys
-from bertology.study.population import population_members, population_test
+from bertology.study.population import (
+    population_members,
+    population_test,
+    set_aside_failed,
+)
 from bertology.study.results import replication_key
 from bertology.study.sign_test import SignTest
 from bertology.study.specs import Comparison, FindingSpec, evidence_of
@@ -127,8 +131,8 @@ def judge(spec: FindingSpec, runs: list[RunDir]) -> FindingResult:
     (population.py); otherwise seed by seed."""
     require(all(isinstance(c.a, Evidence) for c in spec.comparisons + spec.guards),
             f"finding {spec.id}: side a must read the runs (a metric), not a number")
-    members = population_members(runs, evidence_of(spec))
-    groups, notes, repeats = {}, [], []
+    members, failed = set_aside_failed(population_members(runs, evidence_of(spec)))
+    groups, notes, repeats = {}, [failed], []
     for name, group in (members or {"": runs}).items():  # seeds are judged within a member
         group, collapse = set_aside_collapsed(group)
         groups[name], repeat = independent_runs(spec, group)

@@ -4,6 +4,7 @@ sequences (run/replicates.py), which the report's intervals read."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,11 @@ from bertology.training.collectives import (
 )
 from bertology.training.objective import Objective
 
+log = logging.getLogger(__name__)
+
 ITEM_PREFIX = "seq_"  # per-sequence (batch,) logs: collected, not summed
+# the same at every evaluation (fixed masks): in metrics, not repeated on each step's log line
+CONSTANT = ("eval/mlm_majority_accuracy",)
 
 
 def concatenate_items(batches: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -40,6 +45,7 @@ class HeldOut:
                  accelerator: Accelerator):
         self.objective, self.data, self.cfg, self.accelerator = objective, data, cfg, accelerator
         self.items: dict[str, np.ndarray] | None = None  # of the latest evaluation
+        self.floor: float | None = None  # eval/mlm_majority_accuracy (floor())
 
     def run(self, model: torch.nn.Module) -> dict[str, float]:
         cfg, accelerator = self.cfg, self.accelerator
@@ -53,7 +59,29 @@ class HeldOut:
             # would have scored, so the replicates match a 1-process run's
             items = gather_shares(items)
         self.items = concatenate_items(items)
-        return {f"eval/{k}": v for k, v in self.objective.metrics(sums, len(starts)).items()}
+        metrics = {f"eval/{k}": v for k, v in self.objective.metrics(sums, len(starts)).items()}
+        if "eval/mlm_accuracy" in metrics:
+            metrics["eval/mlm_majority_accuracy"] = self.majority_floor(examples)
+        return metrics
+
+    def majority_floor(self, examples: list[dict]) -> float:
+        """The MLM floor: the share of the held-out masked targets that are their most frequent
+        token, the accuracy of always predicting it (the masks are fixed, so it is counted once,
+        over every batch, whichever process scores them). A pretraining run at or below it has
+        not learned (study/population.py sets such a member aside)."""
+        if self.floor is None:
+            counts = np.zeros(0, np.int64)
+            for start in range(0, len(examples), self.cfg.batch_size):
+                batch = self.objective.collate(examples[start: start + self.cfg.batch_size])
+                targets = batch["labels"][batch["labels"] >= 0].numpy()  # -100: not masked
+                found = np.bincount(targets)
+                width = max(len(counts), len(found))
+                counts = np.pad(counts, (0, width - len(counts))) + np.pad(
+                    found, (0, width - len(found)))
+            self.floor = float(counts.max() / counts.sum()) if counts.sum() else 0.0
+            log.info("held-out MLM floor (always the most frequent of %d masked tokens): %.4f",
+                     int(counts.sum()), self.floor)
+        return self.floor
 
     def _score(self, model: torch.nn.Module, batches: list[list[dict]]
                ) -> tuple[dict[str, float], list[dict[str, np.ndarray]]]:
