@@ -31,7 +31,9 @@ executed per second (training/flops.py) over the fp32 and over the bf16 matmul p
 the start of the run; the share of the time spent waiting for batches (bertology: its loop's
 batch wait; HF: the time in the collator); peak resident memory.
 
---profile runs the bertology arm alone under torch.profiler and writes its top ops instead.
+--profile runs the bertology arm alone under torch.profiler and writes its step's time split by
+kind of work (profile_split.py: matmul, attention, dropout RNG, elementwise, casts, loss,
+embedding, optimizer, host overhead) per setting, and the top ops of the last, instead.
 
 Each arm's best is its faster precision (median over repeats); the best-against-best ratio sits
 beside the fp32-against-fp32 one. On a CPU without native bf16 (no amx_bf16 / avx512_bf16) bf16
@@ -39,7 +41,8 @@ matmuls are emulated (measured here: ~1% of the fp32 peak), so the bf16 cells ar
 `--precisions fp32 bf16` asks for them, and the table says so with both peaks.
 
     python bench/bench_pretrain.py [--sizes mini small base] [--steps 30 15 4] [--repeats 3]
-    python bench/bench_pretrain.py --profile [small] [--steps 5]
+    python bench/bench_pretrain.py --profile [mini small] [--steps 5] [--precisions fp32]
+        [--dropout-masks torch bits]
 """
 
 from __future__ import annotations
@@ -67,6 +70,9 @@ REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("BERTOLOGY_DATA_DIR", str(REPO.parent / "shared" / "data"))
 os.environ.setdefault("WANDB_MODE", "offline")
 
+sys.path.insert(0, str(REPO / "bench"))  # its sibling, when imported from elsewhere (tests)
+import profile_split  # noqa: E402
+
 from bertology.config.path_checks import resolve_checkpoint  # noqa: E402
 from bertology.config.pretrain_config import load_pretrain_config  # noqa: E402
 from bertology.data.corpora import build_corpus  # noqa: E402
@@ -77,6 +83,7 @@ from bertology.training import loop  # noqa: E402
 from bertology.training.flops import encoder_flops, mlm_head_flops  # noqa: E402
 from bertology.training.precision import (  # noqa: E402
     cpu_flags,
+    cpu_model,
     matmul_flops_per_s,
     native_bf16,
 )
@@ -89,7 +96,7 @@ DEFAULT_STEPS = {"mini": 30, "small": 15, "base": 4}  # base (12x768) is slow on
 DOC_MARGIN = 1.25  # the HF arms read this many times the documents their steps need
 PROFILE_SKIPPED = 2  # steps before the profiled ones: kernels and shuffle buffer, profiler warm-up
 THROUGHPUT = "## Pretraining throughput vs HF Trainer"
-PROFILE = "## Where bertology's pretraining step spends its time"
+PROFILE_SPLIT = "## The pretraining step by kind of work"
 
 
 PRECISIONS = ("fp32", "bf16")
@@ -325,7 +332,17 @@ def best_of(cells: dict[str, dict]) -> tuple[str, dict]:
     return max(cells.items(), key=lambda item: item[1]["tokens_per_s"])
 
 
-def profile_bertology(size: str, steps: int) -> tuple[str, dict]:
+@dataclass
+class Profiled:
+    setting: str  # size, precision and dropout masks, as the column heads read
+    table: str  # the top ops by self time
+    kinds: dict[str, float]  # profile_split.split: microseconds per kind of work
+    unmatched: list[tuple[str, float]]
+    rates: dict
+
+
+def profile_bertology(size: str, steps: int, precision: str = "auto",
+                      masks: str = "auto") -> Profiled:
     """The bertology arm under torch.profiler (CPU ops): the first PROFILE_SKIPPED steps are
     left out (the first builds kernels and fills the shuffle buffer, the second is the
     profiler's own warm-up), the next `steps` recorded; the final evaluation comes after
@@ -334,13 +351,18 @@ def profile_bertology(size: str, steps: int) -> tuple[str, dict]:
 
     plan = schedule(skip_first=PROFILE_SKIPPED - 1, wait=0, warmup=1, active=steps, repeat=1)
     recorded = Steps()
+    args = [*overrides(size, PROFILE_SKIPPED + steps, precision),
+            f"trainer.dropout_masks={masks}"]
     with profile(activities=[ProfilerActivity.CPU], schedule=plan) as profiler, \
             tempfile.TemporaryDirectory() as out, \
             mock.patch.object(loop, "_optimizer_step",
                               record_steps(recorded, loop._optimizer_step, profiler.step)):
-        pretrain.run(compose_pretrain(overrides(size, PROFILE_SKIPPED + steps)), Path(out))
-    table = profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=15)
-    return table, recorded.rates(skipped=PROFILE_SKIPPED)
+        pretrain.run(compose_pretrain(args), Path(out))
+    events = profiler.key_averages()
+    return Profiled(f"{size} {precision} {masks}",
+                    events.table(sort_by="self_cpu_time_total", row_limit=15),
+                    profile_split.split(events, profile_split.step_wall_us(events)),
+                    profile_split.unmatched(events), recorded.rates(skipped=PROFILE_SKIPPED))
 
 
 def main() -> None:
@@ -349,10 +371,16 @@ def main() -> None:
     if args.arm:  # a child process: one arm, its result on the last line
         print(json.dumps(ARMS[args.arm](args.sizes[0], args.steps[0], args.precisions[0])))
         return
-    if args.profile:
-        table, rates = profile_bertology(args.profile, args.steps[0])
-        print(table, flush=True)
-        write_profile(args, table, rates)
+    if args.profile is not None:
+        profiled = [profile_bertology(size, args.steps[0], precision, masks)
+                    for size in args.profile or ["small"]
+                    for precision in args.precisions or ["auto"]
+                    for masks in args.dropout_masks]
+        for one in profiled:
+            print(f"{one.setting}: {one.rates['tokens_per_s']:,.0f} tok/s; unmatched ops "
+                  f"{one.unmatched}", flush=True)
+        print("\n".join(profile_split.table({p.setting: p.kinds for p in profiled})))
+        write_profile(args, profiled)
         return
     peaks = measure_peaks()
     native, why = native_bf16(torch.device("cpu"))
@@ -385,12 +413,16 @@ def parse_args() -> argparse.Namespace:
                         help="runs per (arm, precision) cell, interleaved (default 3)")
     parser.add_argument("--precisions", nargs="+", choices=[*PRECISIONS, "auto"],
                         help="default: fp32 and bf16 where the CPU has native bf16, else fp32")
-    parser.add_argument("--profile", nargs="?", const="small", metavar="SIZE",
-                        help="profile the bertology arm at this size (default small) instead")
+    parser.add_argument("--profile", nargs="*", metavar="SIZE",
+                        help="profile the bertology arm at these sizes (default small) instead, "
+                             "at each of --precisions (default auto) and --dropout-masks")
+    parser.add_argument("--dropout-masks", nargs="+", default=["auto"],
+                        choices=["auto", "torch", "bits"],
+                        help="with --profile: trainer.dropout_masks settings to profile")
     parser.add_argument("--arm", choices=ARMS, help=argparse.SUPPRESS)  # child process
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "RESULTS.md")
     args = parser.parse_args()
-    if args.profile:
+    if args.profile is not None:
         args.steps = args.steps or [5]
     elif args.steps is None:
         unknown = [size for size in args.sizes if size not in DEFAULT_STEPS]
@@ -399,9 +431,10 @@ def parse_args() -> argparse.Namespace:
         args.steps = [DEFAULT_STEPS[size] for size in args.sizes]
     elif len(args.steps) == 1:
         args.steps = args.steps * len(args.sizes)
-    if len(args.steps) != (1 if args.profile else len(args.sizes)):
+    profiling = args.profile is not None
+    if len(args.steps) != (1 if profiling else len(args.sizes)):
         parser.error("--steps takes one value, or one per size")
-    if min(args.steps) < (1 if args.profile else 2):
+    if min(args.steps) < (1 if profiling else 2):
         parser.error("--steps: the timing spans steps 2..n, so at least 2 (--profile: 1)")
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
@@ -507,21 +540,33 @@ def write_results(args, peaks: dict[str, float], precisions: list[str], why: str
     replace_section(args.out, THROUGHPUT, lines)
 
 
-def write_profile(args, table: str, rates: dict) -> None:
-    size, steps = args.profile, args.steps[0]
+def write_profile(args, profiled: list[Profiled]) -> None:
+    """The split by kind of work, one column per setting, in a section of its own per CPU model
+    (a Xeon's bf16 profile and an EPYC's fp32 one sit side by side), and the last setting's
+    top ops."""
+    steps, last = args.steps[0], profiled[-1]
+    heading = f"{PROFILE_SPLIT}: {cpu_model()}"
+    command = " ".join(["python bench/bench_pretrain.py --profile", *(args.profile or []),
+                        f"--steps {steps}",
+                        *(["--precisions", *args.precisions] if args.precisions else []),
+                        "--dropout-masks", *args.dropout_masks])
     lines = [
-        "", PROFILE, "",
-        f"`python bench/bench_pretrain.py --profile {size} --steps {steps}` on {machine()}. "
-        f"The bertology arm of the throughput table at size={size} (Wikipedia, MiniLM's "
-        f"30,522-token WordPiece, sequence {SEQ_LEN}, batch {BATCH}, "
-        "`trainer.mixed_precision=auto`) under torch.profiler, CPU activities: the first "
-        f"{PROFILE_SKIPPED} steps left out (kernels and the shuffle buffer; the profiler's "
-        f"warm-up), the next {steps} recorded. Sorted by self CPU time (an op's own time, not "
-        f"its children's); {rates['tokens_per_s']:,.0f} tok/s under the profiler, whose "
-        "overhead makes the times a breakdown, not a throughput.", "",
-        "```", table.rstrip(), "```",
+        "", heading, "",
+        f"`{command}` on {machine()}. The bertology arm of the throughput table (Wikipedia, "
+        f"MiniLM's 30,522-token WordPiece, sequence {SEQ_LEN}, batch {BATCH}, dropout 0.1) under "
+        f"torch.profiler, CPU activities: the first {PROFILE_SKIPPED} steps left out (kernels "
+        f"and the shuffle buffer; the profiler's warm-up), the next {steps} recorded. Each "
+        "column is one setting (size, precision, trainer.dropout_masks); each row a kind of "
+        "work's share of the recorded steps' wall time, from the ops' self times "
+        "(bench/profile_split.py says which op is which kind; host overhead is the wall time no "
+        "op accounts for). Tokens/s under the profiler: "
+        + ", ".join(f"{p.setting} {p.rates['tokens_per_s']:,.0f}" for p in profiled)
+        + " (the profiler's overhead makes these a breakdown, not a throughput).", "",
+        *profile_split.table({p.setting: p.kinds for p in profiled}), "",
+        f"Top ops of {last.setting} by self time:", "",
+        "```", last.table.rstrip(), "```",
     ]
-    replace_section(args.out, PROFILE, lines)
+    replace_section(args.out, heading, lines)
 
 
 def replace_section(path: Path, heading: str, lines: list[str]) -> None:

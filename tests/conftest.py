@@ -176,11 +176,19 @@ def write_markdown_table(name: str, header: list[str], rows: list[list[str]]) ->
 
 @pytest.fixture
 def fresh_logging():
-    """Hydra's previous in-process run left log handlers on streams pytest has since closed."""
+    """Hydra's previous in-process run left log handlers on streams pytest has since closed;
+    this test's run leaves its own (a FileHandler on <tmp>/<pipeline>.log), which a later test
+    in the same worker would write through after its dir is gone: removed before and after."""
     import logging
 
-    for handler in logging.root.handlers[:]:
-        logging.root.removeHandler(handler)
+    def remove_handlers() -> None:
+        for handler in logging.root.handlers[:]:
+            logging.root.removeHandler(handler)
+            handler.close()
+
+    remove_handlers()
+    yield
+    remove_handlers()
 
 
 @dataclass

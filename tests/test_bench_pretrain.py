@@ -43,3 +43,28 @@ def test_an_arms_best_is_its_faster_precision_and_ratios_read_as_such():
     peaks = {"fp32": 1e11, "bf16": 1e9}
     assert bench.mfu_text(5e10, peaks, native=False) == "50% / – (emulated)"
     assert bench.mfu_text(5e10, {"fp32": 1e11, "bf16": 2e11}, native=True) == "50% / 25%"
+
+
+def test_the_profile_split_sums_to_the_steps_wall_time():
+    """bench/profile_split.py: every aten op's self time goes to its kind (unknown ones to
+    'other aten ops'), wrappers' time is host overhead, and the kinds add up to the steps'
+    wall time."""
+    from collections import namedtuple
+
+    sys.path.insert(0, str(REPO / "bench"))
+    import profile_split
+
+    Event = namedtuple("Event", "key self_cpu_time_total cpu_time_total")
+    events = [Event("ProfilerStep*", 50.0, 1000.0), Event("aten::mm", 600.0, 600.0),
+              Event("aten::bernoulli_", 100.0, 100.0), Event("aten::gelu", 40.0, 40.0),
+              Event("aten::copy_", 30.0, 30.0), Event("aten::frobnicate", 20.0, 20.0),
+              Event("autograd::engine::evaluate_function: MmBackward0", 25.0, 300.0)]
+    kinds = profile_split.split(events, profile_split.step_wall_us(events))
+    assert kinds["matmul"] == 600 and kinds["dropout RNG"] == 100
+    assert kinds["elementwise"] == 40 and kinds["casts"] == 30
+    assert kinds["other aten ops"] == 20
+    assert kinds["host overhead"] == 1000 - 790
+    assert sum(kinds.values()) == 1000
+    assert profile_split.unmatched(events) == [("aten::frobnicate", 20.0)]
+    rows = profile_split.table({"a": kinds})
+    assert "| matmul | 60.0% |" in rows and "| host overhead | 21.0% |" in rows
