@@ -87,12 +87,18 @@ def set_aside_failed(members: dict[str, list[RunDir]]
     if not failed:
         return members, ""
     what = (f"{len(failed)} of {len(members)} checkpoints did not pretrain (held-out MLM "
-            "accuracy ≤ always predicting the most frequent masked token")
+            "accuracy ≤ its most frequent masked token's share")
     if len(members) - len(failed) < 2:
         return members, f"{what}); kept, fewer than 2 learned"
     kept = {name: runs for name, runs in members.items() if name not in failed}
-    return kept, (f"{what}: {', '.join(failed)}), set aside; judged across the {len(kept)} "
-                  "that learned")
+    return kept, (f"{what}: {', '.join(map(run_name, failed))}), set aside; judged across the "
+                  f"{len(kept)} that learned")
+
+
+def run_name(checkpoint: str) -> str:
+    """A checkpoint as a note names it: a pretraining run's dir for its model/, else as given."""
+    path = Path(checkpoint)
+    return path.parent.name if path.name == "model" and path.parent.name else checkpoint
 
 
 @dataclass(frozen=True)
