@@ -39,9 +39,9 @@ from bertology.analysis.features import (  # noqa: E402
 )
 from bertology.analysis.probe_fits import compute_accuracy, fit_logistic  # noqa: E402
 from bertology.analysis.probes import build_units, label_set  # noqa: E402
+from bertology.config.analysis_settings import LinearSettings  # noqa: E402
 from bertology.config.groups import TaskConfig  # noqa: E402
 from bertology.config.path_checks import resolve_checkpoint  # noqa: E402
-from bertology.config.probe_config import LinearSettings  # noqa: E402
 from bertology.data.probe_sentences import load_probe_sentences  # noqa: E402
 from bertology.data.tokenizers import load_pretrained_tokenizer  # noqa: E402
 

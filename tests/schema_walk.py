@@ -72,6 +72,7 @@ class Leaf:
 
 def schema_groups() -> dict[str, type]:
     """Config block -> the dataclass that checks it, so keys no YAML file sets are walked too."""
+    from bertology.config.analysis_settings import ANALYSIS_SETTINGS
     from bertology.config.checks import PathsConfig
     from bertology.config.distill_config import KDConfig, StudentConfig
     from bertology.config.groups import (
@@ -84,7 +85,6 @@ def schema_groups() -> dict[str, type]:
         TaskConfig,
         TrainerConfig,
     )
-    from bertology.config.probe_config import ANALYSIS_SETTINGS
     from bertology.config.prune_config import PruneSettings
 
     blocks = {"model": ModelConfig, "size": SizeConfig, "objective": ObjectiveConfig,

@@ -26,7 +26,7 @@ from bertology.analysis.geometry import (
     compute_sentence_of,
     sample_pairs,
 )
-from bertology.config.probe_config import GeometrySettings
+from bertology.config.analysis_settings import GeometrySettings
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import UserError
 from bertology.run.replicates import (

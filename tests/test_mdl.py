@@ -15,7 +15,7 @@ from scipy.special import logsumexp, softmax
 from sklearn.linear_model import LogisticRegression
 
 from bertology.analysis import mdl, probe_fits, probes
-from bertology.config.probe_config import LinearSettings, MLPSettings
+from bertology.config.analysis_settings import LinearSettings, MLPSettings
 from bertology.pipelines import probe
 
 LOG2_3 = math.log2(3)

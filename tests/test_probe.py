@@ -16,13 +16,13 @@ from schema_walk import mlm_checkpoint
 
 from bertology.analysis import features as feats
 from bertology.analysis import probe_fits, probes
-from bertology.config.probe_config import (
+from bertology.config.analysis_settings import (
     ANALYSIS_SETTINGS,
     MLM_ANALYSES,
     LinearSettings,
     MLPSettings,
-    load_probe_config,
 )
+from bertology.config.probe_config import load_probe_config
 from bertology.data.probe_sentences import ProbeSentence, load_probe_sentences
 from bertology.errors import UserError
 from bertology.pipelines import probe

@@ -31,7 +31,7 @@ from bertology.analysis.tree_scores import (
     score_linear_baseline,
     score_parts,
 )
-from bertology.config.probe_config import StructuralSettings
+from bertology.config.analysis_settings import StructuralSettings
 from bertology.data import synthetic
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import UserError

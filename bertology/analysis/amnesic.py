@@ -37,7 +37,7 @@ from bertology.analysis.inlp import (
     subsample_words,
 )
 from bertology.analysis.probe_context import ProbeContext
-from bertology.config.probe_config import AmnesicSettings
+from bertology.config.analysis_settings import AmnesicSettings
 from bertology.data.encode import IGNORE
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import require

@@ -30,7 +30,7 @@ from bertology.analysis.dependency_heads import run_dependencies
 from bertology.analysis.features import iter_attention_maps
 from bertology.analysis.head_similarity import compute_head_distances
 from bertology.analysis.window_subsets import SentenceSubset, within_windows
-from bertology.config.probe_config import AttentionSettings
+from bertology.config.analysis_settings import AttentionSettings
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import require
 from bertology.models.windows import log_fitting

@@ -32,7 +32,7 @@ from bertology.analysis.mlm_scoring import (
     encode_cloze,
     token_id,
 )
-from bertology.config.probe_config import ClozeSettings
+from bertology.config.analysis_settings import ClozeSettings
 from bertology.data import cloze_suites as data
 from bertology.errors import require
 from bertology.run.figures import GREY, PALETTE, save_figure

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bertology.analysis.features import iter_attention_maps
-from bertology.config.probe_config import AttentionSettings
+from bertology.config.analysis_settings import AttentionSettings
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.run.replicates import bootstrap_indices, compute_ratio_replicates
 from bertology.run.tables import write_table

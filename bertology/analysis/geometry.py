@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 
 from bertology.analysis.features import Features
 from bertology.analysis.probe_context import ProbeContext
-from bertology.config.probe_config import GeometrySettings
+from bertology.config.analysis_settings import GeometrySettings
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import require
 from bertology.run.figures import plot_layer_curves

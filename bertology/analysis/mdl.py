@@ -22,7 +22,7 @@ import torch
 from sklearn.preprocessing import StandardScaler
 from torch import nn
 
-from bertology.config.probe_config import LinearSettings
+from bertology.config.analysis_settings import LinearSettings
 
 # Voita & Titov (2020) §3.2: the online code's block boundaries, as shares of the train set
 MDL_FRACTIONS = (0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.0625, 0.125, 0.25, 0.5, 1.0)

@@ -24,7 +24,7 @@ from sklearn.linear_model import Ridge
 from sklearn.preprocessing import StandardScaler
 
 from bertology.analysis.features import extract_or_load
-from bertology.config.probe_config import NumeracySettings
+from bertology.config.analysis_settings import NumeracySettings
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.run.figures import plot_layer_curves
 from bertology.run.replicates import bootstrap_indices, write_replicates

@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from bertology.analysis.probe_fits import fit_logistic
 from bertology.analysis.probes import Units, sample, unit_features
-from bertology.config.probe_config import PositionSettings
+from bertology.config.analysis_settings import PositionSettings
 from bertology.errors import require
 from bertology.run.figures import plot_layer_curves
 from bertology.run.replicates import (

@@ -15,7 +15,7 @@ from threadpoolctl import threadpool_limits
 from torch import nn
 
 from bertology.analysis.mdl import fit_softmax
-from bertology.config.probe_config import LinearSettings, MLPSettings
+from bertology.config.analysis_settings import LinearSettings, MLPSettings
 
 
 def fit_logistic(x: np.ndarray, y: np.ndarray, classes: int, settings: LinearSettings,

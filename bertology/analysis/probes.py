@@ -35,7 +35,7 @@ from bertology.analysis.degenerate import require_classes, require_units, skippe
 from bertology.analysis.features import Features
 from bertology.analysis.mdl import compute_mdl_metrics
 from bertology.analysis.probe_fits import FITS, MDL_FITS, compute_accuracy
-from bertology.config.probe_config import LinearSettings, MLPSettings
+from bertology.config.analysis_settings import LinearSettings, MLPSettings
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import require
 from bertology.run.figures import plot_layer_curves

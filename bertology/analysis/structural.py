@@ -38,7 +38,7 @@ from bertology.analysis.tree_scores import (
     score_linear_baseline,
     score_parts,
 )
-from bertology.config.probe_config import StructuralSettings
+from bertology.config.analysis_settings import StructuralSettings
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import require
 from bertology.run.figures import layer_means, plot_layer_curves

@@ -45,7 +45,7 @@ from bertology.run.tracking import build_tracker
 log = logging.getLogger(__name__)
 
 # analysis name -> run(ctx, settings) -> metrics; in sync with conf/analysis/*.yaml and
-# config/probe_config.py's ANALYSIS_SETTINGS (tests/test_probe.py checks both)
+# config/analysis_settings.py's ANALYSIS_SETTINGS (tests/test_probe.py checks both)
 ANALYSES = {
     "linear": probes.run_linear,
     "mlp": probes.run_mlp,

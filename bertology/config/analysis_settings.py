@@ -1,0 +1,206 @@
+"""The settings of each probing analysis (analysis.<name>.* in conf/analysis/<name>.yaml), checked:
+one dataclass per analysis, and ANALYSIS_SETTINGS, the table the probe config builds them from
+(config/probe_config.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from bertology.config.checks import distinct, in_open_unit, non_empty, one_of, positive
+from bertology.errors import require
+
+
+@dataclass
+class LinearSettings:
+    """analysis=linear: a logistic-regression probe per layer (scikit-learn)."""
+
+    control: bool = True  # Hewitt & Liang (2019) control task → selectivity
+    random_init: bool = True  # the same probe on a random-initialised model of the same shape
+    mdl: bool = False  # online code length (Voita & Titov, 2020), + the control task's
+    c: float = 1.0  # inverse L2 strength of LogisticRegression and of the MDL softmax probe
+    max_iter: int = 300  # L-BFGS iterations of either
+    max_train_words: int | None = 50000  # a seeded subsample of the training words
+
+    def __post_init__(self) -> None:
+        positive(self.c, "analysis.linear.c")
+        positive(self.max_iter, "analysis.linear.max_iter")
+        require(self.max_train_words is None or self.max_train_words >= 100,
+                f"analysis.linear.max_train_words={self.max_train_words} must be >= 100 or null")
+
+
+@dataclass
+class MLPSettings:
+    """analysis=mlp: a one-hidden-layer MLP probe per layer (torch)."""
+
+    control: bool = True
+    random_init: bool = True
+    mdl: bool = False
+    hidden_size: int = 256  # Hewitt & Liang's MLP-1 (they vary 1000 → 10)
+    dropout: float = 0.0
+    weight_decay: float = 0.0
+    epochs: int = 20
+    lr: float = 1e-3
+    batch_size: int = 256
+    max_train_words: int | None = 50000
+
+    def __post_init__(self) -> None:
+        for key in ("hidden_size", "epochs", "lr", "batch_size"):
+            positive(getattr(self, key), f"analysis.mlp.{key}")
+        require(0.0 <= self.dropout < 1.0, f"analysis.mlp.dropout={self.dropout} must lie in "
+                "[0, 1)")
+        require(self.weight_decay >= 0, f"analysis.mlp.weight_decay={self.weight_decay} must "
+                "be >= 0")
+        require(self.max_train_words is None or self.max_train_words >= 100,
+                f"analysis.mlp.max_train_words={self.max_train_words} must be >= 100 or null")
+
+
+@dataclass
+class PositionSettings:
+    """analysis=position: a linear probe per layer for each word's index (Lin et al., 2019)."""
+
+    max_position: int = 15  # indices 0..14 are their own class; 15 and later share one
+    c: float = 1.0  # inverse L2 strength of LogisticRegression
+    max_iter: int = 300
+    max_train_words: int | None = 20000  # a seeded subsample of the training words
+
+    def __post_init__(self) -> None:
+        require(self.max_position >= 2,
+                f"analysis.position.max_position={self.max_position} must be >= 2")
+        positive(self.c, "analysis.position.c")
+        positive(self.max_iter, "analysis.position.max_iter")
+        require(self.max_train_words is None or self.max_train_words >= 100,
+                f"analysis.position.max_train_words={self.max_train_words} must be >= 100 "
+                "or null")
+
+
+@dataclass
+class NumeracySettings:
+    """analysis=numeracy: decode a number's value from its states (Wallace et al., 2019)."""
+
+    max_number: int = 1000  # the integers 0 .. max_number - 1
+    train_below: int = 500  # decoders train below this; extrapolation is scored from it up
+    alpha: float = 1.0  # ridge strength (scikit-learn's alpha)
+
+    def __post_init__(self) -> None:
+        require(10 <= self.train_below < self.max_number,
+                f"analysis.numeracy.train_below={self.train_below} must lie in [10, "
+                f"max_number={self.max_number})")
+        positive(self.alpha, "analysis.numeracy.alpha")
+
+
+@dataclass
+class StructuralSettings:
+    """analysis=structural: Hewitt & Manning (2019) distance and depth probes per layer."""
+
+    probes: list[str] = field(default_factory=lambda: ["distance", "depth"])
+    rank: int = 64  # the probe matrix B is (rank × dim); H&M: rank 64 is enough for BERT
+    epochs: int = 30
+    lr: float = 1e-3  # Adam, as H&M
+    batch_size: int = 20  # sentences per step (H&M)
+    patience: int = 4  # epochs without dev-loss improvement before stopping
+    random_init: bool = True
+    linear_baseline: bool = True  # right-branching chain / position as depth (H&M's LINEAR)
+
+    def __post_init__(self) -> None:
+        non_empty(self.probes, "analysis.structural.probes", "[distance,depth]")
+        distinct(self.probes, "analysis.structural.probes")
+        for probe in self.probes:
+            one_of(probe, ("distance", "depth"), "analysis.structural.probes")
+        for key in ("rank", "epochs", "lr", "batch_size", "patience"):
+            positive(getattr(self, key), f"analysis.structural.{key}")
+
+
+@dataclass
+class AttentionSettings:
+    """analysis=attention: per-head statistics (Clark et al., 2019) and Kovaleva et al.'s
+    (2019) pattern classes."""
+
+    max_sentences: int = 500  # eval sentences whose maps are read
+    heatmaps: bool = True
+    kovaleva_sentences: int = 100  # maps classified per head (majority class is reported)
+    min_dependents: int = 100  # held-out dependents a relation needs for a metric (Clark et al.)
+
+    def __post_init__(self) -> None:
+        positive(self.max_sentences, "analysis.attention.max_sentences")
+        positive(self.kovaleva_sentences, "analysis.attention.kovaleva_sentences")
+        positive(self.min_dependents, "analysis.attention.min_dependents")
+
+
+@dataclass
+class GeometrySettings:
+    """analysis=geometry: Ethayarajh (2019) anisotropy / self-similarity, and linear CKA."""
+
+    pairs: int = 2000  # random word pairs for anisotropy
+    min_occurrences: int = 5  # a word type's contexts needed for its self-similarity
+    max_types: int = 500  # word types whose self-similarity is averaged
+
+    def __post_init__(self) -> None:
+        positive(self.pairs, "analysis.geometry.pairs")
+        require(self.min_occurrences >= 2, "analysis.geometry.min_occurrences="
+                f"{self.min_occurrences} must be >= 2 (similarity needs two contexts)")
+        positive(self.max_types, "analysis.geometry.max_types")
+
+
+# suite -> the data sets it reads under the data root (data/cloze_suites.py)
+CLOZE_DATA = {
+    "blimp": ("blimp",),
+    "agreement": ("marvin_linzen_syneval", "colorless_green_agreement"),
+    "ettinger": ("ettinger_diagnostics",),
+    "lama": ("lama",),
+}
+CLOZE_SUITES = tuple(CLOZE_DATA)
+
+
+@dataclass
+class ClozeSettings:
+    """analysis=cloze: behavioural tests through the MLM head."""
+
+    suites: list[str] = field(default_factory=lambda: list(CLOZE_SUITES))
+    max_items: int = 100  # per BLiMP paradigm / agreement condition / LAMA relation
+    blimp_paradigms: list[str] = field(default_factory=list)  # empty: all 67
+    top_k: int = 5  # Ettinger reports top-1 and top-5 accuracy
+    batch_size: int = 32
+
+    def __post_init__(self) -> None:
+        non_empty(self.suites, "analysis.cloze.suites", "[blimp,agreement]")
+        distinct(self.suites, "analysis.cloze.suites")
+        distinct(self.blimp_paradigms, "analysis.cloze.blimp_paradigms")
+        for suite in self.suites:
+            one_of(suite, CLOZE_SUITES, "analysis.cloze.suites")
+        for key in ("max_items", "top_k", "batch_size"):
+            positive(getattr(self, key), f"analysis.cloze.{key}")
+
+
+@dataclass
+class AmnesicSettings:
+    """analysis=amnesic: remove linearly decodable labels (INLP) and measure the MLM drop."""
+
+    layer: int | None = None  # null: the last layer (the MLM head reads it)
+    iterations: int = 20  # INLP rounds (Ravfogel et al., 2020)
+    mask_prob: float = 0.15  # words masked to measure MLM accuracy
+    max_train_words: int | None = 20000
+
+    def __post_init__(self) -> None:
+        positive(self.iterations, "analysis.amnesic.iterations")
+        require(self.layer is None or self.layer >= 0,
+                f"analysis.amnesic.layer={self.layer} must be >= 0 (0: embeddings) or null")
+        require(self.max_train_words is None or self.max_train_words >= 100,
+                f"analysis.amnesic.max_train_words={self.max_train_words} must be >= 100 or "
+                "null")
+        in_open_unit(self.mask_prob, "analysis.amnesic.mask_prob")
+
+
+MLM_ANALYSES = ("cloze", "amnesic")  # the analyses that read the MLM head
+
+# analysis name -> its settings; bertology/pipelines/probe.py's ANALYSES has the same keys
+ANALYSIS_SETTINGS = {
+    "linear": LinearSettings,
+    "mlp": MLPSettings,
+    "structural": StructuralSettings,
+    "position": PositionSettings,
+    "numeracy": NumeracySettings,
+    "attention": AttentionSettings,
+    "geometry": GeometrySettings,
+    "cloze": ClozeSettings,
+    "amnesic": AmnesicSettings,
+}
