@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -61,6 +62,7 @@ def population_members(runs: list[RunDir], evidence: list[Evidence]
     return dict(sorted(members.items())) if complete else {}
 
 
+@cache  # every finding of a report asks again about the same few checkpoints
 def pretraining_failed(checkpoint: str) -> bool:
     """Whether a checkpoint `bertology pretrain` wrote did not learn: its run's final held-out
     MLM accuracy at or below the floor the run recorded beside it (<run>/metrics.json for

@@ -31,6 +31,8 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
+from bertology.training.precision import default_device
+
 LEVELS = 1 << 16  # a 16-bit integer's values: the drop probability's resolution is 1/LEVELS
 ATTENTION = "bertology_sdpa"
 
@@ -114,8 +116,7 @@ AttentionMaskInterface.register(ATTENTION, sdpa_mask)  # the same masks SDPA is 
 def uses_bits(setting: str, device: torch.device | None = None) -> bool:
     """trainer.dropout_masks: `bits` or `torch` as asked; `auto` is bits on CPU only (the
     device the run trains on: CUDA where there is one, as the precision choice assumes)."""
-    if device is None:
-        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = default_device() if device is None else device
     return setting == "bits" or (setting == "auto" and device.type == "cpu")
 
 
@@ -129,16 +130,18 @@ def use_bits_dropout(model: nn.Module) -> int:
             if type(child) is nn.Dropout:
                 setattr(parent, name, BitsDropout(child.p, child.inplace))
                 swapped += 1
-    for module in model.modules():
-        config = getattr(module, "config", None)
-        if getattr(config, "_attn_implementation", None) == "sdpa":
-            config._attn_implementation = ATTENTION
+    switch_attention(model, "sdpa", ATTENTION)
     return swapped
 
 
 def restore_sdpa(model: nn.Module) -> None:
     """The model's attention back to plain SDPA (after training: analyses read the config)."""
+    switch_attention(model, ATTENTION, "sdpa")
+
+
+def switch_attention(model: nn.Module, current: str, new: str) -> None:
+    """Every (sub)model config whose attention implementation is `current` set to `new`."""
     for module in model.modules():
         config = getattr(module, "config", None)
-        if getattr(config, "_attn_implementation", None) == ATTENTION:
-            config._attn_implementation = "sdpa"
+        if getattr(config, "_attn_implementation", None) == current:
+            config._attn_implementation = new

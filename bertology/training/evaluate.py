@@ -45,7 +45,7 @@ class HeldOut:
                  accelerator: Accelerator):
         self.objective, self.data, self.cfg, self.accelerator = objective, data, cfg, accelerator
         self.items: dict[str, np.ndarray] | None = None  # of the latest evaluation
-        self.floor: float | None = None  # eval/mlm_majority_accuracy (floor())
+        self.floor: float | None = None  # eval/mlm_majority_accuracy (majority_floor)
 
     def run(self, model: torch.nn.Module) -> dict[str, float]:
         cfg, accelerator = self.cfg, self.accelerator
@@ -70,14 +70,12 @@ class HeldOut:
         over every batch, whichever process scores them). A pretraining run at or below it has
         not learned (study/population.py sets such a member aside)."""
         if self.floor is None:
-            counts = np.zeros(0, np.int64)
+            targets = []
             for start in range(0, len(examples), self.cfg.batch_size):
                 batch = self.objective.collate(examples[start: start + self.cfg.batch_size])
-                targets = batch["labels"][batch["labels"] >= 0].numpy()  # -100: not masked
-                found = np.bincount(targets)
-                width = max(len(counts), len(found))
-                counts = np.pad(counts, (0, width - len(counts))) + np.pad(
-                    found, (0, width - len(found)))
+                labels = batch["labels"]
+                targets.append(labels[labels >= 0].numpy())  # -100: not masked
+            counts = np.bincount(np.concatenate(targets)) if targets else np.zeros(1, np.int64)
             self.floor = float(counts.max() / counts.sum()) if counts.sum() else 0.0
             log.info("held-out MLM floor (always the most frequent of %d masked tokens): %.4f",
                      int(counts.sum()), self.floor)

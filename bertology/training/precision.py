@@ -88,6 +88,11 @@ def cpu_model() -> str:
     return _cpuinfo_field("model name") or "unknown CPU"
 
 
+def default_device() -> torch.device:
+    """The device a run trains on: CUDA where there is one (accelerate's choice too)."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
 def native_bf16(device: torch.device) -> tuple[bool, str]:
     """(whether the device multiplies bf16 natively, the reason in words)."""
     if device.type == "cuda":
@@ -255,7 +260,7 @@ def resolve_precision(cfg, trial: TimingTrial | None = None, out_dir: Path | Non
     out_dir, the choice is logged and written to out_dir/precision.json; a resumed `auto` run
     (checkpoints in out_dir) keeps the precision precision.json says it began in."""
     if device is None:
-        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        device = default_device()
     record = out_dir / "precision.json" if out_dir is not None else None
     began = _began_in(record) if cfg.mixed_precision == "auto" else None
     if began is not None:
