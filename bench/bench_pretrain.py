@@ -304,13 +304,39 @@ def run_arm(arm: str, size: str, steps: int, precision: str) -> dict:
     return {**json.loads(out.stdout.strip().splitlines()[-1]), "load_before": load}
 
 
-def measure_peaks() -> dict[str, float]:
-    """The matmul peak of this machine per precision: the best of a few large square
-    products. bf16 is measured even where it is emulated, to show what emulation costs."""
-    sizes = {"fp32": (1024, 2048), "bf16": (1024,)}  # emulated bf16 2048^3 takes ~10 s a go
+# Where the peak is looked for (rows, inner, cols): squares, and the products a training step
+# of 32x128 tokens runs at sizes mini, small and base (QKV/output H x H, FFN up H x 4H and down
+# 4H x H). oneDNN's bf16 AMX kernels reach their best on mid-sized products, not the largest
+# square: on a 2-core Xeon 2048^3 gave 2.8 TFLOP/s, 8192^3 2.0, mini's 4096x256x1024 up to 3.7.
+TOKENS = SEQ_LEN * BATCH
+MODEL_SHAPES = [(TOKENS, h, out) for h in (256, 512, 768) for out in (h, 4 * h)] + \
+    [(TOKENS, 4 * h, h) for h in (256, 512, 768)]
+PEAK_SHAPES = {"fp32": [(n, n, n) for n in (1024, 2048, 4096)] + MODEL_SHAPES,
+               "bf16": [(n, n, n) for n in (1024, 2048, 4096, 8192)] + MODEL_SHAPES}
+EMULATED_SHAPES = [(1024, 1024, 1024)]  # emulated bf16 runs ~1% of fp32: one product shows it
+
+
+@dataclass(frozen=True)
+class Peak:
+    flops_per_s: float
+    shape: tuple[int, int, int]  # (rows, inner, cols) of the product that reached it
+
+    def __str__(self) -> str:
+        return f"{self.flops_per_s / 1e9:,.0f} GFLOP/s ({'x'.join(map(str, self.shape))})"
+
+
+def measure_peaks(native: bool) -> dict[str, Peak]:
+    """The matmul peak of this machine per precision: the best over PEAK_SHAPES, each product
+    timed 5 times. An MFU against one 1024^3 product under-states the ceiling (issue 40: 1.1
+    TFLOP/s bf16 there against 2.6-3.7 on the model's own products), which flatters every arm.
+    bf16 is measured even where it is emulated, to show what emulation costs."""
     dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16}
-    return {name: max(matmul_flops_per_s(n, n, n, dtypes[name], repeats=3) for n in sizes[name])
-            for name in PRECISIONS}
+    peaks = {}
+    for name in PRECISIONS:
+        shapes = PEAK_SHAPES[name] if native or name == "fp32" else EMULATED_SHAPES
+        peaks[name] = max((Peak(matmul_flops_per_s(*shape, dtypes[name], repeats=5), shape)
+                           for shape in shapes), key=lambda peak: peak.flops_per_s)
+    return peaks
 
 
 def interleaved(cells: list[tuple[str, str]], repeats: int) -> list[tuple[int, str, str]]:
@@ -382,11 +408,11 @@ def main() -> None:
         print("\n".join(profile_split.table({p.setting: p.kinds for p in profiled})))
         write_profile(args, profiled)
         return
-    peaks = measure_peaks()
     native, why = native_bf16(torch.device("cpu"))
+    peaks = measure_peaks(native)
     precisions = args.precisions or (list(PRECISIONS) if native else ["fp32"])
-    print(f"matmul peak: fp32 {peaks['fp32'] / 1e9:,.0f}, bf16 {peaks['bf16'] / 1e9:,.1f} "
-          f"GFLOP/s; {why}; precisions {', '.join(precisions)}", flush=True)
+    print(f"matmul peak: fp32 {peaks['fp32']}, bf16 {peaks['bf16']}; {why}; "
+          f"precisions {', '.join(precisions)}", flush=True)
     # bertology's `auto` is a cell of its own: the done-when asks that it come within 10% of
     # the faster explicit precision, and on a bf16 CPU it times steps before choosing
     cells = [("bertology", "auto")] + [(arm, p) for arm in ARMS for p in precisions]
@@ -463,17 +489,17 @@ def cell_text(summary: dict) -> str:
     return (f"{summary['tokens_per_s']:,.0f} [{summary['low']:,.0f}–{summary['high']:,.0f}]")
 
 
-def mfu_text(flops_per_s: float, peaks: dict[str, float], native: bool) -> str:
+def mfu_text(flops_per_s: float, peaks: dict[str, Peak], native: bool) -> str:
     """MFU over the fp32 peak / over the bf16 one; an emulated bf16 peak is no ceiling."""
-    bf16 = f"{flops_per_s / peaks['bf16']:.0%}" if native else "– (emulated)"
-    return f"{flops_per_s / peaks['fp32']:.0%} / {bf16}"
+    bf16 = f"{flops_per_s / peaks['bf16'].flops_per_s:.0%}" if native else "– (emulated)"
+    return f"{flops_per_s / peaks['fp32'].flops_per_s:.0%} / {bf16}"
 
 
 def ratio(numerator: float | None, denominator: float | None) -> str:
     return f"{numerator / denominator:.2f}x" if numerator and denominator else "–"
 
 
-def write_results(args, peaks: dict[str, float], precisions: list[str], why: str, rows) -> None:
+def write_results(args, peaks: dict[str, Peak], precisions: list[str], why: str, rows) -> None:
     import transformers
 
     command = ("python bench/bench_pretrain.py --sizes " + " ".join(args.sizes) + " --steps "
@@ -483,10 +509,11 @@ def write_results(args, peaks: dict[str, float], precisions: list[str], why: str
     lines = [
         "", THROUGHPUT, "",
         f"`{command}` on {machine()}, transformers {transformers.__version__}. Matmul peak "
-        f"measured at the start: **fp32 {peaks['fp32'] / 1e9:,.0f} GFLOP/s, bf16 "
-        f"{peaks['bf16'] / 1e9:,.1f} GFLOP/s** (best square product); {why}."
+        f"measured at the start, the best product of squares and the model's own shapes "
+        f"(rows x inner x cols): **fp32 {peaks['fp32']}, bf16 {peaks['bf16']}**; {why}."
         + (f" {' and '.join(skipped)} cells not run: on this CPU a bf16 matmul runs at "
-           f"{peaks['bf16'] / peaks['fp32']:.1%} of fp32's, so no arm can gain from it (rerun "
+           f"{peaks['bf16'].flops_per_s / peaks['fp32'].flops_per_s:.1%} of fp32's, so no arm "
+           "can gain from it (rerun "
            "with `--precisions fp32 bf16` to time them anyway)." if skipped else ""), "",
         "Corpus: English Wikipedia (WikiExtractor shards, `data=wikipedia`), streamed by "
         "bertology; the HF arms read the same documents (bertology's reader, after its held-out "
@@ -510,7 +537,7 @@ def write_results(args, peaks: dict[str, float], precisions: list[str], why: str
         "| data wait | peak RSS (MiB) | load before each run |",
         "|---|---:|---|---|---:|---:|---:|---:|---|",
     ]
-    native = peaks["bf16"] > peaks["fp32"]  # else bf16 is emulated: an MFU over it means nothing
+    native = peaks["bf16"].flops_per_s > peaks["fp32"].flops_per_s  # else emulated: no ceiling
     for size, steps, summaries in rows:
         for (arm, precision), run in summaries.items():
             chosen = f"auto ({run['precision']})" if precision == "auto" else precision

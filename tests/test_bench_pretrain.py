@@ -40,9 +40,11 @@ def test_an_arms_best_is_its_faster_precision_and_ratios_read_as_such():
     assert bench.best_of(cells)[0] == "fp32"
     assert bench.ratio(600.0, 200.0) == "3.00x" and bench.ratio(None, 200.0) == "–"
     # an emulated bf16 peak is no ceiling: no MFU is printed against it
-    peaks = {"fp32": 1e11, "bf16": 1e9}
+    peaks = {"fp32": bench.Peak(1e11, (1, 1, 1)), "bf16": bench.Peak(1e9, (1, 1, 1))}
     assert bench.mfu_text(5e10, peaks, native=False) == "50% / – (emulated)"
-    assert bench.mfu_text(5e10, {"fp32": 1e11, "bf16": 2e11}, native=True) == "50% / 25%"
+    native = {"fp32": bench.Peak(1e11, (1, 1, 1)), "bf16": bench.Peak(2e11, (2, 2, 2))}
+    assert bench.mfu_text(5e10, native, native=True) == "50% / 25%"
+    assert str(native["bf16"]) == "200 GFLOP/s (2x2x2)"
 
 
 def test_the_profile_split_sums_to_the_steps_wall_time():
