@@ -15,6 +15,8 @@ rotated by the repeat, so a change in machine load spreads over the arms (median
   fused QKV      three projections (BERT's layout) vs one [q;k;v] projection (the alternative
                  is built here, not in bertology: it is measured before it is adopted)
   compile        eager vs torch.compile of the encoder (steady state; compile time reported)
+  bf16 weights   (bf16 only) fp32 weights that autocast casts for each forward vs weights kept
+                 in bf16 with fp32 master copies that AdamW steps and copies back (built here)
   precision      per --precisions: fp32 vs bf16 autocast (bf16 only where the CPU has native
                  bf16 unless asked: emulated bf16 says nothing about the lever)
 
@@ -63,6 +65,7 @@ class Arm:
     fused_adamw: bool = True
     fused_qkv: bool = False
     compiled: bool = False
+    bf16_weights: bool = False  # bf16 parameters, fp32 master copies in the optimizer
     dtype: torch.dtype | None = None  # autocast dtype; None is fp32
 
 
@@ -74,7 +77,10 @@ LEVERS = {
     "optimizer": ("fused AdamW", "foreach AdamW", Arm(fused_adamw=False)),
     "fused QKV": ("three projections", "one [q;k;v] projection", Arm(fused_qkv=True)),
     "compile": ("eager", "torch.compile", Arm(compiled=True)),
+    "bf16 weights": ("fp32 weights, autocast", "bf16 weights, fp32 master",
+                     Arm(bf16_weights=True)),
 }
+ONLY_IN = {"bf16 weights": "bf16"}  # levers that exist in one precision only
 
 
 def sizes(name: str) -> SizeConfig:
@@ -144,12 +150,45 @@ def loss_of(model, batch, head: str) -> torch.Tensor:
     return F.cross_entropy(logits.float(), batch["labels"][where])
 
 
+class MasterWeights:
+    """bf16 parameters for the forward and backward, fp32 master copies that AdamW steps: after
+    each step the grads are widened into the masters and the masters narrowed back into the
+    model (mixed-precision training as in Micikevicius et al., 2018, with bf16's range needing
+    no loss scale). Under autocast this removes the cast of every weight in each forward; it
+    adds a widening of every grad and a narrowing of every weight per step instead."""
+
+    def __init__(self, model: torch.nn.Module, fused: bool) -> None:
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.masters = [p.detach().float().clone().requires_grad_() for p in self.params]
+        model.to(torch.bfloat16)
+        self.optimizer = torch.optim.AdamW(self.masters, lr=1e-4, fused=fused,
+                                           foreach=None if fused else True)
+
+    def step(self) -> None:
+        for master, param in zip(self.masters, self.params):
+            master.grad = param.grad.float()
+        self.optimizer.step()
+        with torch.no_grad():
+            torch._foreach_copy_(self.params, self.masters)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for param in self.params:
+            param.grad = None
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+
+
+def optimizer_for(model: torch.nn.Module, arm: Arm):
+    if arm.bf16_weights:
+        return MasterWeights(model, arm.fused_adamw)
+    return torch.optim.AdamW(model.parameters(), lr=1e-4, fused=arm.fused_adamw,
+                             foreach=None if arm.fused_adamw else True)
+
+
 def time_arm(size: SizeConfig, arm: Arm, batch, steps: int) -> tuple[float, float]:
     """(median seconds per step, seconds to compile or 0) of a fresh model in this arm."""
     model = build(size, arm).train()
     compile_s = 0.0
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=arm.fused_adamw,
-                                  foreach=None if arm.fused_adamw else True)
+    optimizer = optimizer_for(model, arm)
 
     def step() -> None:
         with torch.autocast("cpu", dtype=arm.dtype, enabled=arm.dtype is not None):
@@ -180,7 +219,8 @@ def arms_for(precisions: list[str]) -> dict[str, Arm]:
         dtype = torch.bfloat16 if precision == "bf16" else None
         arms[f"bertology {precision}"] = Arm(dtype=dtype)
         arms.update({f"{lever} {precision}": replace(arm, dtype=dtype)
-                     for lever, (_, _, arm) in LEVERS.items()})
+                     for lever, (_, _, arm) in LEVERS.items()
+                     if ONLY_IN.get(lever, precision) == precision})
     return arms
 
 
@@ -221,6 +261,8 @@ def table_rows(times: dict[str, list[float]], precisions: list[str],
     for precision in precisions:
         own = times[f"bertology {precision}"]
         for lever, (choice, alternative, _) in LEVERS.items():
+            if ONLY_IN.get(lever, precision) != precision:
+                continue
             other = times[f"{lever} {precision}"]
             if lever == "compile" and compile_s:  # later compiles reuse the process's caches
                 alternative += f" ({compile_s[0]:.0f} s to compile the first time)"

@@ -361,10 +361,18 @@ def best_of(cells: dict[str, dict]) -> tuple[str, dict]:
 @dataclass
 class Profiled:
     setting: str  # size, precision and dropout masks, as the column heads read
+    precision: str  # as asked: fp32, bf16 or auto
     table: str  # the top ops by self time
     kinds: dict[str, float]  # profile_split.split: microseconds per kind of work
     unmatched: list[tuple[str, float]]
     rates: dict
+    flops: float  # model FLOPs executed in the recorded steps (training/flops.py)
+
+    def matmul_rate(self) -> float:
+        """FLOP/s of the matmuls alone: the step's model FLOPs over the matmul kind's time.
+        Every FLOP the MFU counts is a matmul's, so this is the MFU the step would reach if
+        everything else took no time: the ceiling that removing non-matmul work can reach."""
+        return self.flops / (self.kinds["matmul"] / 1e6)
 
 
 def profile_bertology(size: str, steps: int, precision: str = "auto",
@@ -385,10 +393,11 @@ def profile_bertology(size: str, steps: int, precision: str = "auto",
                               record_steps(recorded, loop._optimizer_step, profiler.step)):
         pretrain.run(compose_pretrain(args), Path(out))
     events = profiler.key_averages()
-    return Profiled(f"{size} {precision} {masks}",
+    return Profiled(f"{size} {precision} {masks}", precision,
                     events.table(sort_by="self_cpu_time_total", row_limit=15),
                     profile_split.split(events, profile_split.step_wall_us(events)),
-                    profile_split.unmatched(events), recorded.rates(skipped=PROFILE_SKIPPED))
+                    profile_split.unmatched(events), recorded.rates(skipped=PROFILE_SKIPPED),
+                    sum(recorded.flops[PROFILE_SKIPPED:]))
 
 
 def main() -> None:
@@ -406,7 +415,8 @@ def main() -> None:
             print(f"{one.setting}: {one.rates['tokens_per_s']:,.0f} tok/s; unmatched ops "
                   f"{one.unmatched}", flush=True)
         print("\n".join(profile_split.table({p.setting: p.kinds for p in profiled})))
-        write_profile(args, profiled)
+        native, _ = native_bf16(torch.device("cpu"))
+        write_profile(args, profiled, measure_peaks(native), native)
         return
     native, why = native_bf16(torch.device("cpu"))
     peaks = measure_peaks(native)
@@ -567,10 +577,25 @@ def write_results(args, peaks: dict[str, Peak], precisions: list[str], why: str,
     replace_section(args.out, THROUGHPUT, lines)
 
 
-def write_profile(args, profiled: list[Profiled]) -> None:
+def roofline_rows(profiled: list[Profiled], peaks: dict[str, Peak], native: bool) -> list[str]:
+    """Two rows under the split: the step's MFU under the profiler, and the matmuls' own rate,
+    the MFU the step would reach if every non-matmul kind took no time, each against the
+    setting's precision's peak (bf16's for auto where the CPU has native bf16)."""
+    def peak_of(one: Profiled) -> Peak:
+        return peaks["fp32" if one.precision == "fp32" or not native else "bf16"]
+
+    def cells(rate: Callable[[Profiled], float]) -> str:
+        return " | ".join(f"{rate(p) / 1e9:,.0f} GFLOP/s = {rate(p) / peak_of(p).flops_per_s:.0%}"
+                          for p in profiled)
+
+    return [f"| MFU of the step (under the profiler) | {cells(lambda p: p.rates['flops_per_s'])} |",
+            f"| matmuls alone: model FLOPs / matmul time | {cells(Profiled.matmul_rate)} |"]
+
+
+def write_profile(args, profiled: list[Profiled], peaks: dict[str, Peak], native: bool) -> None:
     """The split by kind of work, one column per setting, in a section of its own per CPU model
-    (a Xeon's bf16 profile and an EPYC's fp32 one sit side by side), and the last setting's
-    top ops."""
+    (a Xeon's bf16 profile and an EPYC's fp32 one sit side by side), the roofline rows, and the
+    last setting's top ops."""
     steps, last = args.steps[0], profiled[-1]
     heading = f"{PROFILE_SPLIT}: {cpu_model()}"
     command = " ".join(["python bench/bench_pretrain.py --profile", *(args.profile or []),
@@ -589,7 +614,12 @@ def write_profile(args, profiled: list[Profiled]) -> None:
         "op accounts for). Tokens/s under the profiler: "
         + ", ".join(f"{p.setting} {p.rates['tokens_per_s']:,.0f}" for p in profiled)
         + " (the profiler's overhead makes these a breakdown, not a throughput).", "",
-        *profile_split.table({p.setting: p.kinds for p in profiled}), "",
+        *profile_split.table({p.setting: p.kinds for p in profiled}),
+        *roofline_rows(profiled, peaks, native), "",
+        f"Peaks measured in the same run (best product, rows x inner x cols): fp32 "
+        f"{peaks['fp32']}, bf16 {peaks['bf16']}. The last row is the ceiling of removing "
+        "non-matmul work: every FLOP the MFU counts is a matmul's, so a step whose other kinds "
+        "took no time would run at the matmuls' own rate.", "",
         f"Top ops of {last.setting} by self time:", "",
         "```", last.table.rstrip(), "```",
     ]
