@@ -290,3 +290,16 @@ def test_reproduce_refuses_bad_arguments_in_one_line_before_any_step(args, says,
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("python -m bertology.reproduce: error: ")
     assert says in done.stderr and not out.exists()
+
+
+@pytest.mark.parametrize("study", STUDIES)
+def test_every_arm_of_a_study_trains_in_one_fixed_precision(study):
+    """auto times each run and may answer differently per arm (or per seed) on a bf16 CPU: a
+    comparison between arms must not also compare precisions, so no study leaves it to auto,
+    for its own training nor for a downstream fine-tuning."""
+    pipeline = STUDY[study].pipeline
+    for overrides in sweep_jobs(f"study_{study}", pipeline):
+        job = compose_config(pipeline, overrides)
+        for trainer in (job.get("trainer"), (job.get("downstream") or {}).get("trainer")):
+            if trainer is not None and "mixed_precision" in trainer:
+                assert trainer.mixed_precision != "auto", (study, overrides)
