@@ -481,3 +481,27 @@ def test_the_items_note_asks_only_for_items_the_eval_set_holds():
         assert ("more items, not seeds" in result.raw_note) == (verdict == "underpowered")
         if verdict == "inconclusive":
             assert f"the eval set holds {room:.3g}× the items scored" in result.raw_note
+
+
+def test_a_budget_that_rests_on_few_seeds_variance_is_fragile():
+    """Whether an unresolved claim is underpowered (a feasible budget) or inconclusive (none)
+    turns on the seeds needed, which scale with s²; from 3 seeds s² is uncertain by a factor
+    of 60. Issue 38's heads_raise: the same effect, +0.002, with seed sds of 0.002 and 0.008
+    on two CPUs: underpowered on one, inconclusive on the other. The first is now fragile
+    (the flip is one a 3-seed variance can make), so the pair is no firm disagreement; a
+    verdict far from the bound, or one whose variance 20 seeds pin down, is not fragile."""
+    narrow, wide = suite_result([0.0, 0.002, 0.004]), suite_result([-0.006, 0.002, 0.010])
+    correct_suite([narrow])
+    correct_suite([wide])
+    assert narrow.corrected == "underpowered" and narrow.fragile
+    assert narrow.note.startswith("fragile: with the seed variance elsewhere")
+    assert wide.corrected == "inconclusive" and not wide.fragile
+    spread = np.random.default_rng(0).normal(0, 1, 20)
+    spread = (spread - spread.mean()) / spread.std(ddof=1)
+    pinned = suite_result(list(0.3 + spread))  # 20 seeds: about 90 needed, the bound 200
+    correct_suite([pinned])
+    assert pinned.corrected == "underpowered" and not pinned.fragile
+    assert "≈ 90 seeds" in pinned.note
+    near = suite_result(list(0.25 + spread))  # about 130 needed: 1.9× its s² crosses 200
+    correct_suite([near])
+    assert near.corrected == "underpowered" and near.fragile

@@ -19,7 +19,7 @@ The derivation: docs/findings.md, "The statistics, derived".
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 
 import numpy as np
@@ -28,6 +28,7 @@ from scipy import optimize, stats
 ALPHA = 0.05  # two-sided; a one-sided claim is tested at ALPHA / 2, the 95% interval's edge
 POWER = 0.8  # for the budget that would resolve an unresolved claim
 FEASIBLE = 10.0  # a claim needing more than this many times its seeds (or items) is inconclusive
+SEED_VARIANCE_LEVEL = 0.90  # the interval of the true seed variance a budget is checked across
 MAX_SEEDS = 1000  # the power search stops here (inf beyond)
 SMALLEST_P = 1e-100  # p-values below this are reported as it (the root search's floor)
 
@@ -312,6 +313,23 @@ class TTest:
     def p_fails(self) -> float:
         """P-value of the opposite claim (the effect lies on the wrong side of the margin)."""
         return 1.0 - self.p_holds if self.measured else 1.0
+
+    def with_seed_variance(self, factor: float) -> TTest:
+        """The same test had the seed parts of its variance been `factor` times as large (the
+        shared items' part stays): a budget asked of the true variance rather than of s²."""
+        parts = tuple((v * factor, dof, n) if n else (v, dof, n)
+                      for v, dof, n in self.estimate.parts)
+        return replace(self, estimate=replace(self.estimate, parts=parts))
+
+    def seed_variance_factors(self, level: float = SEED_VARIANCE_LEVEL) -> tuple[float, float]:
+        """σ²/s² at the two ends of the `level` interval of the true seed variance, from
+        s²ν/σ² ~ χ²_ν on the fewest degrees of freedom among the seed parts. With 3 seeds
+        (ν = 2) it spans 0.33–19.5: a budget computed from s² can be off by that factor."""
+        dof = min((d for v, d, n in self.estimate.parts if n and v > 0), default=math.inf)
+        if not math.isfinite(dof):
+            return 1.0, 1.0
+        tail = (1 - level) / 2
+        return dof / stats.chi2.isf(tail, dof), dof / stats.chi2.ppf(tail, dof)
 
     def seeds_needed(self, alpha: float = ALPHA) -> float:
         """Seeds (per side, at the same items per seed) for the observed effect to resolve

@@ -16,7 +16,7 @@ Each verdict, defined: docs/findings.md, "The verdicts, defined".
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -33,7 +33,14 @@ from bertology.study.population import (
 from bertology.study.results import replication_key
 from bertology.study.sign_test import SignTest
 from bertology.study.specs import Comparison, FindingSpec, evidence_of
-from bertology.study.stats import ALPHA, FEASIBLE, TTest, collapsed_seeds, holm
+from bertology.study.stats import (
+    ALPHA,
+    FEASIBLE,
+    SEED_VARIANCE_LEVEL,
+    TTest,
+    collapsed_seeds,
+    holm,
+)
 
 VERDICTS = ("holds", "does not hold", "underpowered", "leans against", "inconclusive",
             "uninformative")
@@ -287,13 +294,7 @@ def unresolved(result: FindingResult, alpha: float, repeated: bool = False) -> t
                        "more seeds, or runs that write replicates")
     # claim's side: every part must resolve, the furthest decides; wrong side: any part
     # that leans against settles it (at its Bonferroni share of alpha, as p_fails)
-    if lean > 0:
-        parts, level = result.tests, alpha
-    else:
-        parts = [t for t in result.tests if t.lean < 0]
-        level = alpha / len(result.tests)
-    budgets = [(t.seeds_needed(level), t) for t in parts]
-    seeds, test = (max if lean > 0 else min)(budgets, key=lambda b: b[0])
+    seeds, test, level = deciding_budget(result, alpha)
     if seeds <= FEASIBLE * test.estimate.n:
         return label, f"≈ {seeds:.0f} {replicates_of(result)} would {SETTLES[lean]} (80% power)"
     items = test.items_needed(level)
@@ -309,6 +310,44 @@ def unresolved(result: FindingResult, alpha: float, repeated: bool = False) -> t
     side = "claim's side" if lean > 0 else "wrong side"
     return "inconclusive", (f"the estimate lies on the {side} of the margin, too close to it "
                             "for a feasible budget")
+
+
+def deciding_budget(result: FindingResult, alpha: float) -> tuple[float, TTest | SignTest, float]:
+    """(seeds needed, the part that needs them, its level) for an unresolved estimate: on the
+    claim's side every part must resolve, the furthest decides; on the wrong side any part that
+    leans against settles it (at its Bonferroni share of alpha, as p_fails)."""
+    if result.lean > 0:
+        parts, level = result.tests, alpha
+    else:
+        parts = [t for t in result.tests if t.lean < 0]
+        level = alpha / len(result.tests)
+    seeds, test = (max if result.lean > 0 else min)(
+        ((t.seeds_needed(level), t) for t in parts), key=lambda b: b[0])
+    return seeds, test, level
+
+
+def budget_fragile(result: FindingResult, alpha: float) -> bool:
+    """Whether an unresolved verdict rests on the noise of its seed variance. Underpowered or
+    leans against (a budget that settles it: seeds, or items where the items every seed
+    shares dominate) and inconclusive (none) are told apart by budgets that scale with s², and
+    s² from 3 seeds is uncertain by a factor of 60 (its 90% interval). Fragile when the
+    verdict, recomputed with the true seed variance at either end of that interval, is not the
+    same (issue 38: between two CPUs, heads_raise needed ≈ 17 seeds on one and more than 30
+    on the other, the same effect)."""
+    if result.lean == 0 or any(math.isnan(t.estimate.mean) or t.estimate.n < 2
+                               or not t.measured for t in result.tests):
+        return False
+    tests = [t for t in result.tests if isinstance(t, TTest)]
+    if not tests:
+        return False
+    ends = (min(t.seed_variance_factors()[0] for t in tests),
+            max(t.seed_variance_factors()[1] for t in tests))
+    verdicts = {unresolved(result, alpha, result.repeated)[0]}
+    for factor in ends:
+        scaled = [t.with_seed_variance(factor) if isinstance(t, TTest) else t
+                  for t in result.tests]
+        verdicts.add(unresolved(replace(result, tests=scaled), alpha, result.repeated)[0])
+    return len(verdicts) > 1
 
 
 # ---------------------------------------------------------------- the suite
@@ -338,7 +377,13 @@ def correct_suite(results: list[FindingResult]) -> None:
             level = level_h if result.lean > 0 else level_f
             verdict, note = unresolved(result, 2.0 * level, result.repeated)
         result.fragile = ALPHA / FRAGILE <= result.p_adjusted < ALPHA * FRAGILE
-        if result.fragile and verdict in ("holds", "does not hold"):
+        resolved = verdict in ("holds", "does not hold")
+        if not resolved and not result.fragile and budget_fragile(result, 2.0 * level):
+            result.fragile = True
+            note = "; ".join([f"fragile: with the seed variance elsewhere in its "
+                              f"{SEED_VARIANCE_LEVEL:.0%} interval this verdict would be "
+                              "another unresolved one", note])
+        elif result.fragile and resolved:
             note = fragile_note(result, verdict == "holds",
                                 2.0 * (level_h if verdict == "holds" else level_f))
         elif result.fragile:
