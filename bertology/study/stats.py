@@ -257,6 +257,16 @@ def compute_power_half_width(parts: list, alpha: float = ALPHA):
                        for v, dof, _ in parts))
 
 
+def seed_variance_factor(dof: float, level: float = SEED_VARIANCE_LEVEL) -> tuple[float, float]:
+    """σ²/s² at the two ends of the `level` interval of a true variance estimated on dof
+    degrees of freedom (s²ν/σ² ~ χ²_ν). With 3 seeds (ν = 2) it spans 0.33–19.5: a budget
+    computed from s² can be off by that factor either way."""
+    if not math.isfinite(dof) or dof <= 0:
+        return 1.0, 1.0
+    tail = (1 - level) / 2
+    return dof / stats.chi2.isf(tail, dof), dof / stats.chi2.ppf(tail, dof)
+
+
 @dataclass(frozen=True)
 class TTest:
     """One-sided test of the claim `effect > margin` (greater) or `effect < margin` (less)
@@ -314,22 +324,13 @@ class TTest:
         """P-value of the opposite claim (the effect lies on the wrong side of the margin)."""
         return 1.0 - self.p_holds if self.measured else 1.0
 
-    def with_seed_variance(self, factor: float) -> TTest:
-        """The same test had the seed parts of its variance been `factor` times as large (the
-        shared items' part stays): a budget asked of the true variance rather than of s²."""
-        parts = tuple((v * factor, dof, n) if n else (v, dof, n)
+    def with_seed_variance(self, end: int, level: float = SEED_VARIANCE_LEVEL) -> TTest:
+        """The same test had each seed part of its variance been at the low (end 0) or high
+        (end 1) end of its true variance's `level` interval (seed_variance_factor, on that
+        part's own ν); the shared items' part stays. A budget asked of σ² rather than of s²."""
+        parts = tuple((v * seed_variance_factor(dof, level)[end], dof, n) if n else (v, dof, n)
                       for v, dof, n in self.estimate.parts)
         return replace(self, estimate=replace(self.estimate, parts=parts))
-
-    def seed_variance_factors(self, level: float = SEED_VARIANCE_LEVEL) -> tuple[float, float]:
-        """σ²/s² at the two ends of the `level` interval of the true seed variance, from
-        s²ν/σ² ~ χ²_ν on the fewest degrees of freedom among the seed parts. With 3 seeds
-        (ν = 2) it spans 0.33–19.5: a budget computed from s² can be off by that factor."""
-        dof = min((d for v, d, n in self.estimate.parts if n and v > 0), default=math.inf)
-        if not math.isfinite(dof):
-            return 1.0, 1.0
-        tail = (1 - level) / 2
-        return dof / stats.chi2.isf(tail, dof), dof / stats.chi2.ppf(tail, dof)
 
     def seeds_needed(self, alpha: float = ALPHA) -> float:
         """Seeds (per side, at the same items per seed) for the observed effect to resolve
