@@ -20,7 +20,8 @@ from bertology.pipelines import load_pipeline
 from bertology.study.catalog import load_catalog, load_studies, runs_of
 from bertology.study.results import find_runs
 from bertology.study.specs import ABOUT
-from bertology.study.verdicts import correct_suite, judge
+from bertology.study.suite import correct_suite
+from bertology.study.verdicts import judge
 
 CATALOG = load_catalog()
 SEEDS = (0, 1, 2)

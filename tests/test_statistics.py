@@ -24,7 +24,8 @@ from bertology.study.stats import (
     holm,
     one_sided_p,
 )
-from bertology.study.verdicts import FindingResult, classify, correct_suite
+from bertology.study.suite import correct_suite
+from bertology.study.verdicts import FindingResult, classify
 
 SPEC = FindingSpec("demo", "a claim", "a paper", ())
 T975 = {2: 4.302653, 3: 3.182446}  # t quantiles from a printed table (Student's t, 0.975)

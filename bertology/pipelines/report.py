@@ -2,8 +2,9 @@
 per survey finding.
 
 runs → the findings they can judge (study/catalog.py) → a raw verdict per finding
-(study/verdicts.py) → Holm's correction over all of them → a figure per finding, and one
-per task of the probe's layer curves across runs (a checkpoint sweep; study/curves.py) →
+(study/verdicts.py) → Holm's correction over all of them (study/suite.py) → a figure per
+finding, and one per task of the probe's layer curves across runs (a checkpoint sweep;
+study/curves.py) →
 REPORT.md, REPORT.html (self-contained: figures inlined), tables/findings.csv and
 tables/metrics.csv. Claims about pretraining and claims about one checkpoint are counted apart
 (study/scope.py), in the headline and in the metrics (report/pretraining/…,
@@ -35,7 +36,8 @@ from bertology.study.reporting import (
     write_report,
 )
 from bertology.study.results import find_runs
-from bertology.study.verdicts import FindingResult, correct_suite, judge
+from bertology.study.suite import correct_suite
+from bertology.study.verdicts import FindingResult, judge
 
 log = logging.getLogger(__name__)
 

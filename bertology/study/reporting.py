@@ -129,7 +129,7 @@ def verdict_counts(results: list[FindingResult], which: str) -> dict[str, int]:
 
 def holm_verdict(result: FindingResult) -> str:
     """The corrected verdict as the tables show it: "holds (fragile)" where its adjusted p
-    lies within a factor of 2 of α (verdicts.FRAGILE)."""
+    lies within a factor of 2 of α (suite.FRAGILE)."""
     return f"{result.corrected} (fragile)" if result.fragile else result.corrected
 
 
