@@ -161,8 +161,7 @@ class MasterWeights:
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.masters = [p.detach().float().clone().requires_grad_() for p in self.params]
         model.to(torch.bfloat16)
-        self.optimizer = torch.optim.AdamW(self.masters, lr=1e-4, fused=fused,
-                                           foreach=None if fused else True)
+        self.optimizer = adamw(self.masters, fused)
 
     def step(self) -> None:
         for master, param in zip(self.masters, self.params):
@@ -177,11 +176,15 @@ class MasterWeights:
         self.optimizer.zero_grad(set_to_none=set_to_none)
 
 
+def adamw(params, fused: bool) -> torch.optim.AdamW:
+    """Fused AdamW, or the foreach (multi-tensor) one: the optimizer lever's two arms."""
+    return torch.optim.AdamW(params, lr=1e-4, fused=fused, foreach=None if fused else True)
+
+
 def optimizer_for(model: torch.nn.Module, arm: Arm):
     if arm.bf16_weights:
         return MasterWeights(model, arm.fused_adamw)
-    return torch.optim.AdamW(model.parameters(), lr=1e-4, fused=arm.fused_adamw,
-                             foreach=None if arm.fused_adamw else True)
+    return adamw(model.parameters(), arm.fused_adamw)
 
 
 def time_arm(size: SizeConfig, arm: Arm, batch, steps: int) -> tuple[float, float]:
