@@ -20,7 +20,7 @@ from bertology.objectives.mlm import IGNORE
 from bertology.pipelines import pretrain
 from bertology.training.flops import masked_lm_flops
 from bertology.training.progress import BudgetBar
-from bertology.training.state import LoopState, budget_progress, compute_lr
+from bertology.training.state import LoopState, budget_progress, compute_lr, resolve_budget
 
 SMOKE = ["logger=none", "trainer=smoke", "data.num_sentences=800", "data.eval_docs=20"]
 
@@ -67,6 +67,23 @@ def test_lr_schedule_equals_hf_linear_warmup_with_a_step_budget():
         state.step = step + 1
         if state.step == cfg.warmup_steps:
             state.warmup_progress = budget_progress(state, cfg)
+
+
+def test_a_warmup_ratio_warms_pretraining_up_over_that_share_of_its_flops_budget():
+    """Pretraining's budget may be FLOPs: trainer.warmup_ratio=0.1 warms up while the first
+    10% of it is spent, whatever the step count (it was silently ignored there, leaving the
+    100-step default), peaks there, and decays to zero at the end."""
+    cfg = TrainerConfig(max_steps=100_000, max_flops=1e9, warmup_ratio=0.1, lr=1e-3)
+    for step, flops, lr in [(0, 0.0, 0.0), (150, 5e7, 5e-4), (300, 1e8, 1e-3),
+                            (1_600, 5.5e8, 5e-4), (3_000, 1e9, 0.0)]:
+        assert compute_lr(LoopState(step=step, flops=flops), cfg) == pytest.approx(lr), step
+
+
+def test_fine_tuning_turns_the_warmup_ratio_into_steps():
+    cfg = resolve_budget(TrainerConfig(max_steps=1_000, epochs=2, warmup_ratio=0.1,
+                                       batch_size=32, lr=1e-3), num_examples=4_000)
+    assert (cfg.max_steps, cfg.warmup_steps, cfg.warmup_ratio) == (250, 25, 0.0)
+    assert compute_lr(LoopState(step=5), cfg) == pytest.approx(2e-4)
 
 
 def test_progress_is_the_largest_share_of_any_budget():

@@ -212,7 +212,7 @@ class TrainerConfig:
     adam_beta2: float = 0.98
     adam_epsilon: float = 1e-6
     warmup_steps: int = 100
-    warmup_ratio: float = 0.0  # finetune: warmup over this share of max_steps (overrides steps)
+    warmup_ratio: float = 0.0  # > 0: warm up over this share of the budget (overrides steps)
     max_grad_norm: float = 1.0
     mixed_precision: str = "auto"
     prefetch_batches: int = 0  # > 0: a background thread collates this many batches ahead

@@ -85,8 +85,8 @@ def resolve_budget(trainer: TrainerConfig, num_examples: int) -> TrainerConfig:
         per_step = trainer.batch_size * trainer.grad_accum_steps
         steps = max(1, math.ceil(trainer.epochs * num_examples / per_step))
         trainer = dataclasses.replace(trainer, max_steps=min(trainer.max_steps, steps))
-    if trainer.warmup_ratio > 0:
-        trainer = dataclasses.replace(trainer,
+    if trainer.warmup_ratio > 0:  # in steps from here on: HF's schedule exactly
+        trainer = dataclasses.replace(trainer, warmup_ratio=0.0,
                                       warmup_steps=round(trainer.warmup_ratio * trainer.max_steps))
     return trainer
 
@@ -104,7 +104,14 @@ def budget_progress(state: LoopState, cfg: TrainerConfig) -> float:
 
 def compute_lr(state: LoopState, cfg: TrainerConfig) -> float:
     """Linear warmup over warmup_steps, then linear decay to zero at the end of the budget
-    (BERT §A.2). With only a step budget this is HF's get_linear_schedule_with_warmup."""
+    (BERT §A.2). With only a step budget this is HF's get_linear_schedule_with_warmup. An
+    unresolved warmup_ratio (pretraining, whose budget may be FLOPs or seconds: resolve_budget
+    turns it into steps for fine-tuning) warms up over that share of the budget instead."""
+    if cfg.warmup_ratio > 0:
+        progress = budget_progress(state, cfg)
+        if progress < cfg.warmup_ratio:
+            return cfg.lr * progress / cfg.warmup_ratio
+        return cfg.lr * max(0.0, 1.0 - progress) / (1.0 - cfg.warmup_ratio)
     if state.step < cfg.warmup_steps:
         return cfg.lr * state.step / cfg.warmup_steps
     remaining = 1.0 - budget_progress(state, cfg)
