@@ -132,12 +132,13 @@ def write_findings(report, rows):
     with (report / "tables" / "findings.csv").open("w", newline="") as handle:
         writer = csv.DictWriter(handle, FIELDS)
         writer.writeheader()
-        for finding, about, effect, se, verdict, *fragile in rows:
+        for finding, about, effect, se, verdict, *extra in rows:
+            fragile, seeds = (extra + ["", None])[:2]
             half = 4.302653 * se
             writer.writerow({"finding": finding, "about": about, "claim": "c", "test": "a - b",
                              "effect": effect, "ci_low": effect - half,
                              "ci_high": effect + half, "se": se, "dof": 2 if se == se else
-                             float("nan"), "seeds": 3 if se == se else 1,
+                             float("nan"), "seeds": seeds or (3 if se == se else 1),
                              "raw_verdict": verdict, "corrected_verdict": verdict,
                              "fragile": bool(fragile), "note": ""})
 
@@ -146,7 +147,7 @@ def test_the_matrix_compares_effects_not_verdicts(tmp_path, monkeypatch):
     """"differs" needs a test of the difference between encoders (Holm over the matrix):
     two verdicts that differ are not two effects that differ (issue 38: feature_layers
     "differed" although every encoder's interval lay on the claim's side)."""
-    monkeypatch.setattr(matrix, "model_reading_findings", lambda: ["a", "b", "c", "m", "d"])
+    monkeypatch.setattr(matrix, "model_reading_findings", lambda: ["a", "b", "c", "m", "d", "e"])
     monkeypatch.setattr(matrix, "claim_sides", lambda finding: [(0.0, "greater")] * 2)
     minilm, bert = tmp_path / "report", tmp_path / "bert" / "report"
     write_findings(minilm, [("a", "model", 0.12, 0.005, "holds"),
@@ -161,7 +162,9 @@ def test_the_matrix_compares_effects_not_verdicts(tmp_path, monkeypatch):
                           # the feature_layers case: a smaller effect on the same side
                           ("c", "model", 0.15, 0.025, "underpowered", "fragile"),
                           # every seed gave the same value: one independent run, no interval
-                          ("b", "model", -0.25, float("nan"), "underpowered")])
+                          ("b", "model", -0.25, float("nan"), "underpowered"),
+                          # five seeds that all scored 0 (special_heads on a weak BERT)
+                          ("e", "model", 0.0, float("nan"), "underpowered", "", 5)])
     (minilm / "REPORT.md").write_text("# bertology report\n\n## Runs\n\n| group |\n")
     (minilm / "REPORT.html").write_text("<body><h1>r</h1>\n<h2>Runs</h2>\n</body>")
     lines = matrix.write_matrix(minilm, {"minilm": minilm, "bert": bert})
@@ -174,13 +177,16 @@ def test_the_matrix_compares_effects_not_verdicts(tmp_path, monkeypatch):
     assert table["| b"].endswith("(no interval: 1 independent run) **underpowered** | "
                                  "not resolved |")
     assert table["| d"].endswith("| not judged | not resolved |")  # one encoder: no contrast
+    assert table["| e"] == ("| e | not judged | +0 (no interval: its 5 seeds scored alike) "
+                            "**underpowered** | not resolved |")
     assert table["| m*"].endswith("**holds** | same direction |")
     assert "| int8" not in table  # not a model-reading finding
     with (minilm / "tables" / "encoders.csv").open(newline="") as handle:
         written = list(csv.DictReader(handle))
     assert [(r["finding"], r["encoder"]) for r in written] == [
         ("a", "minilm"), ("a", "minilm"), ("a", "bert"), ("b", "minilm"), ("b", "bert"),
-        ("c", "minilm"), ("c", "bert"), ("m", "minilm"), ("m", "bert"), ("d", "minilm")]
+        ("c", "minilm"), ("c", "bert"), ("m", "minilm"), ("m", "bert"), ("d", "minilm"),
+        ("e", "bert")]
     report = (minilm / "REPORT.md").read_text()
     assert report.index(matrix.SECTION) < report.index("## Runs")
     page = (minilm / "REPORT.html").read_text()

@@ -112,6 +112,14 @@ def agreement(tables, findings) -> dict[str, str]:
     return across
 
 
+def no_interval(seeds: int) -> str:
+    """Why a cell has no interval: one run, or seeds that all scored the same (the report
+    counts those as one independent run: their spread is no estimate of a seed's noise)."""
+    if seeds > 1:
+        return f"(no interval: its {seeds} seeds scored alike)"
+    return "(no interval: 1 independent run)"
+
+
 def cell(rows: list[dict[str, str]]) -> str:
     """A finding's first comparison on one encoder: effect [interval] and the Holm verdict."""
     if not rows:
@@ -119,7 +127,7 @@ def cell(rows: list[dict[str, str]]) -> str:
     r = rows[0]
     low, high = float(r["ci_low"]), float(r["ci_high"])
     interval = (f"[{low:+.3g}, {high:+.3g}]" if math.isfinite(low) and math.isfinite(high)
-                else f"(no interval: {r['seeds']} independent run)")  # seeds identical
+                else no_interval(int(r["seeds"])))
     fragile = " (fragile)" if is_fragile(r) else ""
     return f"{float(r['effect']):+.3g} {interval} **{r['corrected_verdict']}**{fragile}"
 
