@@ -103,6 +103,9 @@ def test_every_pretrained_encoder_and_member_trains_in_fp32(name):
     differ in precision, so the recipe fixes it (as the pretraining studies do)."""
     for args in (encoders.pretrain_args(name), encoders.member_args(3)):
         assert compose_config("pretrain", args[1:]).trainer.mixed_precision == "no", args
+    # a GPU population asks for bf16 through --member, which comes after the recipe
+    gpu = encoders.member_args(3, ("trainer.mixed_precision=bf16",))
+    assert compose_config("pretrain", gpu[1:]).trainer.mixed_precision == "bf16"
 
 
 @pytest.mark.parametrize("args, says", [

@@ -41,7 +41,8 @@ ENCODER_STUDIES = ("probe_pos", "probe_ner", "finetune_sst2", "finetune_conll")
 # at 1e-3 BERT learns (the numbers: docs/reproduce.md, "Findings across encoders"). One
 # precision for all, fp32: `auto` times each run, and on an AMX Xeon it trained the matrix's
 # BERT in bf16 and its ModernBERT in fp32, a difference between encoders (or between members of
-# a population) that is not the one being measured; a GPU run adds trainer.mixed_precision=bf16.
+# a population) that is not the one being measured; a GPU population adds
+# `--member trainer.mixed_precision=bf16` (extras come after the recipe).
 ENCODER_PRETRAIN = ["size=mini", "size.num_hidden_layers=6", "data=wikipedia",
                     "model.tokenizer_name_or_path=sentence-transformers/all-MiniLM-L6-v2",
                     "trainer.max_flops=4.0e13", "trainer.max_steps=1000000", "trainer.lr=1.0e-3",

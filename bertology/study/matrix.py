@@ -113,8 +113,8 @@ def agreement(tables, findings) -> dict[str, str]:
 
 
 def no_interval(seeds: int) -> str:
-    """Why a cell has no interval: one run, or seeds that all scored the same (the report
-    counts those as one independent run: their spread is no estimate of a seed's noise)."""
+    """Why a cell has no interval: one independent run, or seeds that all scored the same
+    with zero spread (a floor or ceiling measured, counted as the seeds they are)."""
     if seeds > 1:
         return f"(no interval: its {seeds} seeds scored alike)"
     return "(no interval: 1 independent run)"

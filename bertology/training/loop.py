@@ -191,7 +191,7 @@ def train(job: TrainJob) -> dict[str, float]:
             state.train_seconds += time.perf_counter() - step_start
             if accelerator.num_processes > 1 and cfg.max_time_s is not None:
                 state.train_seconds = from_main(state.train_seconds, accelerator)
-            if state.step == cfg.warmup_steps:
+            if cfg.warmup_ratio == 0 and state.step == cfg.warmup_steps:
                 state.warmup_progress = budget_progress(state, cfg)
             _after_step(state, cfg, lr, window, progress, job.tracker, accelerator,
                         lambda: held_out.run(model))
