@@ -103,16 +103,18 @@ def budget_progress(state: LoopState, cfg: TrainerConfig) -> float:
 
 
 def compute_lr(state: LoopState, cfg: TrainerConfig) -> float:
-    """Linear warmup over warmup_steps, then linear decay to zero at the end of the budget
-    (BERT §A.2). With only a step budget this is HF's get_linear_schedule_with_warmup. An
-    unresolved warmup_ratio (pretraining, whose budget may be FLOPs or seconds: resolve_budget
-    turns it into steps for fine-tuning) warms up over that share of the budget instead."""
+    """Linear warmup, then linear decay to zero at the end of the budget (BERT §A.2). The
+    warmup runs over warmup_steps (with only a step budget this is HF's
+    get_linear_schedule_with_warmup) or, where a warmup_ratio is left unresolved (pretraining,
+    whose budget may be FLOPs or seconds: resolve_budget turns it into steps for fine-tuning),
+    over that share of the budget."""
+    progress = budget_progress(state, cfg)
     if cfg.warmup_ratio > 0:
-        progress = budget_progress(state, cfg)
         if progress < cfg.warmup_ratio:
             return cfg.lr * progress / cfg.warmup_ratio
-        return cfg.lr * max(0.0, 1.0 - progress) / (1.0 - cfg.warmup_ratio)
-    if state.step < cfg.warmup_steps:
+        warmed = cfg.warmup_ratio
+    elif state.step < cfg.warmup_steps:
         return cfg.lr * state.step / cfg.warmup_steps
-    remaining = 1.0 - budget_progress(state, cfg)
-    return cfg.lr * max(0.0, remaining) / max(1e-12, 1.0 - state.warmup_progress)
+    else:
+        warmed = state.warmup_progress  # the budget spent when warmup ended
+    return cfg.lr * max(0.0, 1.0 - progress) / max(1e-12, 1.0 - warmed)
