@@ -113,6 +113,39 @@ def test_population_members_train_in_fp32_unless_member_overrides_say_otherwise(
     assert compose_config("pretrain", gpu[1:]).trainer.mixed_precision == "bf16"
 
 
+def composed_finetune(args: list[str]):
+    """A step's fine-tuning config as its job sees it (a member's sweep has one seed)."""
+    return compose_config("finetune", [a for a in args[1:] if a not in ("finetune", "-m")
+                                       and not a.startswith("hydra.")])
+
+
+def test_population_members_fine_tune_on_sst2_at_their_own_rate_and_size(tmp_path):
+    """A member is a small BERT pretrained for minutes: on MiniLM's 1e-4 and 1,500 phrases its
+    SST-2 models sit under the guard of freeze_lower and word_order (docs/reproduce.md), so a
+    member's SST-2 fine-tunings (its models, their twins, finetune_sst2) take 3e-4 and 4,000
+    phrases; its other fine-tuning (CoNLL) and MiniLM's own stay the studies'."""
+    studies = reproduce.studies_to_run(None)
+    steps, _ = reproduce.population_steps(2, (), studies, tmp_path / "out", tmp_path / "cache")
+    minilm = reproduce.encoder_steps(studies, reproduce.Encoder(tmp_path / "m", tmp_path / "l"))
+    conll_rates = set()
+    for label, step_list, rate, phrases in (("member", steps, 3e-4, 4000),
+                                            ("MiniLM", minilm, 1e-4, 1500)):
+        finetunes = {s.name: s.args for s in step_list if s.args[0] == "finetune"}
+        models = [a for name, a in finetunes.items() if "sst2_model" in name
+                  or "sst2_twin" in name]
+        sst2 = [a for name, a in finetunes.items() if name.endswith("finetune_sst2")]
+        conll = [a for name, a in finetunes.items() if name.endswith("finetune_conll")]
+        assert len(models) == 2 * (2 if label == "member" else 5) and sst2 and conll, finetunes
+        for args in models:
+            trainer = composed_finetune(args).trainer
+            assert (trainer.lr, trainer.max_train_examples) == (rate, 4000), (label, args)
+        for args in sst2:
+            trainer = composed_finetune(args).trainer
+            assert (trainer.lr, trainer.max_train_examples) == (rate, phrases), (label, args)
+        conll_rates |= {composed_finetune(args).trainer.lr for args in conll}
+    assert len(conll_rates) == 1, conll_rates  # the study's own, on members and MiniLM alike
+
+
 @pytest.mark.parametrize("args, says", [
     (["--encoders", "bert"], "--encoders must name minilm"),
     (["--encoders", "minilm", "gpt2"], "--encoders gpt2 is not an encoder")])

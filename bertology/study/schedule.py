@@ -31,7 +31,7 @@ import json
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
@@ -51,6 +51,16 @@ BUNDLE_SEEDS = (0, 1, 2)  # the bundles' own sweep (conf/experiment/study_*.yaml
 # placeholder -> the overrides that make its models beside SST2_MODEL: MiniLM fine-tuned, and its
 # random-init twin fine-tuned the same way
 SST2_MODELS = {"sst2_model": [], "sst2_twin": ["init=random"]}
+# A population member's own fine-tuning settings, by step (an SST-2 model kind or a study), after
+# the study's: the members are small BERTs pretrained for minutes, far weaker than MiniLM, for
+# which the studies' rate (1e-4) and finetune_sst2's 1,500 phrases were set. Measured on 1x
+# members (docs/reproduce.md, "Towards members that learn more"): there, 1,500 phrases leave the
+# SST-2 models under the 0.609 guard of freeze_lower and word_order at 1e-4 and at 3e-4 (some at
+# the majority class), and 4,000 phrases at 3e-4 carry it on every member. Smaller, weaker models
+# take larger rates (BERT §A.3 searches 2e-5..5e-5 for BERT-base); the twin is fine-tuned alike.
+MEMBER_RATE = "trainer.lr=3e-4"
+MEMBER_FINETUNING = {"sst2_model": (MEMBER_RATE,), "sst2_twin": (MEMBER_RATE,),
+                     "finetune_sst2": (MEMBER_RATE, "trainer.max_train_examples=4000")}
 
 log = logging.getLogger("bertology.reproduce")
 
@@ -105,6 +115,11 @@ class Encoder:
     after: tuple[str, ...] = ()  # its pretraining step, if the run makes it
     # its studies' seeds: None, each study's own (studies.yaml); a population member, its own
     seeds: tuple[int, ...] | None = None
+    # step (SST-2 model kind or study) -> overrides after the study's (MEMBER_FINETUNING)
+    settings: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def settings_of(self, step: str) -> tuple[str, ...]:
+        return self.settings.get(step, ())
 
     def step(self, name: str, args: list[str], after: tuple[str, ...] = (),
              alone: bool = False, done_in: Path | None = None) -> Step:
@@ -136,7 +151,8 @@ def sst2_model_steps(encoder: Encoder, seeds: dict[str, tuple[int, ...]]) -> lis
             run_dir = encoder.root / kind / f"seed_{seed}"
             if not (run_dir / "metrics.json").exists():
                 steps.append(encoder.step(f"{kind} seed {seed}", [
-                    *SST2_MODEL, *encoder.extra, *extra, f"seed={seed}",
+                    *SST2_MODEL, *encoder.extra, *extra, *encoder.settings_of(kind),
+                    f"seed={seed}",
                     f"hydra.run.dir={run_dir}"]))
     return steps
 
@@ -147,7 +163,8 @@ def study_steps(studies: dict[str, dict], encoder: Encoder, models: list[Step]) 
     for study, spec in studies.items():
         overrides = [fill_placeholders(o, encoder.root) for o in spec["overrides"]]
         command = [spec["pipeline"], "-m", f"experiment={spec['bundle']}", "logger=none",
-                   *overrides, *encoder.extra, *seed_override(job_seeds(spec, encoder)),
+                   *overrides, *encoder.extra, *encoder.settings_of(study),
+                   *seed_override(job_seeds(spec, encoder)),
                    f"hydra.sweep.dir={encoder.root / study}"]
         log.info("%s%s reads %s", encoder.label, study, ", ".join(spec["findings"]))
         waits = tuple(m.name for m in models) if reads_sst2_model(spec) else ()
@@ -206,7 +223,8 @@ def population_steps(size: int, extra: tuple[str, ...], studies: dict[str, dict]
                                     out / "logs" / f"pretrain_member_{seed}.log")
         member = Encoder(out / "population" / f"member_{seed}", out / "logs", f"member{seed}_",
                          (f"model.name_or_path={run_dir / 'model'}",),
-                         tuple(s.name for s in pretrain), seeds=(seed,))
+                         tuple(s.name for s in pretrain), seeds=(seed,),
+                         settings=MEMBER_FINETUNING)
         pretrains += pretrain
         rest += encoder_steps(reading, member)
         members.append(member)
