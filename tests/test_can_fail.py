@@ -352,13 +352,16 @@ def test_the_fixture_has_every_comparison():
     """tests/fixtures/reproduce_findings.csv has a row for every comparison of the catalog, as
     the finding states it now, with a measured standard error: a comparison changed since the
     last reproduce run needs that run again (tests/fixtures/refresh_reproduce_findings.py);
-    until then its row says so (no effect) and carries an estimated se (the file's header)."""
+    until then its row says so (no effect) and carries an estimated se (the file's header).
+    A row measured on more seeds than the worlds draw (the probes run 5) gives its per-seed
+    spread (Noise.measured), so a world of 3 seeds is as noisy per seed as the run and its
+    standard error larger: a harder test of "can fail" than the run's own 5 seeds."""
     for finding, spec in CATALOG.items():
         rows = MEASURED.get(finding, [])
         assert [r["test"] for r in rows] == [c.describe() for c in spec.comparisons], finding
         for row in rows:
-            assert float(row["se"]) > 0 and int(row["seeds"]) == len(SEEDS), row
-            assert float(row["dof"]) >= len(SEEDS) - 1, row  # the seed part's ν at least
+            assert float(row["se"]) > 0 and int(row["seeds"]) >= len(SEEDS), row
+            assert float(row["dof"]) >= int(row["seeds"]) - 1, row  # the seed part's ν at least
 
 
 def test_a_tautology_says_why():

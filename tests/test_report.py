@@ -20,7 +20,7 @@ from bertology.errors import UserError
 from bertology.pipelines import report
 from bertology.run.replicates import write_replicates
 from bertology.study import catalog
-from bertology.study.evidence import REDUCTIONS
+from bertology.study.evidence import REDUCTIONS, lower_middle_layers
 from bertology.study.reporting import FINDING_COLUMNS
 from bertology.study.results import find_runs
 from bertology.study.specs import parse_finding
@@ -116,6 +116,10 @@ def test_layer_reductions_by_hand():
     # depth 0, .25, .5, .75, 1: the middle third [1/3, 2/3] is layer 2 alone
     assert REDUCTIONS["middle"](layers, values) == pytest.approx(0.8)
     assert REDUCTIONS["middle_minus_ends"](layers, values) == pytest.approx(0.8 - 0.675)
+    # the lower-middle band (1/4, 1/2] leaves depth .25 out: layer 2 alone, minus the top
+    assert REDUCTIONS["lower_middle_minus_top"](layers, values) == pytest.approx(0.8 - 0.6)
+    # BERT-base's 12 layers and the embeddings: depth 3/12 = 1/4 is out, layers 4, 5, 6 are in
+    assert np.flatnonzero(lower_middle_layers(np.arange(13))).tolist() == [4, 5, 6]
     # slope over depth 0, .25, .5, .75, 1 of a line rising 0.1 per layer: 0.4 bottom to top
     assert REDUCTIONS["slope"](layers, 0.1 * layers) == pytest.approx(0.4)
     # Tenney's expected layer: Δ = (.4, −.1, −.1, −.1) at l = 1..4, Σ lΔ = .4 − .2 − .3 − .4

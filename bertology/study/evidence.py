@@ -60,7 +60,7 @@ def lower_middle_layers(layers: np.ndarray) -> np.ndarray:
     where Tenney et al. (2019a, Fig. 2) and Liu et al. (2019, §4) find POS best decoded (the
     embeddings below it, the top above)."""
     depth = layers / layers.max()
-    return (depth > 1 / 4 - 1e-9) & (depth <= 1 / 2 + 1e-9)
+    return (depth > 1 / 4 + 1e-9) & (depth <= 1 / 2 + 1e-9)
 
 
 def reduce_lower_middle_minus_top(layers: np.ndarray, values: np.ndarray) -> np.ndarray:
