@@ -123,7 +123,8 @@ def test_population_members_fine_tune_on_sst2_at_their_own_rate_and_size(tmp_pat
     """A member is a small BERT pretrained for minutes: on MiniLM's 1e-4 and 1,500 phrases its
     SST-2 models sit under the guard of freeze_lower and word_order (docs/reproduce.md), so a
     member's SST-2 fine-tunings (its models, their twins, finetune_sst2) take 3e-4 and 4,000
-    phrases; its other fine-tuning (CoNLL) and MiniLM's own stay the studies'."""
+    phrases, its models two epochs (at one, 2 of 12 stayed at the majority class); its other
+    fine-tuning (CoNLL) and MiniLM's own stay the studies'."""
     studies = reproduce.studies_to_run(None)
     steps, _ = reproduce.population_steps(2, (), studies, tmp_path / "out", tmp_path / "cache")
     minilm = reproduce.encoder_steps(studies, reproduce.Encoder(tmp_path / "m", tmp_path / "l"))
@@ -136,9 +137,10 @@ def test_population_members_fine_tune_on_sst2_at_their_own_rate_and_size(tmp_pat
         sst2 = [a for name, a in finetunes.items() if name.endswith("finetune_sst2")]
         conll = [a for name, a in finetunes.items() if name.endswith("finetune_conll")]
         assert len(models) == 2 * (2 if label == "member" else 5) and sst2 and conll, finetunes
-        for args in models:
+        for args in models:  # a member's: two epochs, as its finetune_sst2 runs train
             trainer = composed_finetune(args).trainer
-            assert (trainer.lr, trainer.max_train_examples) == (rate, 4000), (label, args)
+            assert (trainer.lr, trainer.max_train_examples, trainer.epochs) == (
+                rate, 4000, 2 if label == "member" else 1), (label, args)
         for args in sst2:
             trainer = composed_finetune(args).trainer
             assert (trainer.lr, trainer.max_train_examples) == (rate, phrases), (label, args)
