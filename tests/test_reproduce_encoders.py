@@ -7,14 +7,17 @@ findings tables whose cells are worked out here."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import REPO, compose_config
 
+from bertology.errors import UserError
 from bertology.study import encoders, matrix, runner
 from bertology.study import schedule as reproduce
 from bertology.study.catalog import load_catalog
@@ -146,6 +149,24 @@ def test_population_members_fine_tune_on_sst2_at_their_own_rate_and_size(tmp_pat
             assert (trainer.lr, trainer.max_train_examples) == (rate, phrases), (label, args)
         conll_rates |= {composed_finetune(args).trainer.lr for args in conll}
     assert len(conll_rates) == 1, conll_rates  # the study's own, on members and MiniLM alike
+
+
+def test_an_sst2_model_is_reused_only_where_its_command_made_it(tmp_path):
+    """A rerun into the same --out keeps a finished SST-2 model made by the same command (the
+    overrides Hydra recorded); one an older recipe made is a one-line error naming the dir,
+    not a model the studies would read under a command that does not describe it."""
+    encoder = reproduce.Encoder(tmp_path, tmp_path / "logs")
+    seeds = {"sst2_model": (0,), "sst2_twin": ()}
+    [step] = reproduce.sst2_model_steps(encoder, seeds)
+    run_dir = tmp_path / "sst2_model" / "seed_0"
+    (run_dir / ".hydra").mkdir(parents=True)
+    (run_dir / "metrics.json").write_text("{}")
+    made = [a for a in step.args[1:] if not a.startswith("hydra.")]
+    (run_dir / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(made))
+    assert reproduce.sst2_model_steps(encoder, seeds) == []
+    member = dataclasses.replace(encoder, settings=tuple(reproduce.MEMBER_FINETUNING.items()))
+    with pytest.raises(UserError, match=f"{run_dir} holds an SST-2 model made by another"):
+        reproduce.sst2_model_steps(member, seeds)
 
 
 @pytest.mark.parametrize("args, says", [

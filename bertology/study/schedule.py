@@ -31,9 +31,11 @@ import json
 import logging
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+
+import yaml
 
 from bertology.errors import UserError, require
 from bertology.run.tables import write_table
@@ -54,10 +56,11 @@ SST2_MODELS = {"sst2_model": [], "sst2_twin": ["init=random"]}
 # A population member's own fine-tuning settings, by step (an SST-2 model kind or a study), after
 # the study's: the members are small BERTs pretrained for minutes, far weaker than MiniLM, for
 # which the studies' rate (1e-4) and finetune_sst2's 1,500 phrases were set. Measured on 1x
-# members (docs/reproduce.md, "Towards members that learn more"): there, 1,500 phrases leave the
-# SST-2 models under the 0.609 guard of freeze_lower and word_order at 1e-4 and at 3e-4 (some at
-# the majority class), and 4,000 phrases at 3e-4 carry it on every member. Smaller, weaker models
-# take larger rates (BERT §A.3 searches 2e-5..5e-5 for BERT-base); the twin is fine-tuned alike.
+# members (docs/reproduce.md, "Towards members that learn more"): there, 1,500 phrases leave
+# finetune_sst2's models under the 0.609 guard of freeze_lower and word_order at 1e-4 and at 3e-4
+# (some at the majority class), and 4,000 phrases at 3e-4 lift members 0-4 to 0.66-0.71.
+# Smaller, weaker models take larger rates (BERT §A.3 searches 2e-5..5e-5 for BERT-base); the
+# twin is fine-tuned alike.
 # The SST-2 model trains two epochs, as finetune_sst2 does: at one, 2 of 12 members' models
 # stayed at the majority class (3e-4, 4,000 phrases; the 12-member run of 2026-11-29).
 MEMBER_RATE = "trainer.lr=3e-4"
@@ -118,11 +121,11 @@ class Encoder:
     after: tuple[str, ...] = ()  # its pretraining step, if the run makes it
     # its studies' seeds: None, each study's own (studies.yaml); a population member, its own
     seeds: tuple[int, ...] | None = None
-    # step (SST-2 model kind or study) -> overrides after the study's (MEMBER_FINETUNING)
-    settings: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # (step: an SST-2 model kind or a study, its overrides after the study's): MEMBER_FINETUNING
+    settings: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def settings_of(self, step: str) -> tuple[str, ...]:
-        return self.settings.get(step, ())
+        return dict(self.settings).get(step, ())
 
     def step(self, name: str, args: list[str], after: tuple[str, ...] = (),
              alone: bool = False, done_in: Path | None = None) -> Step:
@@ -146,18 +149,31 @@ def model_seeds(studies: dict[str, dict], encoder: Encoder) -> dict[str, tuple[i
 
 def sst2_model_steps(encoder: Encoder, seeds: dict[str, tuple[int, ...]]) -> list[Step]:
     """The encoder fine-tuned on SST-2 once per seed some study reads, into <root>/sst2_model,
-    and its random-init twin the same way, into <root>/sst2_twin; a model made by an earlier
-    run is reused."""
+    and its random-init twin the same way, into <root>/sst2_twin; a model an earlier run made
+    with the same command is reused."""
     steps = []
     for kind, extra in SST2_MODELS.items():
         for seed in seeds[kind]:
             run_dir = encoder.root / kind / f"seed_{seed}"
-            if not (run_dir / "metrics.json").exists():
-                steps.append(encoder.step(f"{kind} seed {seed}", [
-                    *SST2_MODEL, *encoder.extra, *extra, *encoder.settings_of(kind),
-                    f"seed={seed}",
-                    f"hydra.run.dir={run_dir}"]))
+            args = [*SST2_MODEL, *encoder.extra, *extra, *encoder.settings_of(kind),
+                    f"seed={seed}"]
+            if not made_before(run_dir, args):
+                steps.append(encoder.step(f"{kind} seed {seed}",
+                                          [*args, f"hydra.run.dir={run_dir}"]))
     return steps
+
+
+def made_before(run_dir: Path, args: list[str]) -> bool:
+    """Whether run_dir holds a finished model made by this command (the overrides Hydra
+    recorded). One made by another command (an older recipe) is an error, not a silent reuse:
+    the studies would read a model their command does not describe."""
+    if not (run_dir / "metrics.json").exists():
+        return False
+    recorded = run_dir / ".hydra" / "overrides.yaml"
+    made = yaml.safe_load(recorded.read_text()) if recorded.is_file() else None
+    require(made == args[1:], f"{run_dir} holds an SST-2 model made by another command "
+            f"({' '.join(made or ['unrecorded'])}); remove it or run into another --out")
+    return True
 
 
 def study_steps(studies: dict[str, dict], encoder: Encoder, models: list[Step]) -> list[Step]:
@@ -227,7 +243,7 @@ def population_steps(size: int, extra: tuple[str, ...], studies: dict[str, dict]
         member = Encoder(out / "population" / f"member_{seed}", out / "logs", f"member{seed}_",
                          (f"model.name_or_path={run_dir / 'model'}",),
                          tuple(s.name for s in pretrain), seeds=(seed,),
-                         settings=MEMBER_FINETUNING)
+                         settings=tuple(MEMBER_FINETUNING.items()))
         pretrains += pretrain
         rest += encoder_steps(reading, member)
         members.append(member)
