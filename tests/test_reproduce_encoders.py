@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import REPO, compose_config
+from omegaconf import OmegaConf
 
 from bertology.errors import UserError
 from bertology.study import encoders, matrix, runner
@@ -131,7 +132,7 @@ def test_population_members_fine_tune_on_sst2_at_their_own_rate_and_size(tmp_pat
     studies = reproduce.studies_to_run(None)
     steps, _ = reproduce.population_steps(2, (), studies, tmp_path / "out", tmp_path / "cache")
     minilm = reproduce.encoder_steps(studies, reproduce.Encoder(tmp_path / "m", tmp_path / "l"))
-    conll_rates = set()
+    conll_trainers = set()
     for label, step_list, rate, phrases in (("member", steps, 3e-4, 4000),
                                             ("MiniLM", minilm, 1e-4, 1500)):
         finetunes = {s.name: s.args for s in step_list if s.args[0] == "finetune"}
@@ -147,8 +148,8 @@ def test_population_members_fine_tune_on_sst2_at_their_own_rate_and_size(tmp_pat
         for args in sst2:
             trainer = composed_finetune(args).trainer
             assert (trainer.lr, trainer.max_train_examples) == (rate, phrases), (label, args)
-        conll_rates |= {composed_finetune(args).trainer.lr for args in conll}
-    assert len(conll_rates) == 1, conll_rates  # the study's own, on members and MiniLM alike
+        conll_trainers |= {OmegaConf.to_yaml(composed_finetune(args).trainer) for args in conll}
+    assert len(conll_trainers) == 1, conll_trainers  # the study's own, members and MiniLM alike
 
 
 def test_an_sst2_model_is_reused_only_where_its_command_made_it(tmp_path):
