@@ -146,14 +146,20 @@ class RunDir:
         return {} if found is None else dict(OmegaConf.to_container(found))
 
     @cached_property
-    def overrides(self) -> list[str]:
-        """The override keys the run was started with (hydra.* left out), in order."""
+    def recorded_overrides(self) -> list[str]:
+        """The overrides the run was started with, as Hydra recorded them
+        (.hydra/overrides.yaml); [] where there is no record."""
         if not (self.path / ".hydra" / "overrides.yaml").exists():
             return []
+        return [str(o) for o in self._read(".hydra/overrides.yaml",
+                                           lambda p: OmegaConf.to_container(OmegaConf.load(p)))]
+
+    @cached_property
+    def overrides(self) -> list[str]:
+        """The override keys the run was started with (hydra.* left out), in order."""
         keys: list[str] = []
-        for override in self._read(".hydra/overrides.yaml",
-                                   lambda p: OmegaConf.to_container(OmegaConf.load(p))):
-            key = str(override).split("=", 1)[0].lstrip("+~")
+        for override in self.recorded_overrides:
+            key = override.split("=", 1)[0].lstrip("+~")
             if not key.startswith("hydra.") and key not in keys:
                 keys.append(key)
         return keys

@@ -35,9 +35,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-import yaml
-
 from bertology.errors import UserError, require
+from bertology.run.rundir import RunDir
 from bertology.run.tables import write_table
 from bertology.run.tracking import read_log
 from bertology.study import catalog, encoders, runner
@@ -169,10 +168,9 @@ def made_before(run_dir: Path, args: list[str]) -> bool:
     the studies would read a model their command does not describe."""
     if not (run_dir / "metrics.json").exists():
         return False
-    recorded = run_dir / ".hydra" / "overrides.yaml"
-    made = yaml.safe_load(recorded.read_text()) if recorded.is_file() else None
+    made = RunDir(run_dir).recorded_overrides
     require(made == args[1:], f"{run_dir} holds an SST-2 model made by another command "
-            f"({' '.join(made or ['unrecorded'])}); remove it or run into another --out")
+            f"({' '.join(made) or 'unrecorded'}); remove it or run into another --out")
     return True
 
 
