@@ -152,6 +152,32 @@ def test_population_members_fine_tune_on_sst2_at_their_own_rate_and_size(tmp_pat
     assert len(conll_trainers) == 1, conll_trainers  # the study's own, members and MiniLM alike
 
 
+def test_member_seeds_give_each_member_its_own_replicates_and_models(tmp_path):
+    """--member-seeds R: member s's sweeps run seeds s, s + 1000, …, each with its own SST-2
+    model and twin where a study reads them; no seed is shared between members (they are each
+    member's private replicates), and one seed a member leaves the commands as they were."""
+    studies = reproduce.studies_to_run(None)
+    steps, members = reproduce.population_steps(3, (), studies, tmp_path / "out",
+                                                tmp_path / "cache", per_member=3)
+    assert [m.seeds for m in members] == [(0, 1000, 2000), (1, 1001, 2001), (2, 1002, 2002)]
+    sweeps = [s for s in steps if "-m" in s.args]
+    assert len(sweeps) == 3 * len(reproduce.model_reading(studies))
+    for member in members:
+        mine = [s for s in sweeps if s.name.startswith(member.label)]
+        assert all(f"seed={','.join(map(str, member.seeds))}" in s.args for s in mine), mine
+        models = [s for s in steps if s.name.startswith(f"{member.label}sst2_")]
+        assert sorted(s.args[-2] for s in models) == sorted(
+            f"seed={seed}" for seed in member.seeds for _ in ("model", "twin")), models
+    single, _ = reproduce.population_steps(3, (), studies, tmp_path / "out", tmp_path / "cache")
+    default, _ = reproduce.population_steps(3, (), studies, tmp_path / "out", tmp_path / "cache",
+                                            per_member=1)
+    assert [s.args for s in single] == [s.args for s in default]
+    assert all(a != "seed=0,1000" for s in single for a in s.args)
+    with pytest.raises(UserError, match="members' seeds would overlap"):
+        reproduce.population_steps(1001, (), studies, tmp_path / "out", tmp_path / "cache",
+                                   per_member=2)
+
+
 def test_an_sst2_model_is_reused_only_where_its_command_made_it(tmp_path):
     """A rerun into the same --out keeps a finished SST-2 model made by the same command (the
     overrides Hydra recorded); one an older recipe made is a one-line error naming the dir,

@@ -225,12 +225,29 @@ def model_reading(studies: dict[str, dict]) -> dict[str, dict]:
     return {k: v for k, v in studies.items() if k in encoders.ENCODER_STUDIES}
 
 
+# A member's further seeds lie this far apart, so no two members share one (a member's seeds
+# draw its sentences, SST-2 subsample, heads and twin: they are its private replicates).
+SEED_STRIDE = 1000
+
+
+def member_seeds(member: int, per_member: int) -> tuple[int, ...]:
+    """Member s's study seeds: s, s + SEED_STRIDE, …; with one a member, s (the seed its
+    pretraining had), so a one-seed population's commands are unchanged."""
+    return tuple(member + SEED_STRIDE * r for r in range(per_member))
+
+
 def population_steps(size: int, extra: tuple[str, ...], studies: dict[str, dict], out: Path,
-                     cache: Path | None) -> tuple[list[Step], list[Encoder]]:
+                     cache: Path | None, per_member: int = 1
+                     ) -> tuple[list[Step], list[Encoder]]:
     """`--population K`: member s (s < K) pretrained with seed s (encoders.member_args; none
-    when cached), then the studies of encoders.ENCODER_STUDIES on it with its own seed s (its
-    own sentences, SST-2 subsample and twin), into out/population/member_<s>. The
-    pretraining steps come first: the longest, and every member's studies wait for its own."""
+    when cached), then the studies of encoders.ENCODER_STUDIES on it with its own seeds
+    (member_seeds: its own sentences, SST-2 subsamples and twins), into
+    out/population/member_<s>. More than one seed a member (`--member-seeds`) averages out
+    the probe and fine-tuning noise within it, where that and not the spread of pretraining
+    is what keeps a verdict open (docs/reproduce.md). The pretraining steps come first: the
+    longest, and every member's studies wait for its own."""
+    require(per_member == 1 or size <= SEED_STRIDE, f"--member-seeds {per_member} with "
+            f"--population {size}: members' seeds would overlap; at most {SEED_STRIDE} members")
     reading = model_reading(studies)
     pretrains, rest, members = [], [], []
     for seed in range(size):
@@ -240,7 +257,7 @@ def population_steps(size: int, extra: tuple[str, ...], studies: dict[str, dict]
                                     out / "logs" / f"pretrain_member_{seed}.log")
         member = Encoder(out / "population" / f"member_{seed}", out / "logs", f"member{seed}_",
                          (f"model.name_or_path={run_dir / 'model'}",),
-                         tuple(s.name for s in pretrain), seeds=(seed,),
+                         tuple(s.name for s in pretrain), seeds=member_seeds(seed, per_member),
                          settings=tuple(MEMBER_FINETUNING.items()))
         pretrains += pretrain
         rest += encoder_steps(reading, member)
@@ -249,12 +266,13 @@ def population_steps(size: int, extra: tuple[str, ...], studies: dict[str, dict]
 
 
 def reproduce_population(out: Path, studies: dict[str, dict], lanes: int, size: int,
-                         extra: tuple[str, ...] = (), cache: Path | None = None) -> int:
+                         extra: tuple[str, ...] = (), cache: Path | None = None,
+                         per_member: int = 1) -> int:
     """The population's steps, then one report over every member's study dirs, which judges
     the findings across the members (study/population.py), and the members' pretraining
     table; the exit status."""
     (out / "logs").mkdir(parents=True, exist_ok=True)
-    steps, members = population_steps(size, extra, studies, out, cache)
+    steps, members = population_steps(size, extra, studies, out, cache, per_member)
     total = time.perf_counter()
     results = run_steps(steps, lanes)
     failed = [name for name, (status, _) in results.items() if status]
@@ -334,6 +352,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--member", nargs="*", default=[], metavar="OVERRIDE",
                         help="with --population: pretraining overrides of every member "
                              "(e.g. size=base trainer.max_flops=1e17 on a GPU)")
+    parser.add_argument("--member-seeds", type=int, default=1, metavar="R",
+                        help="with --population: each member's studies run R seeds (default "
+                             "1), which average out the probe and fine-tuning noise within a "
+                             "member")
     args = parser.parse_args(argv)
     try:  # a bad --lanes, --only or --encoders: one line, exit 2, before any step runs
         require(args.lanes >= 1, f"--lanes {args.lanes} must be 1 or more")
@@ -341,8 +363,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.population is not None:
             require(args.population >= 2, f"--population {args.population}: a population "
                     "needs 2 or more members (its spread is what the verdicts read)")
+            require(args.member_seeds >= 1, f"--member-seeds {args.member_seeds} must be 1 "
+                    "or more")
             return reproduce_population(args.out.resolve(), studies_to_run(args.only),
-                                        args.lanes, args.population, tuple(args.member))
+                                        args.lanes, args.population, tuple(args.member),
+                                        per_member=args.member_seeds)
         return reproduce(args.out.resolve(), studies_to_run(args.only), args.lanes, names)
     except UserError as err:
         parser.exit(2, f"{parser.prog}: error: {err}\n")
