@@ -14,6 +14,7 @@ import csv
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -26,7 +27,7 @@ from test_report import FINDING, run_report, write_run
 
 from bertology.run.replicates import REPLICATES
 from bertology.study.contrasts import Contrast
-from bertology.study.population import compute_multibootstrap, population_test
+from bertology.study.population import compute_multibootstrap, member_spread, population_test
 from bertology.study.results import find_runs
 from bertology.study.scope import result_kind, scope_of
 from bertology.study.specs import Comparison, parse_finding
@@ -50,7 +51,7 @@ def test_the_two_level_estimate_by_hand():
     members = [([0.10, 0.20], [np.array([0.1, 0.2, 0.1, 0.2]), np.array([0.2, 0.2, 0.3, 0.1])]),
                ([0.30, 0.30], [np.array([0.3, 0.4, 0.2, 0.3]), np.array([0.3, 0.2, 0.4, 0.3])]),
                ([0.05, 0.15], [np.array([0.0, 0.1, 0.1, 0.0]), np.array([0.1, 0.2, 0.2, 0.1])])]
-    test, design, _, _ = population_test([paired(v, r) for v, r in members], GREATER)
+    test, design, _, _, spread = population_test([paired(v, r) for v, r in members], GREATER)
     means = [0.15, 0.30, 0.10]
     reps = np.array([[0.15, 0.20, 0.20, 0.15], [0.30, 0.30, 0.30, 0.30],
                      [0.05, 0.15, 0.15, 0.05]])  # (members, R): each seed pair averaged
@@ -62,6 +63,44 @@ def test_the_two_level_estimate_by_hand():
     assert test.estimate.parts[0] == pytest.approx((s2 / 3, 2.0, 3))
     assert test.estimate.parts[1] == pytest.approx((shared, 3.0, 0))
     assert design.startswith("across 3 checkpoints")
+    # each member's seeds differ by 0.1, 0, 0.1: s²/2 = 0.0025, 0, 0.0025 (mean 0.005/3)
+    # against the member means' sample variance s2
+    assert spread.seeds == 2 and spread.within == pytest.approx((0.005 / 3) / s2)
+
+
+def simulate_spread(pretraining: float, noise: float, members: int, seeds: int, rng,
+                    trials: int = 2000) -> tuple[np.ndarray, np.ndarray]:
+    """(trials,) the spreads' within shares and their prediction of the mean's variance at 4×
+    the seeds, for populations whose members' true values spread by `pretraining` (sd) and
+    whose seeds scatter around them by `noise` (sd)."""
+    shares, predicted = np.empty(trials), np.empty(trials)
+    for trial in range(trials):
+        truth = rng.normal(0.0, pretraining, members)
+        values = truth[:, None] + rng.normal(0.0, noise, (members, seeds))  # (members, seeds)
+        means = values.mean(axis=1)
+        spread = member_spread([paired(list(v), [None] * seeds) for v in values], list(means))
+        shares[trial] = spread.within
+        predicted[trial] = spread.members_variance(np.var(means, ddof=1) / members, 4 * seeds)
+    return shares, predicted
+
+
+def test_the_within_member_share_and_its_prediction_for_more_seeds():
+    """Members of 2 seeds: the share of the member means' spread that seed noise makes
+    (noise²/2 of pretraining² + noise²/2) is estimated near its truth, and the variance it
+    predicts for the mean at 8 seeds a member, (pretraining² + noise²/8) / K, is right on
+    average with 24 members and errs high, never low, with 8 (the share's cap at 1 binds
+    where the sample spread falls under the seed noise: a conservative budget); with no
+    pretraining spread the share sits near 1, with no seed noise at 0 (then more seeds a
+    member promise nothing)."""
+    rng = np.random.default_rng(3)
+    truth = 0.1 ** 2 / 2 / (0.05 ** 2 + 0.1 ** 2 / 2)  # 2/3
+    for members, bias in ((24, (0.95, 1.08)), (8, (1.0, 1.3))):
+        shares, predicted = simulate_spread(0.05, 0.1, members, 2, rng)
+        assert abs(np.median(shares) - truth) < 0.1, (members, np.median(shares))
+        ratio = predicted.mean() / ((0.05 ** 2 + 0.1 ** 2 / 8) / members)
+        assert bias[0] < ratio < bias[1], (members, ratio)
+    assert np.median(simulate_spread(0.0, 0.1, 8, 2, rng, 500)[0]) > 0.8
+    assert np.median(simulate_spread(0.1, 1e-4, 8, 2, rng, 500)[0]) < 0.01
 
 
 def test_the_multibootstrap_by_hand():
@@ -207,6 +246,29 @@ def test_a_population_whose_members_disagree_does_not_hold(tmp_path):
     alone = judge(parse_finding(FINDING), [r for r in runs if "/a/" in f"{r.path}/"])
     assert alone.raw == "holds" and not alone.members
     assert across.raw not in ("holds", "does not hold")
+
+
+def test_an_open_verdict_says_when_more_seeds_a_member_would_settle_it(tmp_path):
+    """Five members of two seeds whose seeds scatter more than the members do: the verdict
+    stays open, findings.csv gives the within-member share (capped at 1), and the note prices
+    the seeds-a-member path (--member-seeds 8) in checkpoints, fewer than at 2 seeds; where
+    the seeds agree and the members spread, or each member ran one seed, it does not."""
+    noisy = {"a": [0.2, 0.0], "b": [0.1, -0.1], "c": [0.15, -0.05], "d": [0.12, -0.02],
+             "e": [-0.05, 0.05]}
+    write_member_runs(tmp_path / "noisy", noisy)
+    result = judge(parse_finding(FINDING), find_runs([tmp_path / "noisy"]))
+    assert result.raw == "underpowered" and result.spreads[0].within == 1.0, result.raw_note
+    [at_two, at_eight] = [int(n) for n in re.findall(r"≈ (\d+) checkpoints", result.raw_note)]
+    assert "100% of the checkpoints' spread is probe and fine-tuning noise" in result.raw_note
+    assert "--member-seeds 8" in result.raw_note and at_eight < at_two, result.raw_note
+    steady = {name: [np.mean(v) - 0.001, np.mean(v) + 0.001] for name, v in noisy.items()}
+    write_member_runs(tmp_path / "steady", steady)
+    result = judge(parse_finding(FINDING), find_runs([tmp_path / "steady"]))
+    assert result.raw == "underpowered" and result.spreads[0].within < 0.01
+    assert "--member-seeds" not in result.raw_note, result.raw_note
+    write_member_runs(tmp_path / "single", {name: v[:1] for name, v in noisy.items()})
+    result = judge(parse_finding(FINDING), find_runs([tmp_path / "single"]))
+    assert result.spreads == [None] and "--member-seeds" not in result.raw_note
 
 
 @pytest.mark.slow

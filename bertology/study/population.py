@@ -147,19 +147,61 @@ def member_value(contrast: Contrast) -> MemberValue:
                        [concat_items(term) for term in contrast.terms])
 
 
+@dataclass(frozen=True)
+class MemberSpread:
+    """What the spread of the members' values is made of, where each member ran two or more
+    seeds: `within`, the share of its variance that the seeds' own spread inside a member
+    accounts for (the probe and fine-tuning noise a member's mean still carries, which more
+    seeds a member average out); the rest is the spread of pretraining itself, which only
+    more members average out. `seeds`: the fewest seeds a member ran."""
+
+    seeds: int
+    within: float
+
+    def members_variance(self, variance: float, seeds: int) -> float:
+        """The variance `variance` (of the mean over members, at self.seeds a member) would
+        have at `seeds` seeds a member: the within part shrinks as 1/seeds, the rest stays."""
+        return variance * (1.0 - self.within + self.within * self.seeds / seeds)
+
+
+def seed_noise(contrast: Contrast) -> float | None:
+    """The variance of a member's value that its own seeds' spread accounts for (s²/n of its
+    seeds; unpaired, each side's, summed); None with fewer than 2 seeds on a side."""
+    sides = [side.values for side in contrast.sides] if contrast.sides else [contrast.values]
+    if any(len(values) < 2 for values in sides):
+        return None
+    return float(sum(np.var(values, ddof=1) / len(values) for values in sides))
+
+
+def member_spread(contrasts: list[Contrast], values: list[float]) -> MemberSpread | None:
+    """The within-member share of the members' spread (its mean seed noise over the members'
+    sample variance, at most 1: E s² = σ²_pretraining + E seed noise); None where some member
+    ran one seed or the members agree exactly."""
+    noise = [seed_noise(c) for c in contrasts]
+    spread = float(np.var(values, ddof=1)) if len(values) > 1 else 0.0
+    if None in noise or not spread > 0.0:
+        return None
+    seeds = min(min(map(len, [s.values for s in c.sides])) if c.sides else len(c.values)
+                for c in contrasts)
+    return MemberSpread(seeds, min(1.0, float(np.mean(noise)) / spread))
+
+
 def population_test(contrasts: list[Contrast], comparison: Comparison
                     ) -> tuple[TTest | SignTest, str, float | None,
-                               tuple[float, float, float] | None]:
+                               tuple[float, float, float] | None, MemberSpread | None]:
     """The test of one comparison across the members (contrasts: one per member, in member
     order): the two-level interval above, or an exact sign test over members for a discrete
-    reduction; the design; the item overlap between members counted; and the multi-bootstrap
-    (low, high, p) reported beside it (None for a discrete reduction)."""
+    reduction; the design; the item overlap between members counted; the multi-bootstrap
+    (low, high, p) reported beside it (None for a discrete reduction); and what the members'
+    spread is made of (None with one seed a member)."""
     members = [member_value(c) for c in contrasts]
     values = [m.value for m in members]
+    spread = member_spread(contrasts, values)
     if any(c.discrete for c in contrasts):
         estimate = combine_seeds(values, [None] * len(values))
         return (SignTest(estimate, tuple(values), comparison.margin, comparison.expect),
-                f"across {len(members)} checkpoints, exact sign test over members", None, None)
+                f"across {len(members)} checkpoints, exact sign test over members", None, None,
+                spread)
     replicates = [m.replicates for m in members]
     terms = [[m.terms[t] for m in members] for t in range(min(len(m.terms) for m in members))]
     overlap = compute_terms_overlap(terms)
@@ -167,7 +209,7 @@ def population_test(contrasts: list[Contrast], comparison: Comparison
     boot = compute_multibootstrap(np.array(values), stacked(replicates), comparison.margin,
                                   comparison.expect)
     return (TTest(estimate, comparison.margin, comparison.expect),
-            DESIGN.format(k=len(members)), overlap, boot)
+            DESIGN.format(k=len(members)), overlap, boot, spread)
 
 
 def compute_multibootstrap(values: np.ndarray, replicates: np.ndarray | None, margin: float,

@@ -27,7 +27,8 @@ def format_estimate(e: Estimate) -> tuple[str, str]:
 
 FINDING_COLUMNS = ["finding", "about", "unit", "scope", "claim", "source", "test", "design",
                    "effect", "ci_low", "ci_high", "se", "dof", "seeds", "item_replicates",
-                   "item_overlap", "members", "multibootstrap_low", "multibootstrap_high",
+                   "item_overlap", "members", "member_seeds", "within_member_share",
+                   "multibootstrap_low", "multibootstrap_high",
                    "multibootstrap_p", "p_holds", "p_fails", "p_holm", "raw_verdict",
                    "corrected_verdict", "fragile", "note", "runs"]
 
@@ -42,8 +43,10 @@ def finding_rows(results: list[FindingResult]) -> list[dict]:
         overlaps = r.overlaps or [None] * len(r.tests)
         # across a population: Sellam et al.'s multi-bootstrap beside the verdict's interval
         boots = r.multibootstrap or [None] * len(r.tests)
-        for test, design, comparison, overlap, boot in zip(r.tests, r.designs,
-                                                           r.spec.comparisons, overlaps, boots):
+        # and, where its members ran 2+ seeds, the share of their spread that is noise within
+        spreads = r.spreads or [None] * len(r.tests)
+        for test, design, comparison, overlap, boot, spread in zip(
+                r.tests, r.designs, r.spec.comparisons, overlaps, boots, spreads):
             low, high = test.estimate.interval()
             boot_low, boot_high, boot_p = boot or (None, None, None)
             rows.append({
@@ -54,7 +57,10 @@ def finding_rows(results: list[FindingResult]) -> list[dict]:
                 "ci_low": low, "ci_high": high, "se": test.estimate.se,
                 "dof": test.estimate.dof, "seeds": test.estimate.n,
                 "item_replicates": test.estimate.items, "item_overlap": overlap,
-                "members": len(r.members) or None, "multibootstrap_low": boot_low,
+                "members": len(r.members) or None,
+                "member_seeds": spread.seeds if spread else None,
+                "within_member_share": spread.within if spread else None,
+                "multibootstrap_low": boot_low,
                 "multibootstrap_high": boot_high, "multibootstrap_p": boot_p,
                 "p_holds": r.p_holds, "p_fails": r.p_fails, "p_holm": r.p_adjusted,
                 "raw_verdict": r.raw,

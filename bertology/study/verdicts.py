@@ -16,7 +16,7 @@ Each verdict, defined: docs/findings.md, "The verdicts, defined".
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -26,6 +26,7 @@ from bertology.study.checkpoints import checkpoint_of
 from bertology.study.contrasts import contrast_runs, contrast_test, selects
 from bertology.study.evidence import Evidence, layer_keys
 from bertology.study.population import (
+    MemberSpread,
     population_members,
     population_test,
     set_aside_failed,
@@ -33,7 +34,14 @@ from bertology.study.population import (
 from bertology.study.results import replication_key
 from bertology.study.sign_test import SignTest
 from bertology.study.specs import Comparison, FindingSpec, evidence_of
-from bertology.study.stats import ALPHA, FEASIBLE, TTest, collapsed_seeds
+from bertology.study.stats import (
+    ALPHA,
+    FEASIBLE,
+    MAX_SEEDS,
+    TTest,
+    collapsed_seeds,
+    compute_power_half_width,
+)
 
 VERDICTS = ("holds", "does not hold", "underpowered", "leans against", "inconclusive",
             "uninformative")
@@ -67,6 +75,8 @@ class FindingResult:
     # per comparison across a population: Sellam et al.'s multi-bootstrap (low, high, p),
     # reported beside the verdict's interval (population.py says why it does not decide)
     multibootstrap: list[tuple[float, float, float] | None] = field(default_factory=list)
+    # per comparison across a population of members with 2+ seeds: what its spread is made of
+    spreads: list[MemberSpread | None] = field(default_factory=list)
     # per comparison: how many times its items the runs' eval sets hold (None: unrecorded)
     headrooms: list[float | None] = field(default_factory=list)
 
@@ -143,6 +153,7 @@ def judge(spec: FindingSpec, runs: list[RunDir]) -> FindingResult:
                            [c.test for c in compared], [c.design for c in compared],
                            overlaps=[c.overlap for c in compared], members=tuple(members),
                            multibootstrap=[c.multibootstrap for c in compared],
+                           spreads=[c.spread for c in compared],
                            headrooms=[c.headroom for c in compared])
     result.guard_tests = [compare(g, groups).test for g in spec.guards]
     tests = result.tests
@@ -181,6 +192,7 @@ class Compared:
     design: str
     overlap: float | None
     multibootstrap: tuple[float, float, float] | None
+    spread: MemberSpread | None
     headroom: float | None
 
 
@@ -191,7 +203,7 @@ def compare(comparison: Comparison, groups: dict[str, list[RunDir]]) -> Compared
     headroom = None if None in rooms else min(rooms)
     if len(groups) == 1:
         test, overlap = contrast_test(contrasts[0], comparison)
-        return Compared(test, contrasts[0].design, overlap, None, headroom)
+        return Compared(test, contrasts[0].design, overlap, None, None, headroom)
     return Compared(*population_test(contrasts, comparison), headroom)
 
 
@@ -250,6 +262,10 @@ def at_a_floor(run: RunDir, keys: list[str]) -> bool:
 LEANING = {1: "underpowered", -1: "leans against"}
 SETTLES = {1: "resolve it", -1: "settle it against the claim"}
 MATERIAL_SHARED = 0.25  # the items path only where shared items make ≥ this share of the width
+# Across a population: the seeds-a-member path only where the noise within members makes ≥
+# this share of their spread, priced at MORE_SEEDS times the seeds a member ran
+MATERIAL_WITHIN = 0.25
+MORE_SEEDS = 4
 
 
 def classify(result: FindingResult, alpha: float, repeated: bool = False) -> tuple[str, str]:
@@ -288,8 +304,10 @@ def unresolved(result: FindingResult, alpha: float, repeated: bool = False) -> t
     # claim's side: every part must resolve, the furthest decides; wrong side: any part
     # that leans against settles it (at its Bonferroni share of alpha, as p_fails)
     seeds, test, level = deciding_budget(result, alpha)
+    within = seeds_a_member(result, test, level)
     if seeds <= FEASIBLE * test.estimate.n:
-        return label, f"≈ {seeds:.0f} {replicates_of(result)} would {SETTLES[lean]} (80% power)"
+        return label, "; ".join(filter(None, [
+            f"≈ {seeds:.0f} {replicates_of(result)} would {SETTLES[lean]} (80% power)", within]))
     items = test.items_needed(level)
     material = test.shared_share(level) >= MATERIAL_SHARED and 1.0 < items <= FEASIBLE
     room = headroom_for(result, test)
@@ -301,8 +319,42 @@ def unresolved(result: FindingResult, alpha: float, repeated: bool = False) -> t
         return "inconclusive", (f"≥ {math.ceil(items)}× the items would {SETTLES[lean]}, but "
                                 f"the eval set holds {room:.3g}× the items scored")
     side = "claim's side" if lean > 0 else "wrong side"
-    return "inconclusive", (f"the estimate lies on the {side} of the margin, too close to it "
-                            "for a feasible budget")
+    return "inconclusive", "; ".join(filter(None, [
+        f"the estimate lies on the {side} of the margin, too close to it for a feasible "
+        "budget", within]))
+
+
+def seeds_a_member(result: FindingResult, test: TTest | SignTest, level: float) -> str:
+    """Across a population whose members ran 2+ seeds, where their own noise is a material
+    share of the members' spread: the checkpoints that would settle it at MORE_SEEDS times the
+    seeds a member (the within part shrinks with them, pretraining's spread does not); "" else.
+    """
+    spread = spread_of(result, test)
+    if not isinstance(test, TTest) or spread is None or spread.within < MATERIAL_WITHIN:
+        return ""
+    seeds = MORE_SEEDS * spread.seeds
+    factor = spread.members_variance(1.0, seeds)
+    parts = tuple((v * factor if n else v, dof, n) for v, dof, n in test.estimate.parts)
+    members = checkpoints_needed(replace(test.estimate, parts=parts), abs(test.gap), level)
+    settles = SETTLES[result.lean]
+    budget = (f"≈ {members:.0f} checkpoints would {settles}" if math.isfinite(members)
+              else f"no feasible number of checkpoints would {settles}")
+    return (f"{spread.within:.0%} of the checkpoints' spread is probe and fine-tuning noise "
+            f"within them (their {spread.seeds} seeds each): at {seeds} seeds a checkpoint "
+            f"(--member-seeds {seeds}), {budget}")
+
+
+def spread_of(result: FindingResult, test: TTest | SignTest) -> MemberSpread | None:
+    index = next(i for i, t in enumerate(result.tests) if t is test)
+    return result.spreads[index] if index < len(result.spreads) else None
+
+
+def checkpoints_needed(estimate, gap: float, level: float) -> float:
+    """The fewest members (2 or more) whose parts (Estimate.at_seeds) give a power half-width
+    within gap; inf where none up to MAX_SEEDS does."""
+    members = np.arange(2, MAX_SEEDS + 1)
+    resolves = compute_power_half_width(estimate.at_seeds(members), level) <= gap
+    return float(members[resolves.argmax()]) if resolves.any() else math.inf
 
 
 def deciding_budget(result: FindingResult, alpha: float) -> tuple[float, TTest | SignTest, float]:
