@@ -260,14 +260,18 @@ def test_every_catalog_finding_names_a_study_of_the_catalogue():
         assert (REPO / "conf" / "findings" / f"{spec.id}.yaml").exists(), spec.id
 
 
-@pytest.mark.parametrize("seeds", [1, "five", True])
-def test_a_study_seed_count_below_two_or_not_a_number_is_a_user_error(tmp_path, seeds):
+@pytest.mark.parametrize("key, seeds, least, default", [
+    ("seeds", 1, 2, 3), ("seeds", "five", 2, 3), ("seeds", True, 2, 3),  # the bundles' sweep
+    ("member_seeds", 0, 1, 1), ("member_seeds", "two", 1, 1),  # a member: the members
+    ("member_seeds", True, 1, 1)])                             # replicate
+def test_a_study_seed_count_too_small_or_not_a_number_is_a_user_error(tmp_path, key, seeds,
+                                                                      least, default):
     (tmp_path / catalog.STUDIES_FILE).write_text(
-        f"probe_pos:\n  pipeline: probe\n  seeds: {seeds}\n")
-    with pytest.raises(UserError, match=r"probe_pos\.seeds=.*at least 2"):
+        f"probe_pos:\n  pipeline: probe\n  {key}: {seeds}\n")
+    with pytest.raises(UserError, match=rf"probe_pos\.{key}=.*at least {least}"):
         catalog.load_studies(tmp_path)
     (tmp_path / catalog.STUDIES_FILE).write_text("probe_pos:\n  pipeline: probe\n")
-    assert catalog.load_studies(tmp_path)["probe_pos"].seeds == 3  # the bundles' own sweep
+    assert getattr(catalog.load_studies(tmp_path)["probe_pos"], key) == default
 
 
 def test_no_runs_is_a_user_error(tmp_path):

@@ -9,9 +9,11 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import yaml
@@ -152,30 +154,60 @@ def test_population_members_fine_tune_on_sst2_at_their_own_rate_and_size(tmp_pat
     assert len(conll_trainers) == 1, conll_trainers  # the study's own, members and MiniLM alike
 
 
+def member_sweeps(steps, member) -> dict[str, list[str]]:
+    """A member's study sweeps by study: step label minus the member's prefix -> args."""
+    return {s.name.removeprefix(member.label): s.args for s in steps
+            if s.name.startswith(member.label) and "-m" in s.args}
+
+
 def test_member_seeds_give_each_member_its_own_replicates_and_models(tmp_path):
     """--member-seeds R: member s's sweeps run seeds s, s + 1000, …, each with its own SST-2
     model and twin where a study reads them; no seed is shared between members (they are each
-    member's private replicates), and one seed a member leaves the commands as they were."""
+    member's private replicates). Without it each study runs its studies.yaml member_seeds,
+    which are 1 unless set, so a one-seed population's commands are as they were."""
     studies = reproduce.studies_to_run(None)
     steps, members = reproduce.population_steps(3, (), studies, tmp_path / "out",
                                                 tmp_path / "cache", per_member=3)
-    assert [m.seeds for m in members] == [(0, 1000, 2000), (1, 1001, 2001), (2, 1002, 2002)]
-    sweeps = [s for s in steps if "-m" in s.args]
-    assert len(sweeps) == 3 * len(reproduce.model_reading(studies))
     for member in members:
-        mine = [s for s in sweeps if s.name.startswith(member.label)]
-        assert all(f"seed={','.join(map(str, member.seeds))}" in s.args for s in mine), mine
+        mine = [member.member + 1000 * r for r in range(3)]
+        sweeps = member_sweeps(steps, member)
+        assert set(sweeps) == set(reproduce.model_reading(studies))
+        assert all(f"seed={','.join(map(str, mine))}" in a for a in sweeps.values()), sweeps
         models = [s for s in steps if s.name.startswith(f"{member.label}sst2_")]
         assert sorted(s.args[-2] for s in models) == sorted(
-            f"seed={seed}" for seed in member.seeds for _ in ("model", "twin")), models
-    single, _ = reproduce.population_steps(3, (), studies, tmp_path / "out", tmp_path / "cache")
-    default, _ = reproduce.population_steps(3, (), studies, tmp_path / "out", tmp_path / "cache",
-                                            per_member=1)
+            f"seed={seed}" for seed in mine for _ in ("model", "twin")), models
+    single, members = reproduce.population_steps(3, (), studies, tmp_path / "out",
+                                                 tmp_path / "cache", per_member=1)
+    default, _ = reproduce.population_steps(3, (), studies, tmp_path / "out", tmp_path / "cache")
     assert [s.args for s in single] == [s.args for s in default]
-    assert all(a != "seed=0,1000" for s in single for a in s.args)
+    assert all(f"seed={m.member}" in a for m in members
+               for a in member_sweeps(single, m).values())
     with pytest.raises(UserError, match="members' seeds would overlap"):
         reproduce.population_steps(1001, (), studies, tmp_path / "out", tmp_path / "cache",
                                    per_member=2)
+
+
+def test_a_study_s_member_seeds_set_its_own_and_paired_studies_must_agree(tmp_path):
+    """studies.yaml's member_seeds give one study more seeds a member (its replicates are
+    cheap, or its noise within a member is what keeps its verdicts open); the others keep
+    theirs. Studies one finding pairs seed by seed (probe_pos and probe_ner) must agree."""
+    studies = reproduce.studies_to_run(None)
+    studies["finetune_conll"]["member_seeds"] = 3
+    steps, members = reproduce.population_steps(2, (), studies, tmp_path / "out",
+                                                tmp_path / "cache")
+    sweeps = member_sweeps(steps, members[1])
+    assert "seed=1,1001,2001" in sweeps["finetune_conll"]
+    assert all("seed=1" in a for name, a in sweeps.items() if name != "finetune_conll")
+    folder = tmp_path / "findings"
+    shutil.copytree(REPO / "conf" / "findings", folder)
+    text = (folder / "studies.yaml").read_text()
+    (folder / "studies.yaml").write_text(text.replace("probe_ner:\n", "probe_ner:\n"
+                                                      "  member_seeds: 2\n"))
+    studies_here = reproduce.catalog.load_studies(folder)
+    paired = "ner_later_than_pos pairs studies probe_pos, probe_ner seed by seed"
+    with (mock.patch.object(reproduce.catalog, "load_studies", lambda: studies_here),
+          pytest.raises(UserError, match=paired)):
+        reproduce.studies_to_run(None)
 
 
 def test_an_sst2_model_is_reused_only_where_its_command_made_it(tmp_path):

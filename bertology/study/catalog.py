@@ -38,6 +38,7 @@ class Study:
     reproduce: tuple[str, ...] = ()
     alone: bool = False  # make reproduce runs it with no other study beside it (latency)
     seeds: int = 3  # make reproduce's jobs: seeds 0..seeds-1 (more where a seed is cheap)
+    member_seeds: int = 1  # a population member's jobs (schedule.member_seeds)
 
     @property
     def bundle(self) -> str:
@@ -75,16 +76,20 @@ def load_studies(folder: Path = FINDINGS) -> dict[str, Study]:
     block = OmegaConf.to_container(OmegaConf.load(folder / STUDIES_FILE))
     return {name: Study(name, str(entry["pipeline"]), tuple(entry.get("smoke") or ()),
                         tuple(entry.get("reproduce") or ()), bool(entry.get("alone", False)),
-                        study_seeds(folder, name, entry.get("seeds", 3)))
+                        study_seeds(folder, name, entry.get("seeds", 3)),
+                        study_seeds(folder, name, entry.get("member_seeds", 1), "member_seeds"))
             for name, entry in block.items()}
 
 
-def study_seeds(folder: Path, name: str, seeds) -> int:
+def study_seeds(folder: Path, name: str, seeds, key: str = "seeds") -> int:
     """A study's seed count under make reproduce: an integer of at least 2 (one seed leaves
-    no spread to judge by)."""
-    require(isinstance(seeds, int) and not isinstance(seeds, bool) and seeds >= 2,
-            f"{folder / STUDIES_FILE}: {name}.seeds={seeds!r}; give a whole number of at "
-            "least 2 (the jobs of make reproduce: seeds 0..seeds-1)")
+    no spread to judge by); a population member's, at least 1 (the members are the
+    replicates)."""
+    least = 2 if key == "seeds" else 1
+    require(isinstance(seeds, int) and not isinstance(seeds, bool) and seeds >= least,
+            f"{folder / STUDIES_FILE}: {name}.{key}={seeds!r}; give a whole number of at "
+            f"least {least} (" + ("the jobs of make reproduce: seeds 0..seeds-1)" if least == 2
+                                  else "a population member's seeds per study)"))
     return seeds
 
 

@@ -71,7 +71,8 @@ log = logging.getLogger("bertology.reproduce")
 
 
 def studies_to_run(only: list[str] | None) -> dict[str, dict]:
-    """study name -> {pipeline, bundle, overrides, alone, seeds, findings} for every study
+    """study name -> {pipeline, bundle, overrides, alone, seeds, member_seeds, findings} for
+    every study
     that a finding (or one of `only`) reads, with the catalogue's settings (conf/findings/)."""
     catalogue = catalog.load_studies()
     studies: dict[str, dict] = {}
@@ -85,8 +86,14 @@ def studies_to_run(only: list[str] | None) -> dict[str, dict]:
             studies.setdefault(name, {"pipeline": study.pipeline, "bundle": study.bundle,
                                       "overrides": list(study.reproduce),
                                       "alone": study.alone,
-                                      "seeds": tuple(range(study.seeds)), "findings": []})
+                                      "seeds": tuple(range(study.seeds)),
+                                      "member_seeds": study.member_seeds, "findings": []})
             studies[name]["findings"].append(spec.id)
+        paired = {catalogue[name].member_seeds for name in spec.studies}
+        require(len(paired) == 1, f"finding {spec.id} pairs studies "
+                f"{', '.join(spec.studies)} seed by seed, so conf/findings/"
+                f"{catalog.STUDIES_FILE} must give them one member_seeds (now "
+                f"{', '.join(str(catalogue[n].member_seeds) for n in spec.studies)})")
     require(bool(studies), f"no finding matches {only}")
     return studies
 
@@ -118,8 +125,10 @@ class Encoder:
     label: str = ""  # the prefix of its step and log names, e.g. "bert_"
     extra: tuple[str, ...] = ()  # overrides that pick it, e.g. model.name_or_path=<its model>
     after: tuple[str, ...] = ()  # its pretraining step, if the run makes it
-    # its studies' seeds: None, each study's own (studies.yaml); a population member, its own
-    seeds: tuple[int, ...] | None = None
+    # a population member's pretraining seed, whose own seeds its studies run (member_seeds);
+    # None: MiniLM or a matrix encoder, whose studies run their own (studies.yaml: seeds)
+    member: int | None = None
+    per_member: int | None = None  # --member-seeds: every study's; None: studies.yaml's
     # (step: an SST-2 model kind or a study, its overrides after the study's): MEMBER_FINETUNING
     settings: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
@@ -134,8 +143,11 @@ class Encoder:
 
 
 def job_seeds(spec: dict, encoder: Encoder) -> tuple[int, ...]:
-    """The seeds of a study's jobs on this encoder: the member's own, else the study's."""
-    return spec["seeds"] if encoder.seeds is None else encoder.seeds
+    """The seeds of a study's jobs on this encoder: a member's own (as many as --member-seeds
+    or the study's member_seeds say), else the study's."""
+    if encoder.member is None:
+        return spec["seeds"]
+    return member_seeds(encoder.member, encoder.per_member or spec["member_seeds"])
 
 
 def model_seeds(studies: dict[str, dict], encoder: Encoder) -> dict[str, tuple[int, ...]]:
@@ -237,17 +249,18 @@ def member_seeds(member: int, per_member: int) -> tuple[int, ...]:
 
 
 def population_steps(size: int, extra: tuple[str, ...], studies: dict[str, dict], out: Path,
-                     cache: Path | None, per_member: int = 1
+                     cache: Path | None, per_member: int | None = None
                      ) -> tuple[list[Step], list[Encoder]]:
     """`--population K`: member s (s < K) pretrained with seed s (encoders.member_args; none
     when cached), then the studies of encoders.ENCODER_STUDIES on it with its own seeds
     (member_seeds: its own sentences, SST-2 subsamples and twins), into
-    out/population/member_<s>. More than one seed a member (`--member-seeds`) averages out
-    the probe and fine-tuning noise within it, where that and not the spread of pretraining
-    is what keeps a verdict open (docs/reproduce.md). The pretraining steps come first: the
-    longest, and every member's studies wait for its own."""
-    require(per_member == 1 or size <= SEED_STRIDE, f"--member-seeds {per_member} with "
-            f"--population {size}: members' seeds would overlap; at most {SEED_STRIDE} members")
+    out/population/member_<s>. More than one seed a member (per_member, `--member-seeds`, else
+    each study's member_seeds) averages out the probe and fine-tuning noise within it, where
+    that and not the spread of pretraining keeps a verdict open (docs/reproduce.md). The
+    pretraining steps come first: the longest, and every member's studies wait for its own."""
+    most = per_member or max((spec["member_seeds"] for spec in studies.values()), default=1)
+    require(most == 1 or size <= SEED_STRIDE, f"{most} seeds a member with --population "
+            f"{size}: members' seeds would overlap; at most {SEED_STRIDE} members")
     reading = model_reading(studies)
     pretrains, rest, members = [], [], []
     for seed in range(size):
@@ -257,7 +270,7 @@ def population_steps(size: int, extra: tuple[str, ...], studies: dict[str, dict]
                                     out / "logs" / f"pretrain_member_{seed}.log")
         member = Encoder(out / "population" / f"member_{seed}", out / "logs", f"member{seed}_",
                          (f"model.name_or_path={run_dir / 'model'}",),
-                         tuple(s.name for s in pretrain), seeds=member_seeds(seed, per_member),
+                         tuple(s.name for s in pretrain), member=seed, per_member=per_member,
                          settings=tuple(MEMBER_FINETUNING.items()))
         pretrains += pretrain
         rest += encoder_steps(reading, member)
@@ -267,7 +280,7 @@ def population_steps(size: int, extra: tuple[str, ...], studies: dict[str, dict]
 
 def reproduce_population(out: Path, studies: dict[str, dict], lanes: int, size: int,
                          extra: tuple[str, ...] = (), cache: Path | None = None,
-                         per_member: int = 1) -> int:
+                         per_member: int | None = None) -> int:
     """The population's steps, then one report over every member's study dirs, which judges
     the findings across the members (study/population.py), and the members' pretraining
     table; the exit status."""
@@ -352,10 +365,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--member", nargs="*", default=[], metavar="OVERRIDE",
                         help="with --population: pretraining overrides of every member "
                              "(e.g. size=base trainer.max_flops=1e17 on a GPU)")
-    parser.add_argument("--member-seeds", type=int, default=1, metavar="R",
-                        help="with --population: each member's studies run R seeds (default "
-                             "1), which average out the probe and fine-tuning noise within a "
-                             "member")
+    parser.add_argument("--member-seeds", type=int, metavar="R",
+                        help="with --population: each member's studies run R seeds (default: "
+                             "each study's member_seeds in conf/findings/studies.yaml), which "
+                             "average out the probe and fine-tuning noise within a member")
     args = parser.parse_args(argv)
     try:  # a bad --lanes, --only or --encoders: one line, exit 2, before any step runs
         require(args.lanes >= 1, f"--lanes {args.lanes} must be 1 or more")
@@ -363,8 +376,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.population is not None:
             require(args.population >= 2, f"--population {args.population}: a population "
                     "needs 2 or more members (its spread is what the verdicts read)")
-            require(args.member_seeds >= 1, f"--member-seeds {args.member_seeds} must be 1 "
-                    "or more")
+            require(args.member_seeds is None or args.member_seeds >= 1,
+                    f"--member-seeds {args.member_seeds} must be 1 or more")
             return reproduce_population(args.out.resolve(), studies_to_run(args.only),
                                         args.lanes, args.population, tuple(args.member),
                                         per_member=args.member_seeds)
