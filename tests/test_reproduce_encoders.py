@@ -187,6 +187,22 @@ def test_member_seeds_give_each_member_its_own_replicates_and_models(tmp_path):
                                    per_member=2)
 
 
+def test_a_confirmatory_population_starts_at_its_first_member(tmp_path):
+    """--first-member 100 --population 3: members 100-102, their own pretraining commands
+    (seed=100…), dirs and study seeds; none of a run over members 0..K-1 is reused."""
+    studies = reproduce.studies_to_run(None)
+    steps, members = reproduce.population_steps(3, (), studies, tmp_path / "out",
+                                                tmp_path / "cache", first=100)
+    assert [m.member for m in members] == [100, 101, 102]
+    assert [m.root.name for m in members] == ["member_100", "member_101", "member_102"]
+    pretrains = [s for s in steps if s.args[0] == "pretrain"]
+    assert [s.args[-2] for s in pretrains] == ["seed=100", "seed=101", "seed=102"]
+    assert all("seed=101" in a for a in member_sweeps(steps, members[1]).values())
+    with pytest.raises(UserError, match="member seeds must stay under 1000"):
+        reproduce.population_steps(3, (), studies, tmp_path / "out", tmp_path / "cache",
+                                   per_member=2, first=998)
+
+
 def test_a_study_s_member_seeds_set_its_own_and_paired_studies_must_agree(tmp_path):
     """studies.yaml's member_seeds give one study more seeds a member (its replicates are
     cheap, or its noise within a member is what keeps its verdicts open); the others keep
@@ -411,7 +427,7 @@ def test_the_members_table_names_a_member_whose_pretraining_did_not_learn(tmp_pa
         floor = {"eval/mlm_majority_accuracy": floors[seed]} if seed in floors else {}
         (run_dir / "metrics.json").write_text(json.dumps(
             {"eval/mlm_accuracy": history[-1], "train/steps": 670, **floor}))
-    reproduce.write_members_table(tmp_path / "report", 3, (), tmp_path / "cache")
+    reproduce.write_members_table(tmp_path / "report", range(3), (), tmp_path / "cache")
     with (tmp_path / "report" / "tables" / "members.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     assert [(r["first_mlm_accuracy"], r["mlm_accuracy"], r["mlm_floor"], r["learned"])

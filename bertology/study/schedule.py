@@ -249,9 +249,11 @@ def member_seeds(member: int, per_member: int) -> tuple[int, ...]:
 
 
 def population_steps(size: int, extra: tuple[str, ...], studies: dict[str, dict], out: Path,
-                     cache: Path | None, per_member: int | None = None
+                     cache: Path | None, per_member: int | None = None, first: int = 0
                      ) -> tuple[list[Step], list[Encoder]]:
-    """`--population K`: member s (s < K) pretrained with seed s (encoders.member_args; none
+    """`--population K`: member s (first ≤ s < first + K; `--first-member`, 0 by default: a
+    confirmatory population draws seeds no earlier run was seen on) pretrained with seed s
+    (encoders.member_args; none
     when cached), then the studies of encoders.ENCODER_STUDIES on it with its own seeds
     (member_seeds: its own sentences, SST-2 subsamples and twins), into
     out/population/member_<s>. More than one seed a member (per_member, `--member-seeds`, else
@@ -259,11 +261,12 @@ def population_steps(size: int, extra: tuple[str, ...], studies: dict[str, dict]
     that and not the spread of pretraining keeps a verdict open (docs/reproduce.md). The
     pretraining steps come first: the longest, and every member's studies wait for its own."""
     most = per_member or max((spec["member_seeds"] for spec in studies.values()), default=1)
-    require(most == 1 or size <= SEED_STRIDE, f"{most} seeds a member with --population "
-            f"{size}: members' seeds would overlap; at most {SEED_STRIDE} members")
+    require(most == 1 or first + size <= SEED_STRIDE, f"{most} seeds a member with members "
+            f"{first}..{first + size - 1}: members' seeds would overlap; member seeds must stay "
+            f"under {SEED_STRIDE}")
     reading = model_reading(studies)
     pretrains, rest, members = [], [], []
-    for seed in range(size):
+    for seed in range(first, first + size):
         run_dir = encoders.member_dir(seed, extra, cache)
         pretrain = pretraining_step(f"pretrain member {seed}",
                                     encoders.member_args(seed, extra), run_dir,
@@ -280,12 +283,12 @@ def population_steps(size: int, extra: tuple[str, ...], studies: dict[str, dict]
 
 def reproduce_population(out: Path, studies: dict[str, dict], lanes: int, size: int,
                          extra: tuple[str, ...] = (), cache: Path | None = None,
-                         per_member: int | None = None) -> int:
+                         per_member: int | None = None, first: int = 0) -> int:
     """The population's steps, then one report over every member's study dirs, which judges
     the findings across the members (study/population.py), and the members' pretraining
     table; the exit status."""
     (out / "logs").mkdir(parents=True, exist_ok=True)
-    steps, members = population_steps(size, extra, studies, out, cache, per_member)
+    steps, members = population_steps(size, extra, studies, out, cache, per_member, first)
     total = time.perf_counter()
     results = run_steps(steps, lanes)
     failed = [name for name, (status, _) in results.items() if status]
@@ -294,7 +297,7 @@ def reproduce_population(out: Path, studies: dict[str, dict], lanes: int, size: 
     status, _ = runner.bertology(["report", *dirs, f"hydra.run.dir={report_dir}"],
                           out / "logs" / "population_report.log")
     if status == 0 and (report_dir / "tables" / "findings.csv").exists():
-        write_members_table(report_dir, size, extra, cache)
+        write_members_table(report_dir, range(first, first + size), extra, cache)
         write_summary(report_dir)
     log.info("population report: %s (exit %d); all steps %.1f min; failed: %s",
              report_dir / "REPORT.md", status, (time.perf_counter() - total) / 60,
@@ -302,7 +305,7 @@ def reproduce_population(out: Path, studies: dict[str, dict], lanes: int, size: 
     return 1 if failed or status else 0
 
 
-def write_members_table(report_dir: Path, size: int, extra: tuple[str, ...],
+def write_members_table(report_dir: Path, seeds: range, extra: tuple[str, ...],
                         cache: Path | None) -> None:
     """tables/members.csv: each member's checkpoint, steps, held-out MLM accuracy at its first
     evaluation and its last, and the floor (always predicting the most frequent masked token).
@@ -310,7 +313,7 @@ def write_members_table(report_dir: Path, size: int, extra: tuple[str, ...],
     verdicts set members aside by); for a run from before the floor was recorded, above its
     first evaluation, which no verdict reads. A member that did not learn is named in the log."""
     rows = []
-    for seed in range(size):
+    for seed in seeds:
         run_dir = encoders.member_dir(seed, extra, cache)
         done = (run_dir / "metrics.json").is_file()  # a member whose pretraining failed: blank
         metrics = json.loads((run_dir / "metrics.json").read_text()) if done else {}
@@ -369,6 +372,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --population: each member's studies run R seeds (default: "
                              "each study's member_seeds in conf/findings/studies.yaml), which "
                              "average out the probe and fine-tuning noise within a member")
+    parser.add_argument("--first-member", type=int, default=0, metavar="N",
+                        help="with --population: the members' seeds start at N (default 0), "
+                             "so a confirmatory population shares no member with a run whose "
+                             "results were seen")
     args = parser.parse_args(argv)
     try:  # a bad --lanes, --only or --encoders: one line, exit 2, before any step runs
         require(args.lanes >= 1, f"--lanes {args.lanes} must be 1 or more")
@@ -378,9 +385,11 @@ def main(argv: list[str] | None = None) -> int:
                     "needs 2 or more members (its spread is what the verdicts read)")
             require(args.member_seeds is None or args.member_seeds >= 1,
                     f"--member-seeds {args.member_seeds} must be 1 or more")
+            require(args.first_member >= 0, f"--first-member {args.first_member} must be 0 "
+                    "or more")
             return reproduce_population(args.out.resolve(), studies_to_run(args.only),
                                         args.lanes, args.population, tuple(args.member),
-                                        per_member=args.member_seeds)
+                                        per_member=args.member_seeds, first=args.first_member)
         return reproduce(args.out.resolve(), studies_to_run(args.only), args.lanes, names)
     except UserError as err:
         parser.exit(2, f"{parser.prog}: error: {err}\n")
