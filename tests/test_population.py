@@ -27,12 +27,23 @@ from test_report import FINDING, run_report, write_run
 
 from bertology.run.replicates import REPLICATES
 from bertology.study.contrasts import Contrast
-from bertology.study.population import compute_multibootstrap, member_spread, population_test
+from bertology.study.population import (
+    MemberSpread,
+    compute_multibootstrap,
+    member_spread,
+    population_test,
+)
 from bertology.study.results import find_runs
 from bertology.study.scope import result_kind, scope_of
 from bertology.study.specs import Comparison, parse_finding
-from bertology.study.stats import compute_half_width, compute_random_effects
-from bertology.study.verdicts import judge
+from bertology.study.stats import TTest, combine_seeds, compute_half_width, compute_random_effects
+from bertology.study.verdicts import (
+    FindingResult,
+    at_member_seeds,
+    checkpoints_needed,
+    judge,
+    seeds_a_member,
+)
 
 GREATER = Comparison(None, 0.0, "greater", 0.0)  # a − 0 > 0: only the margin and side matter
 TRIALS, MEMBERS, SEEDS, ITEMS = 4000, 5, 2, RESAMPLES.shape[0]
@@ -65,22 +76,24 @@ def test_the_two_level_estimate_by_hand():
     assert design.startswith("across 3 checkpoints")
     # each member's seeds differ by 0.1, 0, 0.1: s²/2 = 0.0025, 0, 0.0025 (mean 0.005/3)
     # against the member means' sample variance s2
-    assert spread.seeds == 2 and spread.within == pytest.approx((0.005 / 3) / s2)
+    assert spread.seeds == (2, 2) and spread.within == pytest.approx((0.005 / 3) / s2)
+    assert spread.per_seed == pytest.approx(2 * spread.within)  # one seed: twice the noise
 
 
-def simulate_spread(pretraining: float, noise: float, members: int, seeds: int, rng,
-                    trials: int = 2000) -> tuple[np.ndarray, np.ndarray]:
-    """(trials,) the spreads' within shares and their prediction of the mean's variance at 4×
-    the seeds, for populations whose members' true values spread by `pretraining` (sd) and
-    whose seeds scatter around them by `noise` (sd)."""
+def simulate_spread(pretraining: float, noise: float, members: int, seeds, rng,
+                    trials: int = 2000, more: int = 8) -> tuple[np.ndarray, np.ndarray]:
+    """(trials,) the spreads' within shares and their prediction of the mean's variance at
+    `more` seeds a member, for populations whose members' true values spread by `pretraining`
+    (sd) and whose seeds (an int, or each member's count) scatter around them by `noise`."""
+    counts = [seeds] * members if isinstance(seeds, int) else list(seeds)
     shares, predicted = np.empty(trials), np.empty(trials)
     for trial in range(trials):
         truth = rng.normal(0.0, pretraining, members)
-        values = truth[:, None] + rng.normal(0.0, noise, (members, seeds))  # (members, seeds)
-        means = values.mean(axis=1)
-        spread = member_spread([paired(list(v), [None] * seeds) for v in values], list(means))
+        values = [t + rng.normal(0.0, noise, n) for t, n in zip(truth, counts)]
+        means = [float(np.mean(v)) for v in values]
+        spread = member_spread([paired(list(v), [None] * len(v)) for v in values], means)
         shares[trial] = spread.within
-        predicted[trial] = spread.members_variance(np.var(means, ddof=1) / members, 4 * seeds)
+        predicted[trial] = spread.members_variance(np.var(means, ddof=1) / members, more)
     return shares, predicted
 
 
@@ -99,6 +112,10 @@ def test_the_within_member_share_and_its_prediction_for_more_seeds():
         assert abs(np.median(shares) - truth) < 0.1, (members, np.median(shares))
         ratio = predicted.mean() / ((0.05 ** 2 + 0.1 ** 2 / 8) / members)
         assert bias[0] < ratio < bias[1], (members, ratio)
+    # members that ran 2 and 6 seeds (a collapsed seed set aside, say): each priced by its own
+    _, predicted = simulate_spread(0.05, 0.1, 24, [2, 6] * 12, rng)
+    ratio = predicted.mean() / ((0.05 ** 2 + 0.1 ** 2 / 8) / 24)
+    assert 0.95 < ratio < 1.08, ratio
     assert np.median(simulate_spread(0.0, 0.1, 8, 2, rng, 500)[0]) > 0.8
     assert np.median(simulate_spread(0.1, 1e-4, 8, 2, rng, 500)[0]) < 0.01
 
@@ -177,14 +194,16 @@ def test_the_multibootstrap_holds_a_null_too_often_with_five_members():
 
 
 def write_member_runs(root, members: dict[str, list[float]], twin: float = 0.0,
-                      paths: dict[str, Path] | None = None):
+                      paths: dict[str, Path] | None = None, private: bool = False):
     """Runs of FINDING's study that read the checkpoints named (org/<name>, or the local dir
     `paths` gives), one per seed, each with eval/a = the given value and eval/b = twin, and
-    item replicates around them."""
+    item replicates around them. Seeds 0, 1, … on every member, or (private) member m's own
+    m, m + 1000, … as `--member-seeds` runs them."""
     paths = paths or {}
     rng = np.random.default_rng(0)
-    for name, values in members.items():
-        for seed, value in enumerate(values):
+    for index, (name, values) in enumerate(members.items()):
+        for order, value in enumerate(values):
+            seed = index + 1000 * order if private else order
             noise = rng.normal(0, 0.002, REPLICATES)
             write_run(root / name / str(seed), {"eval/a": value, "eval/b": twin}, seed, FINDING,
                       {"eval/a": value + noise, "eval/b": np.full(REPLICATES, twin)},
@@ -255,20 +274,46 @@ def test_an_open_verdict_says_when_more_seeds_a_member_would_settle_it(tmp_path)
     the seeds agree and the members spread, or each member ran one seed, it does not."""
     noisy = {"a": [0.2, 0.0], "b": [0.1, -0.1], "c": [0.15, -0.05], "d": [0.12, -0.02],
              "e": [-0.05, 0.05]}
-    write_member_runs(tmp_path / "noisy", noisy)
+    write_member_runs(tmp_path / "noisy", noisy, private=True)
     result = judge(parse_finding(FINDING), find_runs([tmp_path / "noisy"]))
     assert result.raw == "underpowered" and result.spreads[0].within == 1.0, result.raw_note
-    [at_two, at_eight] = [int(n) for n in re.findall(r"≈ (\d+) checkpoints", result.raw_note)]
-    assert "100% of the checkpoints' spread is probe and fine-tuning noise" in result.raw_note
-    assert "--member-seeds 8" in result.raw_note and at_eight < at_two, result.raw_note
+    [at_two] = [int(n) for n in re.findall(r"≈ (\d+) checkpoints", result.raw_note)]
+    assert at_two > 5 and "100% of the checkpoints' spread is probe and fine-tuning noise" \
+        in result.raw_note
+    # at 8 seeds a member the 5 checkpoints run would do
+    assert "(--member-seeds 8), these 5 checkpoints would resolve it" in result.raw_note
     steady = {name: [np.mean(v) - 0.001, np.mean(v) + 0.001] for name, v in noisy.items()}
-    write_member_runs(tmp_path / "steady", steady)
+    write_member_runs(tmp_path / "steady", steady, private=True)
     result = judge(parse_finding(FINDING), find_runs([tmp_path / "steady"]))
     assert result.raw == "underpowered" and result.spreads[0].within < 0.01
     assert "--member-seeds" not in result.raw_note, result.raw_note
-    write_member_runs(tmp_path / "single", {name: v[:1] for name, v in noisy.items()})
+    write_member_runs(tmp_path / "single", {name: v[:1] for name, v in noisy.items()},
+                      private=True)
     result = judge(parse_finding(FINDING), find_runs([tmp_path / "single"]))
     assert result.spreads == [None] and "--member-seeds" not in result.raw_note
+    # seeds 0, 1 on every checkpoint (a MultiBERTs sweep): noise shared by seed index would
+    # sit in the within part and not in the members' spread, so no split is claimed
+    write_member_runs(tmp_path / "shared", noisy)
+    result = judge(parse_finding(FINDING), find_runs([tmp_path / "shared"]))
+    assert result.spreads == [None] and "--member-seeds" not in result.raw_note
+
+
+def test_more_seeds_a_member_are_priced_on_every_part_a_claim_needs():
+    """Two parts on the claim's side, both needed: part A's spread is all noise within its
+    members, part B's all pretraining. More seeds a member settle A, not B, so the checkpoints
+    they would need are B's, as many as without them."""
+    def part(mean: float, sd: float) -> TTest:  # 10 members' values: mean ± sd
+        return TTest(combine_seeds(list(mean + sd * np.linspace(-1.5, 1.5, 10)),
+                                   [None] * 10), 0.0, "greater")
+    a, b = part(0.02, 0.03), part(0.02, 0.05)
+    result = FindingResult(parse_finding(FINDING), [], [a, b], ["", ""],
+                           members=tuple("abcdefghij"),
+                           spreads=[MemberSpread((2, 2), 1.0, 2.0), MemberSpread((2, 2), 0.0, 0.0)])
+    note = seeds_a_member(result, 0.05)
+    needs_b = checkpoints_needed(b.estimate, b.gap, 0.05)
+    a_at_eight = checkpoints_needed(at_member_seeds(a, result.spreads[0], 8), a.gap, 0.05)
+    assert f"(--member-seeds 8), ≈ {needs_b:.0f} checkpoints would resolve it" in note, note
+    assert needs_b > 10 >= a_at_eight  # A alone would promise the 10 run
 
 
 @pytest.mark.slow

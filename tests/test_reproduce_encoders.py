@@ -220,10 +220,23 @@ def test_a_study_s_member_seeds_set_its_own_and_paired_studies_must_agree(tmp_pa
     (folder / "studies.yaml").write_text(text.replace("probe_ner:\n", "probe_ner:\n"
                                                       "  member_seeds: 2\n"))
     studies_here = reproduce.catalog.load_studies(folder)
-    paired = "ner_later_than_pos pairs studies probe_pos, probe_ner seed by seed"
-    with (mock.patch.object(reproduce.catalog, "load_studies", lambda: studies_here),
-          pytest.raises(UserError, match=paired)):
-        reproduce.studies_to_run(None)
+    with mock.patch.object(reproduce.catalog, "load_studies", lambda: studies_here):
+        mismatched = reproduce.studies_to_run(None)  # make reproduce runs no member: fine
+    with pytest.raises(UserError, match="ner_later_than_pos pairs studies probe_pos, "
+                       "probe_ner seed by seed"):
+        reproduce.population_steps(2, (), mismatched, tmp_path / "out", tmp_path / "cache")
+    steps, _ = reproduce.population_steps(2, (), mismatched, tmp_path / "out",
+                                          tmp_path / "cache", per_member=2)  # one count for all
+    assert steps and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("args", [["--member-seeds", "2"], ["--first-member", "100"]])
+def test_member_settings_without_a_population_are_one_line_and_exit_2(args, tmp_path, capsys):
+    with pytest.raises(SystemExit) as done:
+        reproduce.main(["--out", str(tmp_path / "out"), *args])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and "add --population K" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
 
 
 def test_an_sst2_model_is_reused_only_where_its_command_made_it(tmp_path):

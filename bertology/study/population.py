@@ -150,53 +150,69 @@ def member_value(contrast: Contrast) -> MemberValue:
 @dataclass(frozen=True)
 class MemberSpread:
     """What the spread of the members' values is made of, where each member ran two or more
-    seeds: `within`, the share of its variance that the seeds' own spread inside a member
-    accounts for (the probe and fine-tuning noise a member's mean still carries, which more
-    seeds a member average out); the rest is the spread of pretraining itself, which only
-    more members average out. `seeds`: the fewest seeds a member ran."""
+    seeds of its own: `within`, the share of its variance s² that the seeds' spread inside a
+    member accounts for (W / s², W the mean over members of Σ_sides s²_seeds / n: the probe and
+    fine-tuning noise a member's mean still carries, which more seeds a member average out;
+    capped at 1); the rest is the spread of pretraining itself, which only more members
+    average out. `per_seed`: that noise at one seed a side, Σ_sides s²_seeds averaged over the
+    members, over s² (scaled down with `within` where the cap binds), so members that ran
+    different numbers of seeds are priced by their own. `seeds`: the fewest and the most a
+    member ran (on one side)."""
 
-    seeds: int
+    seeds: tuple[int, int]
     within: float
+    per_seed: float
 
     def members_variance(self, variance: float, seeds: int) -> float:
-        """The variance `variance` (of the mean over members, at self.seeds a member) would
-        have at `seeds` seeds a member: the within part shrinks as 1/seeds, the rest stays."""
-        return variance * (1.0 - self.within + self.within * self.seeds / seeds)
+        """The variance `variance` (of the mean over members, as run) would have at `seeds`
+        seeds a member on every side: the within part becomes its one-seed noise / seeds, the
+        rest stays."""
+        return variance * (1.0 - self.within + self.per_seed / seeds)
 
 
-def seed_noise(contrast: Contrast) -> float | None:
-    """The variance of a member's value that its own seeds' spread accounts for (s²/n of its
-    seeds; unpaired, each side's, summed); None with fewer than 2 seeds on a side."""
-    sides = [side.values for side in contrast.sides] if contrast.sides else [contrast.values]
+def sides_of(contrast: Contrast) -> list[list[float]]:
+    """A member's per-seed values: one list (paired), or each side's (unpaired)."""
+    return [side.values for side in contrast.sides] if contrast.sides else [contrast.values]
+
+
+def seed_noise(contrast: Contrast, seeds: int | None = None) -> float | None:
+    """The variance of a member's value that its own seeds' spread accounts for: Σ_sides
+    s²_seeds / n (n: its seeds on that side, or `seeds` for every side); None with fewer than
+    2 seeds on a side."""
+    sides = sides_of(contrast)
     if any(len(values) < 2 for values in sides):
         return None
-    return float(sum(np.var(values, ddof=1) / len(values) for values in sides))
+    return float(sum(np.var(values, ddof=1) / (seeds or len(values)) for values in sides))
 
 
-def member_spread(contrasts: list[Contrast], values: list[float]) -> MemberSpread | None:
-    """The within-member share of the members' spread (its mean seed noise over the members'
-    sample variance, at most 1: E s² = σ²_pretraining + E seed noise); None where some member
-    ran one seed or the members agree exactly."""
+def member_spread(contrasts: list[Contrast], values: list[float], private: bool = True
+                  ) -> MemberSpread | None:
+    """The within-member share of the members' spread (E s² = σ²_pretraining + E W); None
+    where some member ran one seed, the members agree exactly, or the members' seeds are not
+    their own (`private`: with seeds 0..n on every checkpoint, noise shared by seed index, the
+    same sentence draws, sits in W but not in s², and would inflate the share)."""
     noise = [seed_noise(c) for c in contrasts]
     spread = float(np.var(values, ddof=1)) if len(values) > 1 else 0.0
-    if None in noise or not spread > 0.0:
+    if not private or None in noise or not spread > 0.0:
         return None
-    seeds = min(min(map(len, [s.values for s in c.sides])) if c.sides else len(c.values)
-                for c in contrasts)
-    return MemberSpread(seeds, min(1.0, float(np.mean(noise)) / spread))
+    within = float(np.mean(noise)) / spread
+    capped = min(1.0, within)
+    one_seed = float(np.mean([seed_noise(c, seeds=1) for c in contrasts])) / spread
+    counts = [len(values) for c in contrasts for values in sides_of(c)]
+    return MemberSpread((min(counts), max(counts)), capped, one_seed * capped / within)
 
 
-def population_test(contrasts: list[Contrast], comparison: Comparison
+def population_test(contrasts: list[Contrast], comparison: Comparison, private: bool = True
                     ) -> tuple[TTest | SignTest, str, float | None,
                                tuple[float, float, float] | None, MemberSpread | None]:
     """The test of one comparison across the members (contrasts: one per member, in member
     order): the two-level interval above, or an exact sign test over members for a discrete
     reduction; the design; the item overlap between members counted; the multi-bootstrap
     (low, high, p) reported beside it (None for a discrete reduction); and what the members'
-    spread is made of (None with one seed a member)."""
+    spread is made of (member_spread; private: no seed is run on two members)."""
     members = [member_value(c) for c in contrasts]
     values = [m.value for m in members]
-    spread = member_spread(contrasts, values)
+    spread = member_spread(contrasts, values, private)
     if any(c.discrete for c in contrasts):
         estimate = combine_seeds(values, [None] * len(values))
         return (SignTest(estimate, tuple(values), comparison.margin, comparison.expect),

@@ -58,7 +58,8 @@ def finding_rows(results: list[FindingResult]) -> list[dict]:
                 "dof": test.estimate.dof, "seeds": test.estimate.n,
                 "item_replicates": test.estimate.items, "item_overlap": overlap,
                 "members": len(r.members) or None,
-                "member_seeds": spread.seeds if spread else None,
+                # the fewest seeds a member ran on a side (blank: one, or not its own)
+                "member_seeds": spread.seeds[0] if spread else None,
                 "within_member_share": spread.within if spread else None,
                 "multibootstrap_low": boot_low,
                 "multibootstrap_high": boot_high, "multibootstrap_p": boot_p,

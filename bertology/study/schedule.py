@@ -89,11 +89,6 @@ def studies_to_run(only: list[str] | None) -> dict[str, dict]:
                                       "seeds": tuple(range(study.seeds)),
                                       "member_seeds": study.member_seeds, "findings": []})
             studies[name]["findings"].append(spec.id)
-        paired = {catalogue[name].member_seeds for name in spec.studies}
-        require(len(paired) == 1, f"finding {spec.id} pairs studies "
-                f"{', '.join(spec.studies)} seed by seed, so conf/findings/"
-                f"{catalog.STUDIES_FILE} must give them one member_seeds (now "
-                f"{', '.join(str(catalogue[n].member_seeds) for n in spec.studies)})")
     require(bool(studies), f"no finding matches {only}")
     return studies
 
@@ -260,6 +255,8 @@ def population_steps(size: int, extra: tuple[str, ...], studies: dict[str, dict]
     each study's member_seeds) averages out the probe and fine-tuning noise within it, where
     that and not the spread of pretraining keeps a verdict open (docs/reproduce.md). The
     pretraining steps come first: the longest, and every member's studies wait for its own."""
+    if per_member is None:
+        check_paired_member_seeds(studies)
     most = per_member or max((spec["member_seeds"] for spec in studies.values()), default=1)
     require(most == 1 or first + size <= SEED_STRIDE, f"{most} seeds a member with members "
             f"{first}..{first + size - 1}: members' seeds would overlap; member seeds must stay "
@@ -281,14 +278,28 @@ def population_steps(size: int, extra: tuple[str, ...], studies: dict[str, dict]
     return [*pretrains, *rest], members
 
 
+def check_paired_member_seeds(studies: dict[str, dict]) -> None:
+    """Studies that one finding reads together are paired seed by seed (probe_pos and
+    probe_ner): studies.yaml must give them one member_seeds."""
+    findings: dict[str, list[str]] = {}
+    for name, spec in studies.items():
+        for finding in spec["findings"]:
+            findings.setdefault(finding, []).append(name)
+    for finding, names in findings.items():
+        counts = [studies[n]["member_seeds"] for n in names]
+        require(len(set(counts)) == 1, f"finding {finding} pairs studies {', '.join(names)} "
+                f"seed by seed, so conf/findings/{catalog.STUDIES_FILE} must give them one "
+                f"member_seeds (now {', '.join(map(str, counts))}), or run --member-seeds")
+
+
 def reproduce_population(out: Path, studies: dict[str, dict], lanes: int, size: int,
                          extra: tuple[str, ...] = (), cache: Path | None = None,
                          per_member: int | None = None, first: int = 0) -> int:
     """The population's steps, then one report over every member's study dirs, which judges
     the findings across the members (study/population.py), and the members' pretraining
     table; the exit status."""
-    (out / "logs").mkdir(parents=True, exist_ok=True)
     steps, members = population_steps(size, extra, studies, out, cache, per_member, first)
+    (out / "logs").mkdir(parents=True, exist_ok=True)  # after any bad setting: no output
     total = time.perf_counter()
     results = run_steps(steps, lanes)
     failed = [name for name, (status, _) in results.items() if status]
@@ -380,6 +391,10 @@ def main(argv: list[str] | None = None) -> int:
     try:  # a bad --lanes, --only or --encoders: one line, exit 2, before any step runs
         require(args.lanes >= 1, f"--lanes {args.lanes} must be 1 or more")
         names = tuple(encoders.check_encoders(args.encoders))
+        require(args.population is not None or (args.member_seeds is None
+                                                 and args.first_member == 0),
+                "--member-seeds and --first-member set a population's members; add "
+                "--population K")
         if args.population is not None:
             require(args.population >= 2, f"--population {args.population}: a population "
                     "needs 2 or more members (its spread is what the verdicts read)")

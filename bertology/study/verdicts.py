@@ -204,7 +204,9 @@ def compare(comparison: Comparison, groups: dict[str, list[RunDir]]) -> Compared
     if len(groups) == 1:
         test, overlap = contrast_test(contrasts[0], comparison)
         return Compared(test, contrasts[0].design, overlap, None, None, headroom)
-    return Compared(*population_test(contrasts, comparison), headroom)
+    seeds = [{str(run.seed) for run in group} for group in groups.values()]
+    private = sum(map(len, seeds)) == len(set().union(*seeds))  # no seed run on two members
+    return Compared(*population_test(contrasts, comparison, private), headroom)
 
 
 def headroom_for(result: FindingResult, test: TTest | SignTest) -> float | None:
@@ -304,7 +306,7 @@ def unresolved(result: FindingResult, alpha: float, repeated: bool = False) -> t
     # claim's side: every part must resolve, the furthest decides; wrong side: any part
     # that leans against settles it (at its Bonferroni share of alpha, as p_fails)
     seeds, test, level = deciding_budget(result, alpha)
-    within = seeds_a_member(result, test, level)
+    within = seeds_a_member(result, alpha)
     if seeds <= FEASIBLE * test.estimate.n:
         return label, "; ".join(filter(None, [
             f"≈ {seeds:.0f} {replicates_of(result)} would {SETTLES[lean]} (80% power)", within]))
@@ -324,24 +326,39 @@ def unresolved(result: FindingResult, alpha: float, repeated: bool = False) -> t
         "budget", within]))
 
 
-def seeds_a_member(result: FindingResult, test: TTest | SignTest, level: float) -> str:
-    """Across a population whose members ran 2+ seeds, where their own noise is a material
-    share of the members' spread: the checkpoints that would settle it at MORE_SEEDS times the
-    seeds a member (the within part shrinks with them, pretraining's spread does not); "" else.
-    """
-    spread = spread_of(result, test)
-    if not isinstance(test, TTest) or spread is None or spread.within < MATERIAL_WITHIN:
+def seeds_a_member(result: FindingResult, alpha: float) -> str:
+    """Across a population whose members ran 2+ seeds each, where their own noise is a
+    material share of the members' spread in a part that decides: the checkpoints that would
+    settle it at MORE_SEEDS times the most seeds a member ran, every part priced (the claim's
+    side: all parts must resolve, the furthest decides; the wrong side: the nearest part
+    leaning against, at its Bonferroni share); "" else."""
+    lean = result.lean
+    parts, level = deciding_parts(result, alpha)
+    spreads = [spread_of(result, t) for t in parts]
+    if not all(isinstance(t, TTest) for t in parts) or None in spreads \
+            or max(s.within for s in spreads) < MATERIAL_WITHIN:
         return ""
-    seeds = MORE_SEEDS * spread.seeds
+    seeds = MORE_SEEDS * max(s.seeds[1] for s in spreads)
+    each = [checkpoints_needed(at_member_seeds(t, s, seeds), abs(t.gap), level)
+            for t, s in zip(parts, spreads)]
+    members = max(each) if lean > 0 else min(each)
+    run, settles = len(result.members), SETTLES[lean]
+    budget = (f"no number of checkpoints up to {MAX_SEEDS:,} would {settles}"
+              if not math.isfinite(members) else f"these {run} checkpoints would {settles}"
+              if members <= run else f"≈ {members:.0f} checkpoints would {settles}")
+    low, high = min(s.seeds[0] for s in spreads), max(s.seeds[1] for s in spreads)
+    ran = f"{low}" if low == high else f"{low}–{high}"
+    return (f"up to {max(s.within for s in spreads):.0%} of the checkpoints' spread is probe "
+            f"and fine-tuning noise within them ({ran} seeds each): at {seeds} seeds a "
+            f"checkpoint (--member-seeds {seeds}), {budget}")
+
+
+def at_member_seeds(test: TTest, spread: MemberSpread, seeds: int):
+    """The test's estimate with its members' part at `seeds` seeds a member (the shared
+    items' part stays)."""
     factor = spread.members_variance(1.0, seeds)
     parts = tuple((v * factor if n else v, dof, n) for v, dof, n in test.estimate.parts)
-    members = checkpoints_needed(replace(test.estimate, parts=parts), abs(test.gap), level)
-    settles = SETTLES[result.lean]
-    budget = (f"≈ {members:.0f} checkpoints would {settles}" if math.isfinite(members)
-              else f"no feasible number of checkpoints would {settles}")
-    return (f"{spread.within:.0%} of the checkpoints' spread is probe and fine-tuning noise "
-            f"within them (their {spread.seeds} seeds each): at {seeds} seeds a checkpoint "
-            f"(--member-seeds {seeds}), {budget}")
+    return replace(test.estimate, parts=parts)
 
 
 def spread_of(result: FindingResult, test: TTest | SignTest) -> MemberSpread | None:
@@ -361,11 +378,15 @@ def deciding_budget(result: FindingResult, alpha: float) -> tuple[float, TTest |
     """(seeds needed, the part that needs them, its level) for an unresolved estimate: on the
     claim's side every part must resolve, the furthest decides; on the wrong side any part that
     leans against settles it (at its Bonferroni share of alpha, as p_fails)."""
-    if result.lean > 0:
-        parts, level = result.tests, alpha
-    else:
-        parts = [t for t in result.tests if t.lean < 0]
-        level = alpha / len(result.tests)
+    parts, level = deciding_parts(result, alpha)
     seeds, test = (max if result.lean > 0 else min)(
         ((t.seeds_needed(level), t) for t in parts), key=lambda b: b[0])
     return seeds, test, level
+
+
+def deciding_parts(result: FindingResult, alpha: float) -> tuple[list, float]:
+    """(the parts a budget must settle, their level): every part on the claim's side; on the
+    wrong side, those that lean against, each at its Bonferroni share of alpha (as p_fails)."""
+    if result.lean > 0:
+        return result.tests, alpha
+    return [t for t in result.tests if t.lean < 0], alpha / len(result.tests)
