@@ -81,7 +81,7 @@ def test_the_two_level_estimate_by_hand():
 
 
 def simulate_spread(pretraining: float, noise: float, members: int, seeds, rng,
-                    trials: int = 2000, more: int = 8) -> tuple[np.ndarray, np.ndarray]:
+                    trials: int = 1000, more: int = 8) -> tuple[np.ndarray, np.ndarray]:
     """(trials,) the spreads' within shares and their prediction of the mean's variance at
     `more` seeds a member, for populations whose members' true values spread by `pretraining`
     (sd) and whose seeds (an int, or each member's count) scatter around them by `noise`."""
