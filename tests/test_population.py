@@ -78,6 +78,10 @@ def test_the_two_level_estimate_by_hand():
     # against the member means' sample variance s2
     assert spread.seeds == (2, 2) and spread.within == pytest.approx((0.005 / 3) / s2)
     assert spread.per_seed == pytest.approx(2 * spread.within)  # one seed: twice the noise
+    # seeds that agree exactly inside each member (a count at a floor): all pretraining
+    agree = member_spread([paired([v, v], [None, None]) for v in means], means)
+    assert (agree.within, agree.per_seed) == (0.0, 0.0)
+    assert agree.members_variance(1.0, 8) == 1.0
 
 
 def simulate_spread(pretraining: float, noise: float, members: int, seeds, rng,

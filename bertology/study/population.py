@@ -199,7 +199,9 @@ def member_spread(contrasts: list[Contrast], values: list[float], private: bool 
     capped = min(1.0, within)
     one_seed = float(np.mean([seed_noise(c, seeds=1) for c in contrasts])) / spread
     counts = [len(values) for c in contrasts for values in sides_of(c)]
-    return MemberSpread((min(counts), max(counts)), capped, one_seed * capped / within)
+    # seeds that agree exactly inside every member (a count at a floor): no noise to price
+    return MemberSpread((min(counts), max(counts)), capped,
+                        one_seed * capped / within if within > 0.0 else 0.0)
 
 
 def population_test(contrasts: list[Contrast], comparison: Comparison, private: bool = True
