@@ -40,7 +40,6 @@ from bertology.study.stats import TTest, combine_seeds, compute_half_width, comp
 from bertology.study.verdicts import (
     FindingResult,
     at_member_seeds,
-    checkpoints_needed,
     judge,
     seeds_a_member,
 )
@@ -314,8 +313,8 @@ def test_more_seeds_a_member_are_priced_on_every_part_a_claim_needs():
                            members=tuple("abcdefghij"),
                            spreads=[MemberSpread((2, 2), 1.0, 2.0), MemberSpread((2, 2), 0.0, 0.0)])
     note = seeds_a_member(result, 0.05)
-    needs_b = checkpoints_needed(b.estimate, b.gap, 0.05)
-    a_at_eight = checkpoints_needed(at_member_seeds(a, result.spreads[0], 8), a.gap, 0.05)
+    needs_b = b.seeds_needed(0.05, least=2)
+    a_at_eight = at_member_seeds(a, result.spreads[0], 8).seeds_needed(0.05, least=2)
     assert f"(--member-seeds 8), ≈ {needs_b:.0f} checkpoints would resolve it" in note, note
     assert needs_b > 10 >= a_at_eight  # A alone would promise the 10 run
 

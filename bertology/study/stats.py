@@ -328,20 +328,26 @@ class TTest:
         """The same test had each seed part of its variance been at the low (end 0) or high
         (end 1) end of its true variance's `level` interval (seed_variance_factor, on that
         part's own ν); the shared items' part stays. A budget asked of σ² rather than of s²."""
-        parts = tuple((v * seed_variance_factor(dof, level)[end], dof, n) if n else (v, dof, n)
+        return self.with_seed_parts_scaled(lambda dof: seed_variance_factor(dof, level)[end])
+
+    def with_seed_parts_scaled(self, factor) -> TTest:
+        """The same test with each seed part's variance times factor(its ν); the shared
+        items' part stays."""
+        parts = tuple((v * factor(dof), dof, n) if n else (v, dof, n)
                       for v, dof, n in self.estimate.parts)
         return replace(self, estimate=replace(self.estimate, parts=parts))
 
-    def seeds_needed(self, alpha: float = ALPHA) -> float:
+    def seeds_needed(self, alpha: float = ALPHA, least: int | None = None) -> float:
         """Seeds (per side, at the same items per seed) for the observed effect to resolve
-        with POWER: the least m above the seeds run whose parts (Estimate.at_seeds) give a
-        power half-width within |gap|. Never the seeds already run: they did not resolve it.
+        with POWER: the least m from `least` (default: above the seeds run, which did not
+        resolve it) whose parts (Estimate.at_seeds) give a power half-width within |gap|.
         inf for no effect, an unknown seed variance, or no m up to MAX_SEEDS (the shared
         items' noise may be the cause: items_needed)."""
         gap = abs(self.gap) if self.measured else 0.0
         if gap == 0.0:
             return math.inf
-        for low, high in ((self.estimate.n + 1, 64), (64, MAX_SEEDS + 1)):  # most end early
+        first = self.estimate.n + 1 if least is None else least
+        for low, high in ((first, 64), (64, MAX_SEEDS + 1)):  # most end early
             seeds = np.arange(low, max(low, high))
             resolves = compute_power_half_width(self.estimate.at_seeds(seeds), alpha) <= gap
             if resolves.any():

@@ -16,7 +16,7 @@ Each verdict, defined: docs/findings.md, "The verdicts, defined".
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -34,14 +34,7 @@ from bertology.study.population import (
 from bertology.study.results import replication_key
 from bertology.study.sign_test import SignTest
 from bertology.study.specs import Comparison, FindingSpec, evidence_of
-from bertology.study.stats import (
-    ALPHA,
-    FEASIBLE,
-    MAX_SEEDS,
-    TTest,
-    collapsed_seeds,
-    compute_power_half_width,
-)
+from bertology.study.stats import ALPHA, FEASIBLE, MAX_SEEDS, TTest, collapsed_seeds
 
 VERDICTS = ("holds", "does not hold", "underpowered", "leans against", "inconclusive",
             "uninformative")
@@ -212,7 +205,7 @@ def compare(comparison: Comparison, groups: dict[str, list[RunDir]]) -> Compared
 def headroom_for(result: FindingResult, test: TTest | SignTest) -> float | None:
     """How many times its items the eval sets of a test's runs hold (an items budget beyond
     it is no budget: 2× the dev set where the run scored all of it); None where unrecorded."""
-    index = next(i for i, t in enumerate(result.tests) if t is test)
+    index = part_index(result, test)
     return result.headrooms[index] if index < len(result.headrooms) else None
 
 
@@ -339,7 +332,8 @@ def seeds_a_member(result: FindingResult, alpha: float) -> str:
             or max(s.within for s in spreads) < MATERIAL_WITHIN:
         return ""
     seeds = MORE_SEEDS * max(s.seeds[1] for s in spreads)
-    each = [checkpoints_needed(at_member_seeds(t, s, seeds), abs(t.gap), level)
+    # from 2: the checkpoints run may already do at more seeds each
+    each = [at_member_seeds(t, s, seeds).seeds_needed(level, least=2)
             for t, s in zip(parts, spreads)]
     members = max(each) if lean > 0 else min(each)
     run, settles = len(result.members), SETTLES[lean]
@@ -353,25 +347,19 @@ def seeds_a_member(result: FindingResult, alpha: float) -> str:
             f"checkpoint (--member-seeds {seeds}), {budget}")
 
 
-def at_member_seeds(test: TTest, spread: MemberSpread, seeds: int):
-    """The test's estimate with its members' part at `seeds` seeds a member (the shared
-    items' part stays)."""
-    factor = spread.members_variance(1.0, seeds)
-    parts = tuple((v * factor if n else v, dof, n) for v, dof, n in test.estimate.parts)
-    return replace(test.estimate, parts=parts)
+def at_member_seeds(test: TTest, spread: MemberSpread, seeds: int) -> TTest:
+    """The test with its members' part at `seeds` seeds a member (the shared items' part
+    stays)."""
+    return test.with_seed_parts_scaled(lambda _: spread.members_variance(1.0, seeds))
 
 
 def spread_of(result: FindingResult, test: TTest | SignTest) -> MemberSpread | None:
-    index = next(i for i, t in enumerate(result.tests) if t is test)
+    index = part_index(result, test)
     return result.spreads[index] if index < len(result.spreads) else None
 
 
-def checkpoints_needed(estimate, gap: float, level: float) -> float:
-    """The fewest members (2 or more) whose parts (Estimate.at_seeds) give a power half-width
-    within gap; inf where none up to MAX_SEEDS does."""
-    members = np.arange(2, MAX_SEEDS + 1)
-    resolves = compute_power_half_width(estimate.at_seeds(members), level) <= gap
-    return float(members[resolves.argmax()]) if resolves.any() else math.inf
+def part_index(result: FindingResult, test: TTest | SignTest) -> int:
+    return next(i for i, t in enumerate(result.tests) if t is test)
 
 
 def deciding_budget(result: FindingResult, alpha: float) -> tuple[float, TTest | SignTest, float]:
