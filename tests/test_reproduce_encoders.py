@@ -24,6 +24,8 @@ from bertology.errors import UserError
 from bertology.study import encoders, matrix, runner
 from bertology.study import schedule as reproduce
 from bertology.study.catalog import load_catalog
+from bertology.study.members import MEMBER_FINETUNING, population_steps, write_members_table
+from bertology.study.steps import Encoder, encoder_steps, model_reading, sst2_model_steps
 from bertology.study.summary import write_summary
 
 
@@ -132,8 +134,8 @@ def test_population_members_fine_tune_on_sst2_at_their_own_rate_and_size(tmp_pat
     phrases, its models two epochs (at one, 2 of 12 stayed at the majority class); its other
     fine-tuning (CoNLL) and MiniLM's own stay the studies'."""
     studies = reproduce.studies_to_run(None)
-    steps, _ = reproduce.population_steps(2, (), studies, tmp_path / "out", tmp_path / "cache")
-    minilm = reproduce.encoder_steps(studies, reproduce.Encoder(tmp_path / "m", tmp_path / "l"))
+    steps, _ = population_steps(2, (), studies, tmp_path / "out", tmp_path / "cache")
+    minilm = encoder_steps(studies, Encoder(tmp_path / "m", tmp_path / "l"))
     conll_trainers = set()
     for label, step_list, rate, phrases in (("member", steps, 3e-4, 4000),
                                             ("MiniLM", minilm, 1e-4, 1500)):
@@ -166,41 +168,41 @@ def test_member_seeds_give_each_member_its_own_replicates_and_models(tmp_path):
     member's private replicates). Without it each study runs its studies.yaml member_seeds,
     which are 1 unless set, so a one-seed population's commands are as they were."""
     studies = reproduce.studies_to_run(None)
-    steps, members = reproduce.population_steps(3, (), studies, tmp_path / "out",
-                                                tmp_path / "cache", per_member=3)
+    steps, members = population_steps(3, (), studies, tmp_path / "out",
+                                      tmp_path / "cache", per_member=3)
     for member in members:
         mine = [member.member + 1000 * r for r in range(3)]
         sweeps = member_sweeps(steps, member)
-        assert set(sweeps) == set(reproduce.model_reading(studies))
+        assert set(sweeps) == set(model_reading(studies))
         assert all(f"seed={','.join(map(str, mine))}" in a for a in sweeps.values()), sweeps
         models = [s for s in steps if s.name.startswith(f"{member.label}sst2_")]
         assert sorted(s.args[-2] for s in models) == sorted(
             f"seed={seed}" for seed in mine for _ in ("model", "twin")), models
-    single, members = reproduce.population_steps(3, (), studies, tmp_path / "out",
-                                                 tmp_path / "cache", per_member=1)
-    default, _ = reproduce.population_steps(3, (), studies, tmp_path / "out", tmp_path / "cache")
+    single, members = population_steps(3, (), studies, tmp_path / "out",
+                                       tmp_path / "cache", per_member=1)
+    default, _ = population_steps(3, (), studies, tmp_path / "out", tmp_path / "cache")
     assert [s.args for s in single] == [s.args for s in default]
     assert all(f"seed={m.member}" in a for m in members
                for a in member_sweeps(single, m).values())
     with pytest.raises(UserError, match="members' seeds would overlap"):
-        reproduce.population_steps(1001, (), studies, tmp_path / "out", tmp_path / "cache",
-                                   per_member=2)
+        population_steps(1001, (), studies, tmp_path / "out", tmp_path / "cache",
+                         per_member=2)
 
 
 def test_a_confirmatory_population_starts_at_its_first_member(tmp_path):
     """--first-member 100 --population 3: members 100-102, their own pretraining commands
     (seed=100…), dirs and study seeds; none of a run over members 0..K-1 is reused."""
     studies = reproduce.studies_to_run(None)
-    steps, members = reproduce.population_steps(3, (), studies, tmp_path / "out",
-                                                tmp_path / "cache", first=100)
+    steps, members = population_steps(3, (), studies, tmp_path / "out",
+                                      tmp_path / "cache", first=100)
     assert [m.member for m in members] == [100, 101, 102]
     assert [m.root.name for m in members] == ["member_100", "member_101", "member_102"]
     pretrains = [s for s in steps if s.args[0] == "pretrain"]
     assert [s.args[-2] for s in pretrains] == ["seed=100", "seed=101", "seed=102"]
     assert all("seed=101" in a for a in member_sweeps(steps, members[1]).values())
     with pytest.raises(UserError, match="member seeds must stay under 1000"):
-        reproduce.population_steps(3, (), studies, tmp_path / "out", tmp_path / "cache",
-                                   per_member=2, first=998)
+        population_steps(3, (), studies, tmp_path / "out", tmp_path / "cache",
+                         per_member=2, first=998)
 
 
 def test_a_study_s_member_seeds_set_its_own_and_paired_studies_must_agree(tmp_path):
@@ -209,8 +211,8 @@ def test_a_study_s_member_seeds_set_its_own_and_paired_studies_must_agree(tmp_pa
     theirs. Studies one finding pairs seed by seed (probe_pos and probe_ner) must agree."""
     studies = reproduce.studies_to_run(None)
     studies["finetune_conll"]["member_seeds"] = 3
-    steps, members = reproduce.population_steps(2, (), studies, tmp_path / "out",
-                                                tmp_path / "cache")
+    steps, members = population_steps(2, (), studies, tmp_path / "out",
+                                      tmp_path / "cache")
     sweeps = member_sweeps(steps, members[1])
     assert "seed=1,1001,2001" in sweeps["finetune_conll"]
     assert all("seed=1" in a for name, a in sweeps.items() if name != "finetune_conll")
@@ -224,9 +226,9 @@ def test_a_study_s_member_seeds_set_its_own_and_paired_studies_must_agree(tmp_pa
         mismatched = reproduce.studies_to_run(None)  # make reproduce runs no member: fine
     with pytest.raises(UserError, match="ner_later_than_pos pairs studies probe_pos, "
                        "probe_ner seed by seed"):
-        reproduce.population_steps(2, (), mismatched, tmp_path / "out", tmp_path / "cache")
-    steps, _ = reproduce.population_steps(2, (), mismatched, tmp_path / "out",
-                                          tmp_path / "cache", per_member=2)  # one count for all
+        population_steps(2, (), mismatched, tmp_path / "out", tmp_path / "cache")
+    steps, _ = population_steps(2, (), mismatched, tmp_path / "out",
+                                tmp_path / "cache", per_member=2)  # one count for all
     assert steps and not (tmp_path / "out").exists()
 
 
@@ -243,18 +245,18 @@ def test_an_sst2_model_is_reused_only_where_its_command_made_it(tmp_path):
     """A rerun into the same --out keeps a finished SST-2 model made by the same command (the
     overrides Hydra recorded); one an older recipe made is a one-line error naming the dir,
     not a model the studies would read under a command that does not describe it."""
-    encoder = reproduce.Encoder(tmp_path, tmp_path / "logs")
+    encoder = Encoder(tmp_path, tmp_path / "logs")
     seeds = {"sst2_model": (0,), "sst2_twin": ()}
-    [step] = reproduce.sst2_model_steps(encoder, seeds)
+    [step] = sst2_model_steps(encoder, seeds)
     run_dir = tmp_path / "sst2_model" / "seed_0"
     (run_dir / ".hydra").mkdir(parents=True)
     (run_dir / "metrics.json").write_text("{}")
     made = [a for a in step.args[1:] if not a.startswith("hydra.")]
     (run_dir / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(made))
-    assert reproduce.sst2_model_steps(encoder, seeds) == []
-    member = dataclasses.replace(encoder, settings=tuple(reproduce.MEMBER_FINETUNING.items()))
+    assert sst2_model_steps(encoder, seeds) == []
+    member = dataclasses.replace(encoder, settings=tuple(MEMBER_FINETUNING.items()))
     with pytest.raises(UserError, match=f"{run_dir} holds an SST-2 model made by another"):
-        reproduce.sst2_model_steps(member, seeds)
+        sst2_model_steps(member, seeds)
 
 
 @pytest.mark.parametrize("args, says", [
@@ -440,7 +442,7 @@ def test_the_members_table_names_a_member_whose_pretraining_did_not_learn(tmp_pa
         floor = {"eval/mlm_majority_accuracy": floors[seed]} if seed in floors else {}
         (run_dir / "metrics.json").write_text(json.dumps(
             {"eval/mlm_accuracy": history[-1], "train/steps": 670, **floor}))
-    reproduce.write_members_table(tmp_path / "report", range(3), (), tmp_path / "cache")
+    write_members_table(tmp_path / "report", range(3), (), tmp_path / "cache")
     with (tmp_path / "report" / "tables" / "members.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     assert [(r["first_mlm_accuracy"], r["mlm_accuracy"], r["mlm_floor"], r["learned"])

@@ -38,7 +38,7 @@ class Study:
     reproduce: tuple[str, ...] = ()
     alone: bool = False  # make reproduce runs it with no other study beside it (latency)
     seeds: int = 3  # make reproduce's jobs: seeds 0..seeds-1 (more where a seed is cheap)
-    member_seeds: int = 1  # a population member's jobs (schedule.member_seeds)
+    member_seeds: int = 1  # a population member's jobs (steps.member_seeds)
 
     @property
     def bundle(self) -> str:

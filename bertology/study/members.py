@@ -1,0 +1,154 @@
+"""`python -m bertology.reproduce --population K`: K BERTs pretrained alike but for their seed,
+the studies that read a model run on each with the member's own seeds, then one report that
+judges the findings across the members (population.py) and the members' pretraining table."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+
+from bertology.errors import require
+from bertology.run.tables import write_table
+from bertology.run.tracking import read_log
+from bertology.study import catalog, encoders, runner
+from bertology.study.runner import Step, run_steps
+from bertology.study.steps import (
+    SEED_STRIDE,
+    Encoder,
+    encoder_steps,
+    model_reading,
+    pretraining_step,
+)
+from bertology.study.summary import write_summary
+
+# A population member's own fine-tuning settings, by step (an SST-2 model kind or a study), after
+# the study's: the members are small BERTs pretrained for minutes, far weaker than MiniLM, for
+# which the studies' rate (1e-4) and finetune_sst2's 1,500 phrases were set. Measured on 1x
+# members (docs/reproduce.md, "Towards members that learn more"): there, 1,500 phrases leave
+# finetune_sst2's models under the 0.609 guard of freeze_lower and word_order at 1e-4 and at 3e-4
+# (some at the majority class), and 4,000 phrases at 3e-4 lift members 0-4 to 0.66-0.71.
+# Smaller, weaker models take larger rates (BERT §A.3 searches 2e-5..5e-5 for BERT-base); the
+# twin is fine-tuned alike.
+# The SST-2 model trains two epochs, as finetune_sst2 does: at one, 2 of 12 members' models
+# stayed at the majority class (3e-4, 4,000 phrases; the 12-member run of 2026-11-29).
+MEMBER_RATE = "trainer.lr=3e-4"
+MEMBER_MODEL = (MEMBER_RATE, "trainer.epochs=2")
+MEMBER_FINETUNING = {"sst2_model": MEMBER_MODEL, "sst2_twin": MEMBER_MODEL,
+                     "finetune_sst2": (MEMBER_RATE, "trainer.max_train_examples=4000")}
+
+log = logging.getLogger("bertology.reproduce")
+
+
+def population_steps(size: int, extra: tuple[str, ...], studies: dict[str, dict], out: Path,
+                     cache: Path | None, per_member: int | None = None, first: int = 0
+                     ) -> tuple[list[Step], list[Encoder]]:
+    """`--population K`: member s (first ≤ s < first + K; `--first-member`, 0 by default: a
+    confirmatory population draws seeds no earlier run was seen on) pretrained with seed s
+    (encoders.member_args; none
+    when cached), then the studies of encoders.ENCODER_STUDIES on it with its own seeds
+    (member_seeds: its own sentences, SST-2 subsamples and twins), into
+    out/population/member_<s>. More than one seed a member (per_member, `--member-seeds`, else
+    each study's member_seeds) averages out the probe and fine-tuning noise within it, where
+    that and not the spread of pretraining keeps a verdict open (docs/reproduce.md). The
+    pretraining steps come first: the longest, and every member's studies wait for its own."""
+    if per_member is None:
+        check_paired_member_seeds(studies)
+    most = per_member or max((spec["member_seeds"] for spec in studies.values()), default=1)
+    require(most == 1 or first + size <= SEED_STRIDE, f"{most} seeds a member with members "
+            f"{first}..{first + size - 1}: members' seeds would overlap; member seeds must stay "
+            f"under {SEED_STRIDE}")
+    reading = model_reading(studies)
+    pretrains, rest, members = [], [], []
+    for seed in range(first, first + size):
+        run_dir = encoders.member_dir(seed, extra, cache)
+        pretrain = pretraining_step(f"pretrain member {seed}",
+                                    encoders.member_args(seed, extra), run_dir,
+                                    out / "logs" / f"pretrain_member_{seed}.log")
+        member = Encoder(out / "population" / f"member_{seed}", out / "logs", f"member{seed}_",
+                         (f"model.name_or_path={run_dir / 'model'}",),
+                         tuple(s.name for s in pretrain), member=seed, per_member=per_member,
+                         settings=tuple(MEMBER_FINETUNING.items()))
+        pretrains += pretrain
+        rest += encoder_steps(reading, member)
+        members.append(member)
+    return [*pretrains, *rest], members
+
+
+def check_paired_member_seeds(studies: dict[str, dict]) -> None:
+    """Studies that one finding reads together are paired seed by seed (probe_pos and
+    probe_ner): studies.yaml must give them one member_seeds."""
+    findings: dict[str, list[str]] = {}
+    for name, spec in studies.items():
+        for finding in spec["findings"]:
+            findings.setdefault(finding, []).append(name)
+    for finding, names in findings.items():
+        counts = [studies[n]["member_seeds"] for n in names]
+        require(len(set(counts)) == 1, f"finding {finding} pairs studies {', '.join(names)} "
+                f"seed by seed, so conf/findings/{catalog.STUDIES_FILE} must give them one "
+                f"member_seeds (now {', '.join(map(str, counts))}), or run --member-seeds")
+
+
+def reproduce_population(out: Path, studies: dict[str, dict], lanes: int, size: int,
+                         extra: tuple[str, ...] = (), cache: Path | None = None,
+                         per_member: int | None = None, first: int = 0) -> int:
+    """The population's steps, then one report over every member's study dirs, which judges
+    the findings across the members (study/population.py), and the members' pretraining
+    table; the exit status."""
+    steps, members = population_steps(size, extra, studies, out, cache, per_member, first)
+    (out / "logs").mkdir(parents=True, exist_ok=True)  # after any bad setting: no output
+    total = time.perf_counter()
+    results = run_steps(steps, lanes)
+    failed = [name for name, (status, _) in results.items() if status]
+    report_dir = out / "population" / "report"
+    dirs = [str(m.root / s) for m in members for s in studies if (m.root / s).exists()]
+    status, _ = runner.bertology(["report", *dirs, f"hydra.run.dir={report_dir}"],
+                          out / "logs" / "population_report.log")
+    if status == 0 and (report_dir / "tables" / "findings.csv").exists():
+        write_members_table(report_dir, range(first, first + size), extra, cache)
+        write_summary(report_dir)
+    log.info("population report: %s (exit %d); all steps %.1f min; failed: %s",
+             report_dir / "REPORT.md", status, (time.perf_counter() - total) / 60,
+             failed or "none")
+    return 1 if failed or status else 0
+
+
+def write_members_table(report_dir: Path, seeds: range, extra: tuple[str, ...],
+                        cache: Path | None) -> None:
+    """tables/members.csv: each member's checkpoint, steps, held-out MLM accuracy at its first
+    evaluation and its last, and the floor (always predicting the most frequent masked token).
+    `learned`: the last accuracy above the floor (population.pretraining_failed, the rule the
+    verdicts set members aside by); for a run from before the floor was recorded, above its
+    first evaluation, which no verdict reads. A member that did not learn is named in the log."""
+    rows = []
+    for seed in seeds:
+        run_dir = encoders.member_dir(seed, extra, cache)
+        done = (run_dir / "metrics.json").is_file()  # a member whose pretraining failed: blank
+        metrics = json.loads((run_dir / "metrics.json").read_text()) if done else {}
+        first = first_eval_accuracy(run_dir)
+        last, floor = metrics.get("eval/mlm_accuracy"), metrics.get("eval/mlm_majority_accuracy")
+        baseline = floor if floor is not None else first
+        rows.append({"member": seed, "checkpoint": str(run_dir / "model"),
+                     "steps": metrics.get("train/steps"), "first_mlm_accuracy": first,
+                     "mlm_accuracy": last, "mlm_floor": floor,
+                     "learned": None if baseline is None or last is None else last > baseline})
+    write_table(report_dir, "members", rows)
+    log.info("members' held-out MLM accuracy: %s", ", ".join(
+        f"{row['mlm_accuracy']:.3f}" for row in rows if row["mlm_accuracy"] is not None))
+    for row in (r for r in rows if r["learned"] is False):
+        log.warning("member %d did not learn: held-out MLM accuracy %.4f at its last "
+                    "evaluation, against %s; %s", row["member"], row["mlm_accuracy"],
+                    f"the floor {row['mlm_floor']:.4f}" if row["mlm_floor"] is not None
+                    else f"{row['first_mlm_accuracy']:.4f} at its first",
+                    "the verdicts set it aside" if row["mlm_floor"] is not None else
+                    "the verdicts keep it (no floor recorded: docs/reproduce.md)")
+
+
+def first_eval_accuracy(run_dir: Path) -> float | None:
+    """The held-out MLM accuracy at a pretraining run's first evaluation (its metrics.jsonl),
+    None where it has none."""
+    path = run_dir / "metrics.jsonl"
+    history = [r["eval/mlm_accuracy"] for r in read_log(path) if "eval/mlm_accuracy" in r] \
+        if path.is_file() else []
+    return float(history[0]) if history else None
