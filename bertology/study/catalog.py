@@ -81,15 +81,19 @@ def load_studies(folder: Path = FINDINGS) -> dict[str, Study]:
             for name, entry in block.items()}
 
 
+# A seed count in studies.yaml -> (its least value, what it counts). make reproduce's jobs need
+# two seeds or more (one leaves no spread to judge by); a population member's need one (the
+# members are the replicates).
+SEED_COUNTS = {"seeds": (2, "the jobs of make reproduce: seeds 0..seeds-1"),
+               "member_seeds": (1, "a population member's seeds per study")}
+
+
 def study_seeds(folder: Path, name: str, seeds, key: str = "seeds") -> int:
-    """A study's seed count under make reproduce: an integer of at least 2 (one seed leaves
-    no spread to judge by); a population member's, at least 1 (the members are the
-    replicates)."""
-    least = 2 if key == "seeds" else 1
+    """A study's seed count of kind key (SEED_COUNTS): a whole number of at least its least."""
+    least, meaning = SEED_COUNTS[key]
     require(isinstance(seeds, int) and not isinstance(seeds, bool) and seeds >= least,
             f"{folder / STUDIES_FILE}: {name}.{key}={seeds!r}; give a whole number of at "
-            f"least {least} (" + ("the jobs of make reproduce: seeds 0..seeds-1)" if least == 2
-                                  else "a population member's seeds per study)"))
+            f"least {least} ({meaning})")
     return seeds
 
 
