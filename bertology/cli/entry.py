@@ -76,8 +76,8 @@ pipelines:
   finetune   a checkpoint → a task model (task=sst2|mrpc|conll03|ud_pos|squad|synthetic_*;
              model=minilm or model.name_or_path=<dir>; head.mode=finetune|feature)
   probe      what a checkpoint knows, layer by layer (analysis=linear|mlp|structural|
-             attention|geometry|cloze|amnesic, or a list; task=ud_pos|ud_deps|conll03|
-             synthetic_pos|synthetic_depth|synthetic_agreement)
+             attention|geometry|cloze|amnesic|position|numeracy, or a list;
+             task=ud_pos|ud_deps|conll03|synthetic_pos|synthetic_depth|synthetic_agreement)
   prune      how much of a fine-tuned model is needed (model.name_or_path=<finetune model/>
              or model=minilm to fine-tune first; prune.experiments=[heads,removal,layers,
              magnitude,int8,matrix]; prune.scores=[gradient,random])
