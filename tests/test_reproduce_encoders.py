@@ -24,7 +24,12 @@ from bertology.errors import UserError
 from bertology.study import encoders, matrix, runner
 from bertology.study import schedule as reproduce
 from bertology.study.catalog import load_catalog
-from bertology.study.members import MEMBER_FINETUNING, population_steps, write_members_table
+from bertology.study.members import (
+    MEMBER_FINETUNING,
+    learned_members,
+    population_steps,
+    write_members_table,
+)
 from bertology.study.steps import Encoder, encoder_steps, model_reading, sst2_model_steps
 from bertology.study.summary import write_summary
 
@@ -383,6 +388,72 @@ def test_a_population_pretrains_each_member_with_its_seed_and_judges_them_togeth
     (report,) = [c for c in commands if c[0] == "report"]
     assert report[-1] == f"hydra.run.dir={tmp_path}/out/population/report"
     assert len(report[1:-1]) == 6  # 3 members x 2 studies
+
+
+def fake_pretraining(monkeypatch, failing: set[int]) -> list[list[str]]:
+    """runner.bertology recording commands; a pretraining writes its run dir as a finished run
+    would, its held-out MLM accuracy under its floor for the seeds in failing."""
+    commands = record_commands(monkeypatch)
+    record = runner.bertology
+
+    def pretrain(args, log_path, threads=None):
+        if args[0] == "pretrain":
+            seed = int(next(a for a in args if a.startswith("seed=")).split("=")[1])
+            run_dir = Path(args[-1].split("=", 1)[1])
+            (run_dir / "model").mkdir(parents=True)
+            (run_dir / "model" / "config.json").write_text("{}")
+            accuracy = 0.050 if seed in failing else 0.095
+            (run_dir / "metrics.json").write_text(json.dumps(
+                {"eval/mlm_accuracy": accuracy, "eval/mlm_majority_accuracy": 0.057}))
+        return record(args, log_path, threads)
+
+    monkeypatch.setattr(runner, "bertology", pretrain)
+    return commands
+
+
+def test_replace_failed_draws_members_until_k_learned_and_studies_only_those(tmp_path,
+                                                                            monkeypatch):
+    """`--replace-failed`: the members are pretrained first; one that ends at or below its
+    floor (seeds 101 and 103 here) is replaced by the next seed until 3 have learned, and
+    only those get studies. A rerun reads the draws from the cache and pretrains nothing."""
+    monkeypatch.setenv("BERTOLOGY_CACHE_DIR", str(tmp_path / "cache"))
+    commands = fake_pretraining(monkeypatch, failing={101, 103})
+    argv = ["--out", str(tmp_path / "out"), "--population", "3", "--first-member", "100",
+            "--replace-failed", "--only", "pos_layers"]
+    reproduce.main(argv)
+    pretrains = [c for c in commands if c[0] == "pretrain"]
+    assert sorted(c[-2] for c in pretrains) == [f"seed={s}" for s in (100, 101, 102, 103, 104)]
+    first_study = next(i for i, c in enumerate(commands) if c[0] != "pretrain")
+    assert first_study == len(pretrains)  # every draw is made before any study runs
+    assert studied_members(commands) == {"100", "102", "104"}
+    (report,) = [c for c in commands if c[0] == "report"]
+    assert len(report[1:-1]) == 3  # 3 learned members x probe_pos
+    commands.clear()
+    reproduce.main(argv)
+    assert not [c for c in commands if c[0] == "pretrain"]
+    assert studied_members(commands) == {"100", "102", "104"}
+
+
+def studied_members(commands: list[list[str]]) -> set[str]:
+    """The members whose study sweeps the commands ran."""
+    return {a.split("/member_")[1].split("/")[0] for c in commands if "-m" in c for a in c
+            if a.startswith("hydra.sweep.dir=")}
+
+
+def test_replace_failed_stops_at_twice_the_members_asked_for(tmp_path, monkeypatch, caplog):
+    """A recipe that never learns: 2K members are drawn, then the run goes on with none and
+    says so, rather than drawing for ever."""
+    commands = fake_pretraining(monkeypatch, failing=set(range(10)))
+    learned, drawn, crashed = learned_members(2, 0, (), tmp_path / "out", tmp_path / "cache", 1)
+    assert learned == [] and drawn == [0, 1, 2, 3] and crashed == []
+    assert len([c for c in commands if c[0] == "pretrain"]) == 4
+    assert "0 of 4 members drawn learned (2 asked for)" in caplog.text
+
+
+def test_replace_failed_needs_a_population(tmp_path):
+    with pytest.raises(SystemExit) as done:
+        reproduce.main(["--out", str(tmp_path), "--replace-failed"])
+    assert done.value.code == 2 and not tmp_path.joinpath("logs").exists()
 
 
 def test_a_population_of_one_is_refused(tmp_path):

@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from bertology.errors import require
 from bertology.run.tables import write_table
 from bertology.run.tracking import read_log
 from bertology.study import catalog, encoders, runner
+from bertology.study.population import below_floor
 from bertology.study.runner import Step, run_steps
 from bertology.study.steps import (
     SEED_STRIDE,
@@ -44,28 +46,27 @@ log = logging.getLogger("bertology.reproduce")
 def population_steps(size: int, extra: tuple[str, ...], studies: dict[str, dict], out: Path,
                      cache: Path | None, per_member: int | None = None, first: int = 0
                      ) -> tuple[list[Step], list[Encoder]]:
-    """`--population K`: member s (first ≤ s < first + K; `--first-member`, 0 by default: a
-    confirmatory population draws seeds no earlier run was seen on) pretrained with seed s
-    (encoders.member_args; none
-    when cached), then the studies of encoders.ENCODER_STUDIES on it with its own seeds
-    (member_seeds: its own sentences, SST-2 subsamples and twins), into
-    out/population/member_<s>. More than one seed a member (per_member, `--member-seeds`, else
-    each study's member_seeds) averages out the probe and fine-tuning noise within it, where
-    that and not the spread of pretraining keeps a verdict open (docs/reproduce.md). The
-    pretraining steps come first: the longest, and every member's studies wait for its own."""
-    if per_member is None:
-        check_paired_member_seeds(studies)
-    most = per_member or max((spec["member_seeds"] for spec in studies.values()), default=1)
-    require(most == 1 or first + size <= SEED_STRIDE, f"{most} seeds a member with members "
-            f"{first}..{first + size - 1}: members' seeds would overlap; member seeds must stay "
-            f"under {SEED_STRIDE}")
+    """`--population K`: members first ≤ s < first + K (`--first-member`, 0 by default: a
+    confirmatory population draws seeds no earlier run was seen on); member_steps."""
+    check_member_seeds(studies, per_member, first, first + size)
+    return member_steps(range(first, first + size), extra, studies, out, cache, per_member)
+
+
+def member_steps(seeds: Sequence[int], extra: tuple[str, ...], studies: dict[str, dict],
+                 out: Path, cache: Path | None, per_member: int | None = None
+                 ) -> tuple[list[Step], list[Encoder]]:
+    """Member s of seeds pretrained with seed s (encoders.member_args; none when cached), then
+    the studies of encoders.ENCODER_STUDIES on it with its own seeds (member_seeds: its own
+    sentences, SST-2 subsamples and twins), into out/population/member_<s>. More than one seed
+    a member (per_member, `--member-seeds`, else each study's member_seeds) averages out the
+    probe and fine-tuning noise within it, where that and not the spread of pretraining keeps
+    a verdict open (docs/reproduce.md). The pretraining steps come first: the longest, and
+    every member's studies wait for its own."""
     reading = model_reading(studies)
     pretrains, rest, members = [], [], []
-    for seed in range(first, first + size):
+    for seed in seeds:
         run_dir = encoders.member_dir(seed, extra, cache)
-        pretrain = pretraining_step(f"pretrain member {seed}",
-                                    encoders.member_args(seed, extra), run_dir,
-                                    out / "logs" / f"pretrain_member_{seed}.log")
+        pretrain = member_pretraining(seed, extra, out, cache)
         member = Encoder(out / "population" / f"member_{seed}", out / "logs", f"member{seed}_",
                          (f"model.name_or_path={run_dir / 'model'}",),
                          tuple(s.name for s in pretrain), member=seed, per_member=per_member,
@@ -74,6 +75,68 @@ def population_steps(size: int, extra: tuple[str, ...], studies: dict[str, dict]
         rest += encoder_steps(reading, member)
         members.append(member)
     return [*pretrains, *rest], members
+
+
+def member_pretraining(seed: int, extra: tuple[str, ...], out: Path, cache: Path | None
+                       ) -> list[Step]:
+    """Member seed's pretraining step into its cache dir; none where it is cached."""
+    return pretraining_step(f"pretrain member {seed}", encoders.member_args(seed, extra),
+                            encoders.member_dir(seed, extra, cache),
+                            out / "logs" / f"pretrain_member_{seed}.log")
+
+
+def check_member_seeds(studies: dict[str, dict], per_member: int | None, first: int,
+                       end: int) -> None:
+    """Members first..end-1 with their seeds a member: studies that one finding pairs agree
+    (unless --member-seeds sets them all), and no member's further seeds (s + SEED_STRIDE·r)
+    are another member's."""
+    if per_member is None:
+        check_paired_member_seeds(studies)
+    most = per_member or max((spec["member_seeds"] for spec in studies.values()), default=1)
+    require(most == 1 or end <= SEED_STRIDE, f"{most} seeds a member with members "
+            f"{first}..{end - 1}: members' seeds would overlap; member seeds must stay "
+            f"under {SEED_STRIDE}")
+
+
+# --replace-failed draws at most this many members for each one asked for: a recipe that fails
+# more often than it learns needs mending, not more draws.
+MAX_DRAWS = 2
+
+
+def learned_members(size: int, first: int, extra: tuple[str, ...], out: Path,
+                    cache: Path | None, lanes: int) -> tuple[list[int], list[int], list[str]]:
+    """`--replace-failed`: members first, first + 1, … pretrained (or read from the cache) in
+    rounds until `size` have learned (member_learned: the rule the verdicts set members aside
+    by) or MAX_DRAWS·size are drawn; (the seeds that learned, every seed drawn, the steps that
+    exited non-zero). A member that did not learn is a failed run of the procedure, replaced as
+    a diverged seed is rerun (one whose step crashed too, and the run's status says so). The
+    rule reads pretraining alone, never a study, so the draws cannot follow the verdicts."""
+    drawn: list[int] = []
+    crashed: list[str] = []
+    while True:
+        learned = [s for s in drawn if member_learned(encoders.member_dir(s, extra, cache))]
+        room = MAX_DRAWS * size - len(drawn)
+        if len(learned) == size or room == 0:
+            break
+        more = range(first + len(drawn), first + len(drawn) + min(size - len(learned), room))
+        drawn += more
+        results = run_steps([s for seed in more
+                             for s in member_pretraining(seed, extra, out, cache)], lanes)
+        crashed += [name for name, (status, _) in results.items() if status]
+    if len(learned) < size:
+        log.warning("%d of %d members drawn learned (%d asked for): the population is judged "
+                    "on those", len(learned), len(drawn), size)
+    log.info("members that learned: %d of %d drawn (seeds %d..%d)", len(learned), len(drawn),
+             first, first + len(drawn) - 1)
+    return learned, drawn, crashed
+
+
+def member_learned(run_dir: Path) -> bool:
+    """Whether a member's pretraining finished with its held-out MLM accuracy above its floor
+    (population.below_floor); a crashed or unfinished run did not learn."""
+    if not encoders.is_pretrained(run_dir):
+        return False
+    return not below_floor(json.loads((run_dir / "metrics.json").read_text()))
 
 
 def check_paired_member_seeds(studies: dict[str, dict]) -> None:
@@ -92,21 +155,30 @@ def check_paired_member_seeds(studies: dict[str, dict]) -> None:
 
 def reproduce_population(out: Path, studies: dict[str, dict], lanes: int, size: int,
                          extra: tuple[str, ...] = (), cache: Path | None = None,
-                         per_member: int | None = None, first: int = 0) -> int:
+                         per_member: int | None = None, first: int = 0,
+                         replace_failed: bool = False) -> int:
     """The population's steps, then one report over every member's study dirs, which judges
     the findings across the members (study/population.py), and the members' pretraining
-    table; the exit status."""
-    steps, members = population_steps(size, extra, studies, out, cache, per_member, first)
+    table; the exit status. With replace_failed, the members are pretrained first and those
+    that did not learn are replaced (learned_members); only the learned get studies, and the
+    table lists every member drawn."""
+    check_member_seeds(studies, per_member, first,
+                       first + size * (MAX_DRAWS if replace_failed else 1))
     (out / "logs").mkdir(parents=True, exist_ok=True)  # after any bad setting: no output
     total = time.perf_counter()
+    seeds = drawn = list(range(first, first + size))
+    failed: list[str] = []
+    if replace_failed:
+        seeds, drawn, failed = learned_members(size, first, extra, out, cache, lanes)
+    steps, members = member_steps(seeds, extra, studies, out, cache, per_member)
     results = run_steps(steps, lanes)
-    failed = [name for name, (status, _) in results.items() if status]
+    failed += [name for name, (status, _) in results.items() if status]
     report_dir = out / "population" / "report"
     dirs = [str(m.root / s) for m in members for s in studies if (m.root / s).exists()]
     status, _ = runner.bertology(["report", *dirs, f"hydra.run.dir={report_dir}"],
                           out / "logs" / "population_report.log")
     if status == 0 and (report_dir / "tables" / "findings.csv").exists():
-        write_members_table(report_dir, range(first, first + size), extra, cache)
+        write_members_table(report_dir, drawn, extra, cache)
         write_summary(report_dir)
     log.info("population report: %s (exit %d); all steps %.1f min; failed: %s",
              report_dir / "REPORT.md", status, (time.perf_counter() - total) / 60,
@@ -114,7 +186,7 @@ def reproduce_population(out: Path, studies: dict[str, dict], lanes: int, size: 
     return 1 if failed or status else 0
 
 
-def write_members_table(report_dir: Path, seeds: range, extra: tuple[str, ...],
+def write_members_table(report_dir: Path, seeds: Sequence[int], extra: tuple[str, ...],
                         cache: Path | None) -> None:
     """tables/members.csv: each member's checkpoint, steps, held-out MLM accuracy at its first
     evaluation and its last, and the floor (always predicting the most frequent masked token).

@@ -74,6 +74,12 @@ def pretraining_failed(checkpoint: str) -> bool:
         metrics = json.loads((Path(checkpoint).parent / "metrics.json").read_text())
     except (OSError, ValueError):
         return False
+    return below_floor(metrics)
+
+
+def below_floor(metrics: dict) -> bool:
+    """A pretraining run's metrics.json: final held-out MLM accuracy at or below its recorded
+    floor (False where either is missing)."""
     accuracy = metrics.get("eval/mlm_accuracy")
     floor = metrics.get("eval/mlm_majority_accuracy")
     return accuracy is not None and floor is not None and accuracy <= floor

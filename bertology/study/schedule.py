@@ -113,14 +113,20 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --population: the members' seeds start at N (default 0), "
                              "so a confirmatory population shares no member with a run whose "
                              "results were seen")
+    parser.add_argument("--replace-failed", action="store_true",
+                        help="with --population: pretrain the members first and replace each "
+                             "whose held-out MLM accuracy ends at or below its floor by the "
+                             "next seed, until K have learned (at most 2K drawn); only those "
+                             "get studies")
     args = parser.parse_args(argv)
     try:  # a bad --lanes, --only or --encoders: one line, exit 2, before any step runs
         require(args.lanes >= 1, f"--lanes {args.lanes} must be 1 or more")
         names = tuple(encoders.check_encoders(args.encoders))
         require(args.population is not None or (args.member_seeds is None
-                                                 and args.first_member == 0),
-                "--member-seeds and --first-member set a population's members; add "
-                "--population K")
+                                                 and args.first_member == 0
+                                                 and not args.replace_failed),
+                "--member-seeds, --first-member and --replace-failed set a population's "
+                "members; add --population K")
         if args.population is not None:
             require(args.population >= 2, f"--population {args.population}: a population "
                     "needs 2 or more members (its spread is what the verdicts read)")
@@ -130,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
                     "or more")
             return reproduce_population(args.out.resolve(), studies_to_run(args.only),
                                         args.lanes, args.population, tuple(args.member),
-                                        per_member=args.member_seeds, first=args.first_member)
+                                        per_member=args.member_seeds, first=args.first_member,
+                                        replace_failed=args.replace_failed)
         return reproduce(args.out.resolve(), studies_to_run(args.only), args.lanes, names)
     except UserError as err:
         parser.exit(2, f"{parser.prog}: error: {err}\n")
