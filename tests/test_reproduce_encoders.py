@@ -417,6 +417,7 @@ def test_replace_failed_draws_members_until_k_learned_and_studies_only_those(tmp
     floor (seeds 101 and 103 here) is replaced by the next seed until 3 have learned, and
     only those get studies. A rerun reads the draws from the cache and pretrains nothing."""
     monkeypatch.setenv("BERTOLOGY_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(runner, "code_identity", lambda: None)  # the rerun runs every study
     commands = fake_pretraining(monkeypatch, failing={101, 103})
     argv = ["--out", str(tmp_path / "out"), "--population", "3", "--first-member", "100",
             "--replace-failed", "--only", "pos_layers"]
