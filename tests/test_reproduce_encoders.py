@@ -26,8 +26,9 @@ from bertology.study import schedule as reproduce
 from bertology.study.catalog import load_catalog
 from bertology.study.members import (
     MEMBER_FINETUNING,
+    check_member_seeds,
     learned_members,
-    population_steps,
+    member_steps,
     write_members_table,
 )
 from bertology.study.steps import Encoder, encoder_steps, model_reading, sst2_model_steps
@@ -46,6 +47,13 @@ def record_commands(monkeypatch) -> list[list[str]]:
 
     monkeypatch.setattr(runner, "bertology", record)
     return commands
+
+
+def population_steps(size, extra, studies, out, cache, per_member=None, first=0):
+    """The steps `--population size --first-member first` plans: its seeds checked, then
+    members first..first+size-1 (members.reproduce_population without --replace-failed)."""
+    check_member_seeds(studies, per_member, first, first + size)
+    return member_steps(range(first, first + size), extra, studies, out, cache, per_member)
 
 
 def test_each_pretrained_encoder_reruns_the_model_reading_studies_on_its_own_model(

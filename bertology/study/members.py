@@ -43,21 +43,14 @@ MEMBER_FINETUNING = {"sst2_model": MEMBER_MODEL, "sst2_twin": MEMBER_MODEL,
 log = logging.getLogger("bertology.reproduce")
 
 
-def population_steps(size: int, extra: tuple[str, ...], studies: dict[str, dict], out: Path,
-                     cache: Path | None, per_member: int | None = None, first: int = 0
-                     ) -> tuple[list[Step], list[Encoder]]:
-    """`--population K`: members first ≤ s < first + K (`--first-member`, 0 by default: a
-    confirmatory population draws seeds no earlier run was seen on); member_steps."""
-    check_member_seeds(studies, per_member, first, first + size)
-    return member_steps(range(first, first + size), extra, studies, out, cache, per_member)
-
-
 def member_steps(seeds: Sequence[int], extra: tuple[str, ...], studies: dict[str, dict],
                  out: Path, cache: Path | None, per_member: int | None = None
                  ) -> tuple[list[Step], list[Encoder]]:
-    """Member s of seeds pretrained with seed s (encoders.member_args; none when cached), then
-    the studies of encoders.ENCODER_STUDIES on it with its own seeds (member_seeds: its own
-    sentences, SST-2 subsamples and twins), into out/population/member_<s>. More than one seed
+    """`--population K`: member s of seeds (first..first+K-1, `--first-member` giving first;
+    with `--replace-failed` the members that learned) pretrained with seed s
+    (encoders.member_args; none when cached), then the studies of encoders.ENCODER_STUDIES on
+    it with its own seeds (member_seeds: its own sentences, SST-2 subsamples and twins), into
+    out/population/member_<s>. More than one seed
     a member (per_member, `--member-seeds`, else each study's member_seeds) averages out the
     probe and fine-tuning noise within it, where that and not the spread of pretraining keeps
     a verdict open (docs/reproduce.md). The pretraining steps come first: the longest, and
