@@ -50,6 +50,15 @@ def test_seeds_without_replicates_give_the_t_interval():
     assert e.interval()[1] - 2.0 == pytest.approx(T975[2] / 3**0.5, rel=1e-6)
 
 
+def test_remembered_quantiles_are_the_printed_ones_for_scalars_and_arrays():
+    """compute_half_width remembers scalar t quantiles (the budget search asks thousands):
+    asked twice, or for an array of ν, it gives the printed table's values."""
+    for _ in range(2):
+        assert compute_half_width([(1.0, 2, 3)], 0.025) == pytest.approx(T975[2], rel=1e-6)
+    widths = compute_half_width([(np.ones(2), np.array([2.0, 3.0]), 3)], 0.025)
+    assert widths == pytest.approx([T975[2], T975[3]], rel=1e-6)
+
+
 def test_hksj_interval_with_shared_items_by_hand():
     """3 seeds, 4 replicates each: replicate r = the seed's value + a shared item effect c_r
     (the same items in every run) + a private one p_sr. Worked out on paper:

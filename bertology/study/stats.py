@@ -40,7 +40,20 @@ Part = tuple[float, float, int]
 def compute_half_width(parts: tuple[Part, ...] | list, alpha: float):
     """sqrt(Σ t_{ν_i}(1 − alpha)² v_i): how far beyond the margin the mean must lie for the
     one-sided test at level alpha (vectorised over the parts' v arrays)."""
-    return np.sqrt(sum(stats.t.isf(alpha, dof) ** 2 * np.asarray(v) for v, dof, _ in parts))
+    return np.sqrt(sum(t_isf(alpha, dof) ** 2 * np.asarray(v) for v, dof, _ in parts))
+
+
+def t_isf(alpha, dof):
+    """stats.t.isf(alpha, dof), remembered for scalars: a report's Holm steps and budget
+    searches ask the same few quantiles thousands of times, at ~0.1 ms a call."""
+    if np.ndim(alpha) or np.ndim(dof):
+        return stats.t.isf(alpha, dof)
+    return scalar_t_isf(float(alpha), float(dof))
+
+
+@lru_cache(maxsize=4096)
+def scalar_t_isf(alpha: float, dof: float) -> float:
+    return float(stats.t.isf(alpha, dof))
 
 
 def compute_random_effects(values: np.ndarray, replicates: np.ndarray, overlap=0.0
@@ -244,7 +257,7 @@ def compute_power_quantile(dof, alpha: float = ALPHA) -> np.ndarray:
     return stats.t.isf(alpha / 2, dof) + stats.t.ppf(POWER, dof)
 
 
-@lru_cache(maxsize=8)
+@lru_cache(maxsize=256)
 def power_quantile_table(alpha: float) -> np.ndarray:
     dof = np.arange(MAX_SEEDS + 1, dtype=np.float64)
     dof[0] = 1.0  # ν = 0 is never asked for; a placeholder
@@ -257,6 +270,7 @@ def compute_power_half_width(parts: list, alpha: float = ALPHA):
                        for v, dof, _ in parts))
 
 
+@lru_cache(maxsize=1024)  # a report asks it of a few ν thousands of times (the budget search)
 def seed_variance_factor(dof: float, level: float = SEED_VARIANCE_LEVEL) -> tuple[float, float]:
     """σ²/s² at the two ends of the `level` interval of a true variance estimated on dof
     degrees of freedom (s²ν/σ² ~ χ²_ν). With 3 seeds (ν = 2) it spans 0.33–19.5: a budget
