@@ -490,6 +490,10 @@ def test_a_floor_on_every_resample_is_judged_as_measured():
     floor = [np.zeros(REPLICATES)] * 3
     result = suite_result([0.0, 0.0, 0.0], 0.25, "greater", floor)
     assert result.tests[0].estimate.exact and result.raw == "does not hold"
+    # its interval is the one value measured (the report printed [nan, nan] for it), while
+    # the same seeds without replicates measured nothing
+    assert result.tests[0].estimate.interval() == (0.0, 0.0)
+    assert all(map(math.isnan, combine_seeds([0.0] * 3, [None] * 3).interval()))
     near = suite_result([0.0, 1 / 48, 0.0], 0.25, "greater",
                         [np.zeros(REPLICATES), np.full(REPLICATES, 1 / 48) +
                          np.linspace(-0.01, 0.01, REPLICATES), np.zeros(REPLICATES)])

@@ -155,8 +155,11 @@ class Estimate:
         return math.sqrt(max(self.variance, 0.0)) if math.isfinite(self.variance) else math.nan
 
     def interval(self, level: float = 1 - ALPHA) -> tuple[float, float]:
-        """The two-sided interval (the quadrature rule); nan where no uncertainty was
-        measured."""
+        """The two-sided interval (the quadrature rule); the mean alone where the spread was
+        measured as zero (exact: every seed and resample at one value, as every member's
+        share of special heads at 0), nan where no uncertainty was measured."""
+        if self.exact:
+            return self.mean, self.mean
         if not self.se > 0.0:
             return math.nan, math.nan
         half = float(compute_half_width(self.parts, (1 - level) / 2))
