@@ -276,6 +276,19 @@ def test_reproduce_runs_a_step_after_the_steps_it_waits_for_and_alone_steps_alon
     assert {spans[n][3] for n in shared} == {max(1, (os.cpu_count() or 1) // 2)}
 
 
+def test_the_log_counts_the_steps_done_and_failed(monkeypatch, tmp_path, caplog):
+    """A population runs for hours: each step's end says how many of the run's are done, and
+    how many of those failed."""
+    monkeypatch.setattr(runner, "bertology",
+                        lambda args, log_path, threads=None: (int(log_path.stem == "b"), 0.0))
+    steps = [runner.Step(name, [], tmp_path / f"{name}.log") for name in ("a", "b", "c")]
+    with caplog.at_level("INFO", logger="bertology.reproduce"):
+        runner.run_steps(steps, lanes=1)
+    counts = [r.getMessage() for r in caplog.records if "steps done" in r.getMessage()]
+    assert counts == ["1 of 3 steps done", "2 of 3 steps done (1 failed)",
+                      "3 of 3 steps done (1 failed)"]
+
+
 @pytest.mark.parametrize("args, says", [(["--lanes", "0"], "--lanes 0 must be 1 or more"),
                                         (["--only", "no_such_finding"], "no finding matches")])
 @pytest.mark.slow

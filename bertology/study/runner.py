@@ -118,6 +118,7 @@ def run_steps(steps: list[Step], lanes: int) -> dict[str, tuple[int, float]]:
             outcome = run_logged(step, threads if lanes > 1 else None, code)
             with lock:
                 results[step.name] = outcome
+                log_progress(results, steps)
 
     workers = [threading.Thread(target=lane) for _ in range(lanes)]
     for worker in workers:
@@ -126,7 +127,16 @@ def run_steps(steps: list[Step], lanes: int) -> dict[str, tuple[int, float]]:
         worker.join()
     for step in (s for s in steps if s.alone and s.name not in results):
         results[step.name] = run_logged(step, None, code)
+        log_progress(results, steps)
     return results
+
+
+def log_progress(results: dict[str, tuple[int, float]], steps: list[Step]) -> None:
+    """How far the run has come: a population runs for hours, and its log is what a person
+    watches."""
+    failed = sum(1 for status, _ in results.values() if status)
+    log.info("%d of %d steps done%s", len(results), len(steps),
+             f" ({failed} failed)" if failed else "")
 
 
 def run_logged(step: Step, threads: int | None, code: str | None = None) -> tuple[int, float]:
