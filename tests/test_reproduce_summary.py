@@ -82,6 +82,48 @@ def test_a_population_report_has_no_fragile_clause_where_none_is_fragile(tmp_pat
         "**Pretraining claims, across 12 independently pretrained encoders: none of the 2")
 
 
+POPULATION_FIELDS = ["finding", "about", "unit", "scope", "members", "effect", "ci_low",
+                     "ci_high", "multibootstrap_low", "multibootstrap_high", "raw_verdict",
+                     "corrected_verdict", "fragile", "note"]
+
+
+def test_a_population_report_counts_what_resolves_and_tables_each_finding(tmp_path):
+    """The front page's procedure-level table: how many pretraining claims resolve after Holm
+    (holds or does not hold; the method claim apart), then a row per finding whose cells hold a
+    part per comparison: the effect with its two-level interval, the multi-bootstrap beside
+    it, both verdicts, the note."""
+    rows = [("anisotropy", "model", "pretraining", PRE, 6, 0.0508, 0.0111, 0.0905, 0.0175,
+             0.0847, "holds", "underpowered", False, "≈ 24 checkpoints would resolve it"),
+            ("heads", "model", "pretraining", PRE, 6, -0.25, -0.25, -0.25, -0.25, -0.25,
+             "does not hold", "does not hold", False, ""),
+            ("heads", "model", "pretraining", PRE, 6, 0.0, "", "", "", "", "does not hold",
+             "does not hold", False, ""),
+            ("order", "model", "pretraining", PRE, 6, 0.0985, 0.0749, 0.122, 0.075, 0.12,
+             "holds", "holds", True, "fragile: Holm-adjusted p = 0.04"),
+            ("control", "method", "pretraining", PRE, 6, 0.497, 0.481, 0.513, 0.481, 0.513,
+             "holds", "holds", False, "")]
+    (tmp_path / "tables").mkdir()
+    with (tmp_path / "tables" / "findings.csv").open("w", newline="") as handle:
+        csv.writer(handle).writerows([POPULATION_FIELDS, *rows])
+    lines = write_summary(tmp_path).splitlines()
+    assert "2 of the 3 pretraining claims resolve after Holm (hold or do not hold), 1 of them " \
+           "fragile." in lines
+    table = {line.split(" | ")[0]: line for line in lines if line.startswith("| ")}
+    assert table["| anisotropy"] == ("| anisotropy | +0.0508 [+0.0111, +0.0905] | "
+                                     "[+0.0175, +0.0847] | holds | underpowered | "
+                                     "≈ 24 checkpoints would resolve it |")
+    assert table["| heads"] == ("| heads | -0.25 [-0.25, -0.25]; +0 – | [-0.25, -0.25]; – | "
+                                "does not hold | does not hold |  |")
+    assert table["| order"].endswith("| holds | holds (fragile) | fragile: Holm-adjusted "
+                                     "p = 0.04 |")
+    assert table["| control*"].startswith("| control* | +0.497 [+0.481, +0.513] |")
+
+
+def test_a_checkpoint_report_has_no_population_table(tmp_path):
+    write_table(tmp_path)
+    assert "resolve after Holm" not in write_summary(tmp_path)
+
+
 def test_a_dir_without_a_report_is_one_line_and_exit_2(tmp_path):
     done = subprocess.run([sys.executable, "-m", "bertology.study.summary", str(tmp_path)],
                           capture_output=True, text=True)

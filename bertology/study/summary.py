@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 from pathlib import Path
 
 from bertology.errors import UserError, require
@@ -136,9 +137,51 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def population_table(comparisons: dict[str, list[dict[str, str]]]) -> list[str]:
+    """A population report's findings one by one (issue 39: the front page's procedure-level
+    table): how many of its pretraining claims resolve after Holm, then each finding's effect
+    with its two-level interval and Sellam et al.'s multi-bootstrap beside it, a cell part per
+    comparison, both verdicts and the note (what would resolve an open one). Empty for a
+    report that judged no population."""
+    firsts = [rows[0] for rows in comparisons.values()]
+    if not any(r.get("members") for r in firsts):
+        return []
+    claims = [r for r in firsts if row_kind(r) == "pretraining"]
+    settled = [r for r in claims if r["corrected_verdict"] in ("holds", "does not hold")]
+    fragile = sum(is_fragile(r) for r in settled)
+    lines = ["", f"{len(settled)} of the {len(claims)} pretraining claims resolve after Holm "
+             f"(hold or do not hold){f', {fragile} of them fragile' if fragile else ''}.", "",
+             "| finding | effect [95% two-level interval] | multi-bootstrap 95% | raw | Holm "
+             "| note |", "|---|---|---|---|---|---|"]
+    for finding, rows in comparisons.items():
+        first = rows[0]
+        star = "*" if first["about"] == "method" else ""
+        holm = first["corrected_verdict"] + (" (fragile)" if is_fragile(first) else "")
+        effects = "; ".join(f"{number(r.get('effect', ''))} {bounds(r, 'ci')}" for r in rows)
+        boots = "; ".join(bounds(r, "multibootstrap") for r in rows)
+        lines.append(f"| {finding}{star} | {effects} | {boots} | {first['raw_verdict']} | "
+                     f"{holm} | {first.get('note', '').replace('|', '/')} |")
+    return lines
+
+
+def number(text: str) -> str:
+    value = float(text) if text else float("nan")
+    return f"{value:+.3g}" if math.isfinite(value) else "–"
+
+
+def bounds(row: dict[str, str], prefix: str) -> str:
+    """"[low, high]" from a findings.csv row's <prefix>_low and <prefix>_high; "–" where the
+    runs gave none (one member, a sign test's bootstrap)."""
+    low, high = (number(row.get(f"{prefix}_{end}", "")) for end in ("low", "high"))
+    return "–" if "–" in (low, high) else f"[{low}, {high}]"
+
+
 def write_summary(report: Path) -> str:
     """SUMMARY.md in the report dir; its text."""
-    text = "\n".join(summary(read_findings(report))) + "\n"
+    comparisons = read_comparisons(report)
+    lines = [*summary([rows[0] for rows in comparisons.values()]),
+             *population_table(comparisons)]
+    text = "\n".join(lines) + "\n"
     encoders = report / "ENCODERS.md"  # a run over several encoders: the matrix (matrix.py)
     if encoders.is_file():
         text += "\n" + encoders.read_text()
