@@ -339,8 +339,9 @@ def test_the_matrix_compares_effects_not_verdicts(tmp_path, monkeypatch):
                           ("c", "model", 0.15, 0.025, "underpowered", "fragile"),
                           # every seed gave the same value: one independent run, no interval
                           ("b", "model", -0.25, float("nan"), "underpowered"),
-                          # five seeds that all scored 0 (special_heads on a weak BERT)
-                          ("e", "model", 0.0, float("nan"), "underpowered", "", 5)])
+                          # five seeds that all scored 0 on every resample (special_heads
+                          # on a weak BERT): an interval of zero width
+                          ("e", "model", 0.0, 0.0, "underpowered", "", 5)])
     (minilm / "REPORT.md").write_text("# bertology report\n\n## Runs\n\n| group |\n")
     (minilm / "REPORT.html").write_text("<body><h1>r</h1>\n<h2>Runs</h2>\n</body>")
     lines = matrix.write_matrix(minilm, {"minilm": minilm, "bert": bert})

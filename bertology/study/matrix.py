@@ -126,8 +126,9 @@ def cell(rows: list[dict[str, str]]) -> str:
         return "not judged"
     r = rows[0]
     low, high = float(r["ci_low"]), float(r["ci_high"])
-    interval = (f"[{low:+.3g}, {high:+.3g}]" if math.isfinite(low) and math.isfinite(high)
-                else no_interval(int(r["seeds"])))
+    # a zero-width interval: every seed and resample at one value (stats.Estimate.exact)
+    measured = math.isfinite(low) and math.isfinite(high) and low < high
+    interval = f"[{low:+.3g}, {high:+.3g}]" if measured else no_interval(int(r["seeds"]))
     fragile = " (fragile)" if is_fragile(r) else ""
     return f"{float(r['effect']):+.3g} {interval} **{r['corrected_verdict']}**{fragile}"
 
