@@ -119,6 +119,20 @@ def test_a_population_report_counts_what_resolves_and_tables_each_finding(tmp_pa
     assert table["| control*"].startswith("| control* | +0.497 [+0.481, +0.513] |")
 
 
+def test_a_population_summary_says_how_well_its_members_pretrained(tmp_path):
+    """The members table the run wrote (members.csv): how many of those pretrained learned,
+    their accuracies against their floors, and those at their floor by name; a member whose
+    pretraining crashed (blank) is not counted as pretrained."""
+    write_table(tmp_path, rows=[r for r in ROWS if r[2] == "pretraining"])
+    with (tmp_path / "tables" / "members.csv").open("w", newline="") as handle:
+        csv.writer(handle).writerows([
+            ["member", "mlm_accuracy", "mlm_floor", "learned"], [100, 0.0974, 0.0579, True],
+            [101, 0.0531, 0.0541, False], [102, 0.0861, 0.0620, True], [103, "", "", ""]])
+    assert ("Members: 2 of the 3 pretrained learned: held-out MLM accuracy 0.086–0.097, "
+            "against floors of 0.058–0.062; at or below their floor: 101 (0.053).") \
+        in write_summary(tmp_path).splitlines()
+
+
 def test_a_checkpoint_report_has_no_population_table(tmp_path):
     write_table(tmp_path)
     assert "resolve after Holm" not in write_summary(tmp_path)

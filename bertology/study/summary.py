@@ -176,11 +176,35 @@ def bounds(row: dict[str, str], prefix: str) -> str:
     return "–" if "–" in (low, high) else f"[{low}, {high}]"
 
 
+def members_line(report: Path) -> list[str]:
+    """How well a population's members pretrained, from the members table its run wrote
+    (members.write_members_table): how many of those drawn learned, their held-out MLM
+    accuracy against their floors, and those at their floor. Empty without the table."""
+    table = report / "tables" / "members.csv"
+    if not table.is_file():
+        return []
+    with table.open(newline="") as handle:
+        rows = [r for r in csv.DictReader(handle) if r["mlm_accuracy"]]
+    learned = [r for r in rows if r["learned"] == "True"]
+    aside = ", ".join(f"{r['member']} ({float(r['mlm_accuracy']):.3f})" for r in rows
+                      if r["learned"] == "False")
+    floors = learned and all(r["mlm_floor"] for r in learned)
+    scores = (f": held-out MLM accuracy {value_range(learned, 'mlm_accuracy')}, against "
+              f"floors of {value_range(learned, 'mlm_floor')}" if floors else "")
+    return ["", f"Members: {len(learned)} of the {len(rows)} pretrained learned{scores}"
+            + (f"; at or below their floor: {aside}." if aside else ".")]
+
+
+def value_range(rows: list[dict[str, str]], key: str) -> str:
+    values = [float(r[key]) for r in rows]
+    return f"{min(values):.3f}–{max(values):.3f}"
+
+
 def write_summary(report: Path) -> str:
     """SUMMARY.md in the report dir; its text."""
     comparisons = read_comparisons(report)
     lines = [*summary([rows[0] for rows in comparisons.values()]),
-             *population_table(comparisons)]
+             *members_line(report), *population_table(comparisons)]
     text = "\n".join(lines) + "\n"
     encoders = report / "ENCODERS.md"  # a run over several encoders: the matrix (matrix.py)
     if encoders.is_file():
