@@ -368,6 +368,9 @@ def test_make_reproduce_population_runs_end_to_end_on_a_tiny_population(tmp_path
     assert [m["member"] for m in members] == ["0", "1"]
     assert all(0.0 <= float(m["mlm_accuracy"]) <= 1.0 for m in members)
     assert "across 2 pretrained checkpoints" in (report / "REPORT.md").read_text()
+    summary = (report / "SUMMARY.md").read_text()  # the front page's block, from the run
+    assert "pretrained learned" in summary and "pretraining claims resolve after Holm" in summary
+    assert "| pretraining_beats_random | " in summary
 
 
 def test_arms_that_read_different_checkpoints_are_one_study_not_a_population(tmp_path):
