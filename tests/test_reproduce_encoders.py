@@ -19,6 +19,7 @@ import pytest
 import yaml
 from conftest import REPO, compose_config
 from omegaconf import OmegaConf
+from scipy import stats
 
 from bertology.errors import UserError
 from bertology.study import encoders, matrix, runner
@@ -317,6 +318,20 @@ def write_findings(report, rows):
                              float("nan"), "seeds": seeds or (3 if se == se else 1),
                              "raw_verdict": verdict, "corrected_verdict": verdict,
                              "fragile": bool(fragile), "note": ""})
+
+
+def test_an_exact_cell_has_no_side_and_adds_no_degrees_of_freedom():
+    """Seeds that scored alike on every resample (se 0, ν nan, a zero-width interval): the
+    matrix prints no interval for it, so it puts the finding on no side; against a measured
+    cell the difference is judged on that cell's ν, whichever comes first (min(nan, 4) and
+    min(4, nan) differ)."""
+    exact = matrix.Cell(-0.25, 0.0, float("nan"), -0.25, -0.25)
+    measured = matrix.Cell(0.1, 0.05, 4.0, -0.04, 0.24)
+    assert matrix.side(exact, 0.0, "greater") == 0
+    p = matrix.difference_p(exact, measured)
+    assert p == matrix.difference_p(measured, exact) == pytest.approx(
+        2 * stats.t.sf(0.35 / 0.05, 4))
+    assert matrix.difference_p(exact, exact) == 1.0
 
 
 def test_the_matrix_compares_effects_not_verdicts(tmp_path, monkeypatch):

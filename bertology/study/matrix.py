@@ -56,13 +56,21 @@ class Cell:
     def of(cls, row: dict[str, str]) -> Cell:
         return cls(*(float(row[k]) for k in ("effect", "se", "dof", "ci_low", "ci_high")))
 
+    @property
+    def measured(self) -> bool:
+        """An interval of some width: not one independent run (nan), nor seeds that scored
+        alike on every resample (zero width: stats.Estimate.exact)."""
+        return math.isfinite(self.low) and math.isfinite(self.high) and self.low < self.high
+
 
 def difference_p(a: Cell, b: Cell) -> float:
-    """Two-sided p of a.effect = b.effect; 1 where either has no measured spread."""
+    """Two-sided p of a.effect = b.effect, on the degrees of freedom of the cells whose
+    spread it counts (an exact cell, se 0, adds none: its ν is nan); 1 where neither has a
+    measured spread."""
     variance = a.se ** 2 + b.se ** 2
     if not (math.isfinite(variance) and variance > 0):
         return 1.0
-    dof = min(a.dof, b.dof)
+    dof = min(c.dof for c in (a, b) if c.se > 0)
     if not dof > 0:
         return 1.0
     t = abs(a.effect - b.effect) / math.sqrt(variance)
@@ -75,8 +83,9 @@ def claim_sides(finding: str) -> list[tuple[float, str]]:
 
 
 def side(cell: Cell, margin: float, expect: str) -> int:
-    """+1 where the interval lies beyond the margin on the claim's side, −1 on the other."""
-    if not (math.isfinite(cell.low) and math.isfinite(cell.high)):
+    """+1 where the interval lies beyond the margin on the claim's side, −1 on the other; 0
+    for a cell with no interval to show (Cell.measured), as the matrix prints it."""
+    if not cell.measured:
         return 0
     sign = 1 if expect == "greater" else -1
     return sign if cell.low > margin else -sign if cell.high < margin else 0
@@ -125,10 +134,9 @@ def cell(rows: list[dict[str, str]]) -> str:
     if not rows:
         return "not judged"
     r = rows[0]
-    low, high = float(r["ci_low"]), float(r["ci_high"])
-    # a zero-width interval: every seed and resample at one value (stats.Estimate.exact)
-    measured = math.isfinite(low) and math.isfinite(high) and low < high
-    interval = f"[{low:+.3g}, {high:+.3g}]" if measured else no_interval(int(r["seeds"]))
+    shown = Cell.of(r)
+    interval = (f"[{shown.low:+.3g}, {shown.high:+.3g}]" if shown.measured
+                else no_interval(int(r["seeds"])))
     fragile = " (fragile)" if is_fragile(r) else ""
     return f"{float(r['effect']):+.3g} {interval} **{r['corrected_verdict']}**{fragile}"
 
