@@ -131,6 +131,14 @@ def test_a_population_summary_says_how_well_its_members_pretrained(tmp_path):
     assert ("Members: 2 of the 3 pretrained learned: held-out MLM accuracy 0.086–0.097, "
             "against floors of 0.058–0.062; at or below their floor: 101 (0.053).") \
         in write_summary(tmp_path).splitlines()
+    # a run from before the floor was recorded: its `learned` reads its first evaluation, and
+    # it is no failed run by the verdicts' rule
+    with (tmp_path / "tables" / "members.csv").open("w", newline="") as handle:
+        csv.writer(handle).writerows([["member", "mlm_accuracy", "mlm_floor", "learned"],
+                                      [0, 0.099, "", True], [7, 0.046, "", False]])
+    assert ("Members: 1 of the 2 pretrained learned: held-out MLM accuracy 0.099–0.099; 2 "
+            "with no floor recorded (run before it was; the verdicts keep them).") \
+        in write_summary(tmp_path).splitlines()
 
 
 def test_a_checkpoint_report_has_no_population_table(tmp_path):

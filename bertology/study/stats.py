@@ -204,7 +204,7 @@ def combine_seeds(values: list[float], replicates: list[np.ndarray | None],
     items = len(usable) == n and len({len(r) for r in usable}) == 1
     if n == 1:  # one seed: no seed-to-seed variance measured, whatever its items say
         return Estimate(values[0], ((math.nan, 1.0, 1),), 1, items)
-    if not items:  # seeds only: the t-interval (zero width if they agree)
+    if not items:  # seeds only: the t-interval (none if they agree: no spread measured)
         return Estimate(float(np.mean(values)), ((float(np.var(values, ddof=1)) / n,
                                                   n - 1.0, n),), n, False)
     reps = np.stack(usable)  # (seeds, R)

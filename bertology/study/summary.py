@@ -2,7 +2,9 @@
 kind of claim (about pretraining, about one checkpoint, about the method: study/scope.py), raw
 and Holm-corrected, with the findings behind each Holm-corrected count, read from the report's
 tables/findings.csv. The headline is about the pretraining procedure; claims about one
-checkpoint are counted apart and never as claims about BERT.
+checkpoint are counted apart and never as claims about BERT. A population's report adds how
+well its members pretrained (tables/members.csv), how many of its pretraining claims resolve
+after Holm, and a row per finding with its intervals.
 
     python -m bertology.study.summary outputs/reproduce/<stamp>/report
 
@@ -178,21 +180,29 @@ def bounds(row: dict[str, str], prefix: str) -> str:
 
 def members_line(report: Path) -> list[str]:
     """How well a population's members pretrained, from the members table its run wrote
-    (members.write_members_table): how many of those drawn learned, their held-out MLM
-    accuracy against their floors, and those at their floor. Empty without the table."""
+    (members.write_members_table): how many of those that finished learned, their held-out
+    MLM accuracy against their floors, those at their floor by name, and how many ran before
+    the floor was recorded (the verdicts keep those). Empty without the table."""
     table = report / "tables" / "members.csv"
     if not table.is_file():
         return []
     with table.open(newline="") as handle:
-        rows = [r for r in csv.DictReader(handle) if r["mlm_accuracy"]]
+        rows = [r for r in csv.DictReader(handle) if r["mlm_accuracy"]]  # blank: crashed
     learned = [r for r in rows if r["learned"] == "True"]
-    aside = ", ".join(f"{r['member']} ({float(r['mlm_accuracy']):.3f})" for r in rows
-                      if r["learned"] == "False")
-    floors = learned and all(r["mlm_floor"] for r in learned)
-    scores = (f": held-out MLM accuracy {value_range(learned, 'mlm_accuracy')}, against "
-              f"floors of {value_range(learned, 'mlm_floor')}" if floors else "")
-    return ["", f"Members: {len(learned)} of the {len(rows)} pretrained learned{scores}"
-            + (f"; at or below their floor: {aside}." if aside else ".")]
+    floored = [r for r in learned if r["mlm_floor"]]
+    at_floor = [r for r in rows if r["mlm_floor"] and r["learned"] == "False"]
+    unfloored = sum(not r["mlm_floor"] for r in rows)
+    parts = [f"Members: {len(learned)} of the {len(rows)} pretrained learned"
+             + (f": held-out MLM accuracy {value_range(learned, 'mlm_accuracy')}"
+                if learned else "")
+             + (f", against floors of {value_range(floored, 'mlm_floor')}" if floored else "")]
+    if at_floor:
+        parts.append("at or below their floor: " + ", ".join(
+            f"{r['member']} ({float(r['mlm_accuracy']):.3f})" for r in at_floor))
+    if unfloored:
+        parts.append(f"{unfloored} with no floor recorded (run before it was; the verdicts "
+                     "keep them)")
+    return ["", "; ".join(parts) + "."]
 
 
 def value_range(rows: list[dict[str, str]], key: str) -> str:
