@@ -12,6 +12,7 @@ import json
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from unittest import mock
 
@@ -27,8 +28,8 @@ from bertology.study import schedule as reproduce
 from bertology.study.catalog import load_catalog
 from bertology.study.members import (
     MEMBER_FINETUNING,
+    Draws,
     check_member_seeds,
-    learned_members,
     member_steps,
     write_members_table,
 )
@@ -448,9 +449,11 @@ def test_replace_failed_draws_members_until_k_learned_and_studies_only_those(tmp
     reproduce.main(argv)
     pretrains = [c for c in commands if c[0] == "pretrain"]
     assert sorted(c[-2] for c in pretrains) == [f"seed={s}" for s in (100, 101, 102, 103, 104)]
-    first_study = next(i for i, c in enumerate(commands) if c[0] != "pretrain")
-    assert first_study == len(pretrains)  # every draw is made before any study runs
     assert studied_members(commands) == {"100", "102", "104"}
+    for seed in (100, 102, 104):  # a member's studies run after its own pretraining
+        pretrained = next(i for i, c in enumerate(commands) if f"seed={seed}" in c)
+        assert all(i > pretrained for i, c in enumerate(commands)
+                   if "-m" in c and any(f"/member_{seed}/" in a for a in c))
     (report,) = [c for c in commands if c[0] == "report"]
     assert len(report[1:-1]) == 3  # 3 learned members x probe_pos
     commands.clear()
@@ -469,10 +472,36 @@ def test_replace_failed_stops_at_twice_the_members_asked_for(tmp_path, monkeypat
     """A recipe that never learns: 2K members are drawn, then the run goes on with none and
     says so, rather than drawing for ever."""
     commands = fake_pretraining(monkeypatch, failing=set(range(10)))
-    learned, drawn, crashed = learned_members(2, 0, (), tmp_path / "out", tmp_path / "cache", 1)
-    assert learned == [] and drawn == [0, 1, 2, 3] and crashed == []
-    assert len([c for c in commands if c[0] == "pretrain"]) == 4
+    draws = Draws(2, 0, (), {}, tmp_path / "out", tmp_path / "cache")
+    results = runner.run_steps(draws.start(), 1, then=draws.then)
+    assert draws.members() == [] and draws.drawn == [0, 1, 2, 3]
+    assert len([c for c in commands if c[0] == "pretrain"]) == 4 == len(results)
     assert "0 of 4 members drawn learned (2 asked for)" in caplog.text
+
+
+def test_a_learned_member_s_studies_run_beside_a_replacement_s_pretraining(tmp_path,
+                                                                            monkeypatch):
+    """On two lanes, the replacement for a member that did not learn pretrains while the
+    other lane runs the studies of those that did, rather than idling until every draw is
+    made (in rounds, a lane sat idle for a whole pretraining). The replacement's pretraining
+    waits here until a study has started, so in rounds it would time out."""
+    monkeypatch.setenv("BERTOLOGY_CACHE_DIR", str(tmp_path / "cache"))
+    commands = fake_pretraining(monkeypatch, failing={1})
+    fake = runner.bertology
+    study_started, waited = threading.Event(), []
+
+    def beside(args, log_path, threads=None):
+        if "-m" in args:
+            study_started.set()
+        elif args[0] == "pretrain" and "seed=2" in args:
+            waited.append(study_started.wait(timeout=10))
+        return fake(args, log_path, threads)
+
+    monkeypatch.setattr(runner, "bertology", beside)
+    reproduce.main(["--out", str(tmp_path / "out"), "--population", "2", "--replace-failed",
+                    "--lanes", "2", "--only", "pos_layers"])
+    assert waited == [True]  # a study started while the replacement pretrained
+    assert studied_members(commands) == {"0", "2"}
 
 
 def test_replace_failed_needs_a_population(tmp_path):

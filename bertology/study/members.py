@@ -8,6 +8,7 @@ import json
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bertology.errors import require
@@ -46,28 +47,33 @@ log = logging.getLogger("bertology.reproduce")
 def member_steps(seeds: Sequence[int], extra: tuple[str, ...], studies: dict[str, dict],
                  out: Path, cache: Path | None, per_member: int | None = None
                  ) -> tuple[list[Step], list[Encoder]]:
-    """`--population K`: member s of seeds (first..first+K-1, `--first-member` giving first;
-    with `--replace-failed` the members that learned) pretrained with seed s
-    (encoders.member_args; none when cached), then the studies of encoders.ENCODER_STUDIES on
-    it with its own seeds (member_seeds: its own sentences, SST-2 subsamples and twins), into
-    out/population/member_<s>. More than one seed
-    a member (per_member, `--member-seeds`, else each study's member_seeds) averages out the
-    probe and fine-tuning noise within it, where that and not the spread of pretraining keeps
-    a verdict open (docs/reproduce.md). The pretraining steps come first: the longest, and
-    every member's studies wait for its own."""
+    """`--population K`: member s of seeds (first..first+K-1, `--first-member` giving first)
+    pretrained with seed s (encoders.member_args; none when cached), then the studies of
+    encoders.ENCODER_STUDIES on it (member_encoder). The pretraining steps come first: the
+    longest, and every member's studies wait for its own."""
     reading = model_reading(studies)
     pretrains, rest, members = [], [], []
     for seed in seeds:
-        run_dir = encoders.member_dir(seed, extra, cache)
         pretrain = member_pretraining(seed, extra, out, cache)
-        member = Encoder(out / "population" / f"member_{seed}", out / "logs", f"member{seed}_",
-                         (f"model.name_or_path={run_dir / 'model'}",),
-                         tuple(s.name for s in pretrain), member=seed, per_member=per_member,
-                         settings=tuple(MEMBER_FINETUNING.items()))
+        member = member_encoder(seed, extra, out, cache, per_member,
+                                tuple(s.name for s in pretrain))
         pretrains += pretrain
         rest += encoder_steps(reading, member)
         members.append(member)
     return [*pretrains, *rest], members
+
+
+def member_encoder(seed: int, extra: tuple[str, ...], out: Path, cache: Path | None,
+                   per_member: int | None, after: tuple[str, ...] = ()) -> Encoder:
+    """Member seed's studies, on its model, with its own seeds (member_seeds: its own
+    sentences, SST-2 subsamples and twins), into out/population/member_<seed>. More than one
+    seed a member (per_member, `--member-seeds`, else each study's member_seeds) averages out
+    the probe and fine-tuning noise within it, where that and not the spread of pretraining
+    keeps a verdict open (docs/reproduce.md)."""
+    run_dir = encoders.member_dir(seed, extra, cache)
+    return Encoder(out / "population" / f"member_{seed}", out / "logs", f"member{seed}_",
+                   (f"model.name_or_path={run_dir / 'model'}",), after, member=seed,
+                   per_member=per_member, settings=tuple(MEMBER_FINETUNING.items()))
 
 
 def member_pretraining(seed: int, extra: tuple[str, ...], out: Path, cache: Path | None
@@ -96,32 +102,63 @@ def check_member_seeds(studies: dict[str, dict], per_member: int | None, first: 
 MAX_DRAWS = 2
 
 
-def learned_members(size: int, first: int, extra: tuple[str, ...], out: Path,
-                    cache: Path | None, lanes: int) -> tuple[list[int], list[int], list[str]]:
-    """`--replace-failed`: members first, first + 1, … pretrained (or read from the cache) in
-    rounds until `size` have learned (member_learned: the rule the verdicts set members aside
-    by) or MAX_DRAWS·size are drawn; (the seeds that learned, every seed drawn, the steps that
-    exited non-zero). A member that did not learn is a failed run of the procedure, replaced as
-    a diverged seed is rerun (one whose step crashed too, and the run's status says so). The
-    rule reads pretraining alone, never a study, so the draws cannot follow the verdicts."""
-    drawn: list[int] = []
-    crashed: list[str] = []
-    while True:
-        learned = [s for s in drawn if member_learned(encoders.member_dir(s, extra, cache))]
-        room = MAX_DRAWS * size - len(drawn)
-        if len(learned) == size or room == 0:
-            break
-        more = range(first + len(drawn), first + len(drawn) + min(size - len(learned), room))
-        drawn += more
-        results = run_steps([s for seed in more
-                             for s in member_pretraining(seed, extra, out, cache)], lanes)
-        crashed += [name for name, (status, _) in results.items() if status]
-    if len(learned) < size:
-        log.warning("%d of %d members drawn learned (%d asked for): the population is judged "
-                    "on those", len(learned), len(drawn), size)
-    log.info("members that learned: %d of %d drawn (seeds %d..%d)", len(learned), len(drawn),
-             first, first + len(drawn) - 1)
-    return learned, drawn, crashed
+@dataclass
+class Draws:
+    """`--replace-failed`, as the run goes: members first, first + 1, … are drawn until `size`
+    have learned (member_learned: the rule the verdicts set members aside by) or
+    MAX_DRAWS·size are drawn. A member that learned gets its studies as soon as its
+    pretraining ends, beside the pretrainings still running (no lane waits for a round of
+    draws to end); one that did not, or whose step crashed, is replaced by the next seed, as a
+    diverged seed is rerun. The rule reads pretraining alone, never a study, so the draws
+    cannot follow the verdicts; the members are the first `size` seeds that learned."""
+
+    size: int
+    first: int
+    extra: tuple[str, ...]
+    studies: dict[str, dict]  # the studies that read a model (model_reading)
+    out: Path
+    cache: Path | None
+    per_member: int | None = None
+    drawn: list[int] = field(default_factory=list)
+    learned: dict[int, Encoder] = field(default_factory=dict)
+    pretraining: dict[str, int] = field(default_factory=dict)  # step name -> its seed
+
+    def start(self) -> list[Step]:
+        """The first `size` draws' steps (a cached member's: what follows it)."""
+        return [step for _ in range(self.size) for step in self.draw()]
+
+    def draw(self) -> list[Step]:
+        """The next seed's pretraining, or where it is cached, what follows it; none once
+        MAX_DRAWS·size are drawn."""
+        if len(self.drawn) == MAX_DRAWS * self.size:
+            return []
+        seed = self.first + len(self.drawn)
+        self.drawn.append(seed)
+        pretrain = member_pretraining(seed, self.extra, self.out, self.cache)
+        self.pretraining.update((step.name, seed) for step in pretrain)
+        return pretrain or self.followed(seed)
+
+    def followed(self, seed: int) -> list[Step]:
+        """After member seed's pretraining: its studies if it learned, else the next draw."""
+        if not member_learned(encoders.member_dir(seed, self.extra, self.cache)):
+            return self.draw()
+        member = member_encoder(seed, self.extra, self.out, self.cache, self.per_member)
+        self.learned[seed] = member
+        return encoder_steps(self.studies, member)
+
+    def then(self, step: Step, status: int) -> list[Step]:
+        """runner.run_steps' hook: what a finished step leads to (a pretraining's, followed)."""
+        seed = self.pretraining.get(step.name)
+        return [] if seed is None else self.followed(seed)
+
+    def members(self) -> list[Encoder]:
+        """The members that learned, by seed; says how many of those drawn did."""
+        if len(self.learned) < self.size:
+            log.warning("%d of %d members drawn learned (%d asked for): the population is "
+                        "judged on those", len(self.learned), len(self.drawn), self.size)
+        log.info("members that learned: %d of %d drawn (seeds %d..%d)", len(self.learned),
+                 len(self.drawn), self.first, self.first + len(self.drawn) - 1)
+        return [self.learned[seed] for seed in sorted(self.learned)]
 
 
 def member_learned(run_dir: Path) -> bool:
@@ -152,20 +189,22 @@ def reproduce_population(out: Path, studies: dict[str, dict], lanes: int, size: 
                          replace_failed: bool = False) -> int:
     """The population's steps, then one report over every member's study dirs, which judges
     the findings across the members (study/population.py), and the members' pretraining
-    table; the exit status. With replace_failed, the members are pretrained first and those
-    that did not learn are replaced (learned_members); only the learned get studies, and the
-    table lists every member drawn."""
+    table; the exit status. With replace_failed, a member that did not learn is replaced by
+    the next seed (Draws); only the learned get studies, and the table lists every member
+    drawn."""
     check_member_seeds(studies, per_member, first,
                        first + size * (MAX_DRAWS if replace_failed else 1))
     (out / "logs").mkdir(parents=True, exist_ok=True)  # after any bad setting: no output
     total = time.perf_counter()
-    seeds = drawn = list(range(first, first + size))
-    failed: list[str] = []
+    drawn = list(range(first, first + size))
     if replace_failed:
-        seeds, drawn, failed = learned_members(size, first, extra, out, cache, lanes)
-    steps, members = member_steps(seeds, extra, studies, out, cache, per_member)
-    results = run_steps(steps, lanes)
-    failed += [name for name, (status, _) in results.items() if status]
+        draws = Draws(size, first, extra, model_reading(studies), out, cache, per_member)
+        results = run_steps(draws.start(), lanes, then=draws.then)
+        members, drawn = draws.members(), draws.drawn
+    else:
+        steps, members = member_steps(drawn, extra, studies, out, cache, per_member)
+        results = run_steps(steps, lanes)
+    failed = [name for name, (status, _) in results.items() if status]
     report_dir = out / "population" / "report"
     dirs = [str(m.root / s) for m in members for s in studies if (m.root / s).exists()]
     status, _ = runner.bertology(["report", *dirs, f"hydra.run.dir={report_dir}"],

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from importlib import metadata
@@ -33,6 +34,9 @@ class Step:
     after: tuple[str, ...] = ()  # steps that must have finished first (the SST-2 models)
     alone: bool = False  # runs with no other step beside it, on every core (latency timing)
     done_in: Path | None = None  # a study's sweep dir: where its record of finishing goes
+    # taken before every ready step that is not: a pretraining, the longest step, which others
+    # wait for (a population's replacement draw, planned while studies already wait)
+    first: bool = False
 
 
 # A study's sweep writes this into its dir when it finished: the command and the code that ran
@@ -81,53 +85,68 @@ def bertology(args: list[str], log_path: Path, threads: int | None = None) -> tu
     return status, time.perf_counter() - start
 
 
-def run_steps(steps: list[Step], lanes: int) -> dict[str, tuple[int, float]]:
+def run_steps(steps: list[Step], lanes: int,
+              then: Callable[[Step, int], list[Step]] | None = None
+              ) -> dict[str, tuple[int, float]]:
     """Run the steps, `lanes` at a time, each lane on cores/lanes threads; a step starts when
-    the steps it waits for have finished (in list order among the ready ones); the `alone`
-    steps run last, one at a time, on every core. Small models use two cores poorly (the
-    numbers: docs/reproduce.md, "Running it"), so two 1-thread lanes finish sooner than one
-    2-thread queue. name -> (exit status, seconds)."""
+    the steps it waits for have finished (the `first` ones, then list order, among the ready
+    ones); the `alone` steps run last, one at a time, on every core. Small models use two
+    cores poorly (the numbers: docs/reproduce.md, "Running it"), so two 1-thread lanes finish
+    sooner than one 2-thread queue. `then(step, exit status)`, called as each step finishes,
+    gives the steps it leads to (a population's draws: members.Draws), planned as they come.
+    name -> (exit status, seconds)."""
     cores = os.cpu_count() or 1
     threads = max(1, cores // lanes)
     code = code_identity()  # once per run (git three times), not per step
     results: dict[str, tuple[int, float]] = {}
-    for step in steps:
-        if finished_before(step, code):
-            log.info("%s: kept (an earlier run of this command finished it at this code: %s)",
-                     step.name, step.done_in / STEP_RECORD)
-            results[step.name] = (0, 0.0)
-    pending = [s for s in steps if not s.alone and s.name not in results]
+    planned: list[Step] = []
+    pending: list[Step] = []
+    running = [0]  # steps a lane runs now: one may yet plan more (then)
     lock = threading.Lock()
 
-    def next_ready() -> Step | None:
-        with lock:
-            step = next((s for s in pending if all(d in results for d in s.after)), None)
-            if step is not None:
-                pending.remove(step)
-            return step
+    def plan(more: list[Step]) -> None:  # under the lock, or before the lanes start
+        for step in more:
+            planned.append(step)
+            if finished_before(step, code):
+                log.info("%s: kept (an earlier run of this command finished it at this code: "
+                         "%s)", step.name, step.done_in / STEP_RECORD)
+                results[step.name] = (0, 0.0)
+            elif not step.alone:
+                pending.append(step)
+
+    def take_ready() -> Step | None:  # under the lock
+        ready = [s for s in pending if all(d in results for d in s.after)]
+        step = next((s for s in ready if s.first), ready[0] if ready else None)
+        if step is not None:
+            pending.remove(step)
+            running[0] += 1
+        return step
 
     def lane() -> None:
         while True:
             with lock:
-                if not pending:
+                if not pending and not running[0]:
                     return
-            step = next_ready()
+                step = take_ready()
             if step is None:  # what is left waits for a step another lane is running
                 time.sleep(0.5)
                 continue
             outcome = run_logged(step, threads if lanes > 1 else None, code)
             with lock:
+                running[0] -= 1
                 results[step.name] = outcome
-                log_progress(results, steps)
+                plan(then(step, outcome[0]) if then else [])
+                log_progress(results, planned)
 
+    plan(steps)
     workers = [threading.Thread(target=lane) for _ in range(lanes)]
     for worker in workers:
         worker.start()
     for worker in workers:
         worker.join()
-    for step in (s for s in steps if s.alone and s.name not in results):
+    for step in (s for s in planned if s.alone and s.name not in results):
         results[step.name] = run_logged(step, None, code)
-        log_progress(results, steps)
+        log_progress(results, planned)
     return results
 
 

@@ -143,7 +143,7 @@ def pretraining_step(name: str, args: list[str], run_dir: Path, log_path: Path) 
     """The step that pretrains an encoder into run_dir; none where it is cached there."""
     if encoders.is_pretrained(run_dir):
         return []
-    return [Step(name, [*args, f"hydra.run.dir={run_dir}"], log_path)]
+    return [Step(name, [*args, f"hydra.run.dir={run_dir}"], log_path, first=True)]
 
 
 def model_reading(studies: dict[str, dict]) -> dict[str, dict]:
