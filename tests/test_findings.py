@@ -20,7 +20,13 @@ from bertology.pipelines import load_pipeline
 from bertology.run.rundir import RunDir
 from bertology.study import runner
 from bertology.study import schedule as reproduce
-from bertology.study.catalog import FINDINGS, load_catalog, load_studies, runs_of
+from bertology.study.catalog import (
+    FINDINGS,
+    finding_files,
+    load_catalog,
+    load_studies,
+    runs_of,
+)
 from bertology.study.contrasts import selects
 from bertology.study.evidence import Evidence, evaluate
 from bertology.study.results import find_runs
@@ -46,9 +52,8 @@ def test_every_finding_says_what_it_is_about():
     so are the two claims about fine-tuning a pretrained model (finetuning_top_layers,
     special_token_gradients: issue 38), judged against the twin fine-tuned the same way.
     The catalog says so explicitly in each yaml (the parser's default is not relied on)."""
-    for path in sorted(FINDINGS.glob("*.yaml")):
-        if path.name != "studies.yaml":
-            assert OmegaConf.load(path).get("about") in ("model", "method"), path.name
+    for path in finding_files():
+        assert OmegaConf.load(path).get("about") in ("model", "method"), path.name
     method = {spec.id for spec in CATALOG.values() if spec.about == "method"}
     assert method == {"control_memorised", "random_init_strong"}
 
@@ -61,9 +66,8 @@ def test_every_finding_declares_its_unit_of_replication():
     own encoder (the pretraining studies) replicates the procedure; every other one reads a
     given checkpoint (model.name_or_path, compare_to, a shared fine-tuned MiniLM), so its
     seeds resample items, probes or fine-tuning of one model (Sellam et al., 2021)."""
-    for path in sorted(FINDINGS.glob("*.yaml")):
-        if path.name != "studies.yaml":
-            assert OmegaConf.load(path).get("unit") in ("checkpoint", "pretraining"), path.name
+    for path in finding_files():
+        assert OmegaConf.load(path).get("unit") in ("checkpoint", "pretraining"), path.name
     pretraining = {spec.id for spec in CATALOG.values() if spec.unit == "pretraining"}
     assert pretraining == {spec.id for spec in CATALOG.values()
                            if set(spec.studies) <= PRETRAINING_STUDIES}

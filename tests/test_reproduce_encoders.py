@@ -25,9 +25,8 @@ from scipy import stats
 from bertology.errors import UserError
 from bertology.study import encoders, matrix, runner
 from bertology.study import schedule as reproduce
-from bertology.study.catalog import load_catalog
+from bertology.study.catalog import RECIPES_FILE, load_catalog, load_recipes
 from bertology.study.members import (
-    MEMBER_FINETUNING,
     Draws,
     check_member_seeds,
     member_steps,
@@ -114,9 +113,38 @@ def test_the_pretrained_encoder_is_reused_and_waited_for(tmp_path):
 
 def test_changed_pretraining_settings_never_reuse_an_encoder(tmp_path, monkeypatch):
     before = encoders.encoder_dir("bert", tmp_path)
-    monkeypatch.setattr(encoders, "ENCODER_PRETRAIN", [*encoders.ENCODER_PRETRAIN, "seed=1"])
+    recipes = load_recipes()
+    changed = dataclasses.replace(recipes, encoder_pretrain=(*recipes.encoder_pretrain, "seed=1"))
+    monkeypatch.setattr(encoders, "load_recipes", lambda: changed)
     assert encoders.encoder_dir("bert", tmp_path) != before
     assert encoders.encoder_dir("modernbert", tmp_path) != encoders.encoder_dir("bert", tmp_path)
+
+
+def test_the_recipes_in_yaml_keep_the_cache_keys_of_the_population_run(tmp_path):
+    """conf/findings/recipes.yaml holds the commands that were Python lists until 2026-12-05; a
+    command is its cache key, so moving them must not change one: members 100 and 101 keep the
+    dirs the pre-registered population run (docs/reproduce.md) pretrained them into, and a
+    member's SST-2 model its command."""
+    assert encoders.member_dir(100, (), tmp_path).name == "bert-seed100-d190e042eb36"
+    assert encoders.member_dir(101, (), tmp_path).name == "bert-seed101-e75eac121c98"
+    recipes = load_recipes()
+    assert dict(recipes.member_finetuning) == {
+        "sst2_model": ("trainer.lr=3e-4", "trainer.epochs=2"),
+        "sst2_twin": ("trainer.lr=3e-4", "trainer.epochs=2"),
+        "finetune_sst2": ("trainer.lr=3e-4", "trainer.max_train_examples=4000")}
+    assert recipes.sst2_model[:3] == ("model=minilm", "task=sst2", "trainer=finetune_cpu")
+
+
+@pytest.mark.parametrize("text, says", [
+    ("sst2_model: [task=sst2]\nencoder_pretrain: [size=mini]\n", "member_finetuning must map"),
+    ("sst2_model: task=sst2\nencoder_pretrain: []\nmember_finetuning: {}\n",
+     "sst2_model must be a list of Hydra overrides"),
+    ("sst2_model: []\nencoder_pretrain: []\nmember_finetuning: {sst2_model: [lr]}\n",
+     "member_finetuning.sst2_model must be a list of Hydra overrides")])
+def test_a_malformed_recipes_file_is_a_one_line_error(tmp_path, text, says):
+    (tmp_path / RECIPES_FILE).write_text(text)
+    with pytest.raises(UserError, match=says):
+        load_recipes.__wrapped__(tmp_path)
 
 
 @pytest.mark.parametrize("name", encoders.pretrainable())
@@ -269,7 +297,7 @@ def test_an_sst2_model_is_reused_only_where_its_command_made_it(tmp_path):
     made = [a for a in step.args[1:] if not a.startswith("hydra.")]
     (run_dir / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(made))
     assert sst2_model_steps(encoder, seeds) == []
-    member = dataclasses.replace(encoder, settings=tuple(MEMBER_FINETUNING.items()))
+    member = dataclasses.replace(encoder, settings=load_recipes().member_finetuning)
     with pytest.raises(UserError, match=f"{run_dir} holds an SST-2 model made by another"):
         sst2_model_steps(member, seeds)
 

@@ -13,6 +13,7 @@ finding of the studies its runs are labelled with.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from omegaconf import OmegaConf
@@ -25,6 +26,7 @@ from bertology.study.specs import FindingSpec, parse_finding
 
 FINDINGS = CONF_DIR / "findings"
 STUDIES_FILE = "studies.yaml"
+RECIPES_FILE = "recipes.yaml"  # make reproduce's other commands (load_recipes)
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,7 @@ class Study:
 
 
 def finding_files(folder: Path = FINDINGS) -> list[Path]:
-    return sorted(p for p in folder.glob("*.yaml") if p.name != STUDIES_FILE)
+    return sorted(p for p in folder.glob("*.yaml") if p.name not in (STUDIES_FILE, RECIPES_FILE))
 
 
 def load_catalog(folder: Path = FINDINGS) -> dict[str, FindingSpec]:
@@ -79,6 +81,40 @@ def load_studies(folder: Path = FINDINGS) -> dict[str, Study]:
                         study_seeds(folder, name, entry.get("seeds", 3)),
                         study_seeds(folder, name, entry.get("member_seeds", 1), "member_seeds"))
             for name, entry in block.items()}
+
+
+@dataclass(frozen=True)
+class Recipes:
+    """conf/findings/recipes.yaml: the commands `make reproduce` runs besides the studies'
+    sweeps, each a tuple of Hydra overrides (the file says where each value comes from)."""
+
+    sst2_model: tuple[str, ...]  # `finetune` of the SST-2 models the studies read
+    encoder_pretrain: tuple[str, ...]  # `pretrain model=<name>` of every pretrained encoder
+    # a population member's own settings, by step (an SST-2 model kind or a study), after the
+    # step's own: steps.Encoder.settings
+    member_finetuning: tuple[tuple[str, tuple[str, ...]], ...]
+
+
+@cache
+def load_recipes(folder: Path = FINDINGS) -> Recipes:
+    """The recipes of conf/findings/recipes.yaml (read once a process); a malformed one is a
+    one-line error."""
+    path = folder / RECIPES_FILE
+    block = OmegaConf.to_container(OmegaConf.load(path)) or {}
+    members = block.get("member_finetuning")
+    require(isinstance(members, dict), f"{path}: member_finetuning must map a step to its "
+            f"overrides; got {members!r}")
+    return Recipes(overrides(path, "sst2_model", block.get("sst2_model")),
+                   overrides(path, "encoder_pretrain", block.get("encoder_pretrain")),
+                   tuple((step, overrides(path, f"member_finetuning.{step}", value))
+                         for step, value in members.items()))
+
+
+def overrides(path: Path, key: str, value) -> tuple[str, ...]:
+    """A recipe's list of key=value overrides, checked."""
+    require(isinstance(value, list) and all(isinstance(v, str) and "=" in v for v in value),
+            f"{path}: {key} must be a list of Hydra overrides (key=value); got {value!r}")
+    return tuple(value)
 
 
 # A seed count in studies.yaml -> (its least value, what it counts). make reproduce's jobs need

@@ -29,25 +29,10 @@ from bertology.config.checks import default_cache_dir
 from bertology.config.compose import CONF_DIR
 from bertology.config.options import group_options
 from bertology.errors import require
+from bertology.study.catalog import load_recipes
 
 DEFAULT = "minilm"  # the studies' own encoder: the run's other studies read it too
 ENCODER_STUDIES = ("probe_pos", "probe_ner", "finetune_sst2", "finetune_conll")
-
-# One budget for every pretrained encoder. L=6 (MiniLM's depth, so the fine-tuning study's
-# freeze_layers=3 is the lower half, as on MiniLM), H=256, A=4; MiniLM's 30,522-token vocabulary
-# (the same tokenizer for all); 4e13 training FLOPs by the Kaplan count (training/flops.py),
-# about 700 steps of 16 sequences of up to 128 tokens. One peak learning rate for all, 1e-3:
-# the tiny-model default, 2e-3, stalled post-LN BERT at L=6 while ModernBERT (pre-LN) learned;
-# at 1e-3 BERT learns (the numbers: docs/reproduce.md, "Findings across encoders"). One
-# precision for all, fp32: `auto` times each run, and on an AMX Xeon it trained the matrix's
-# BERT in bf16 and its ModernBERT in fp32, a difference between encoders (or between members of
-# a population) that is not the one being measured; a GPU population adds
-# `--member trainer.mixed_precision=bf16` (extras come after the recipe).
-ENCODER_PRETRAIN = ["size=mini", "size.num_hidden_layers=6", "data=wikipedia",
-                    "model.tokenizer_name_or_path=sentence-transformers/all-MiniLM-L6-v2",
-                    "trainer.max_flops=4.0e13", "trainer.max_steps=1000000", "trainer.lr=1.0e-3",
-                    "trainer.mixed_precision=no", "seed=0", "logger=none"]
-
 
 def pretrainable() -> list[str]:
     """The model= options a run can pretrain from random init: those with no checkpoint of
@@ -69,7 +54,9 @@ def check_encoders(encoders: list[str]) -> list[str]:
 
 
 def pretrain_args(name: str) -> list[str]:
-    return ["pretrain", f"model={name}", *ENCODER_PRETRAIN]
+    """The command that pretrains `name` at the one budget of every pretrained encoder
+    (conf/findings/recipes.yaml: encoder_pretrain, with its sources)."""
+    return ["pretrain", f"model={name}", *load_recipes().encoder_pretrain]
 
 
 def encoder_dir(name: str, cache: Path | None = None, args: list[str] | None = None) -> Path:

@@ -19,8 +19,8 @@ from scipy import stats
 
 from bertology.run.atomic import write_text_atomic
 from bertology.run.tables import write_table
-from bertology.study.catalog import load_catalog
-from bertology.study.encoders import ENCODER_PRETRAIN, ENCODER_STUDIES
+from bertology.study.catalog import load_catalog, load_recipes
+from bertology.study.encoders import ENCODER_STUDIES
 from bertology.study.stats import ALPHA, holm
 from bertology.study.summary import is_fragile, read_comparisons
 
@@ -165,7 +165,8 @@ def csv_rows(tables: dict[str, dict[str, list[dict[str, str]]]], findings: list[
 
 def explain(names: list[str]) -> str:
     """The paragraph above the table: what each column is and what a cell says."""
-    budget = next(o for o in ENCODER_PRETRAIN if o.startswith("trainer.max_flops="))
+    budget = next(o for o in load_recipes().encoder_pretrain
+                  if o.startswith("trainer.max_flops="))
     return (f"The findings that read a model, judged on each encoder: {names[0]} (the studies' "
             f"own), and {', '.join(names[1:])} pretrained by this run from random init with "
             f"their families' recipes at one budget ({budget.split('=')[1]} training FLOPs) on "

@@ -26,21 +26,6 @@ from bertology.study.steps import (
 )
 from bertology.study.summary import write_summary
 
-# A population member's own fine-tuning settings, by step (an SST-2 model kind or a study), after
-# the study's: the members are small BERTs pretrained for minutes, far weaker than MiniLM, for
-# which the studies' rate (1e-4) and finetune_sst2's 1,500 phrases were set. Measured on 1x
-# members (docs/reproduce.md, "Towards members that learn more"): there, 1,500 phrases leave
-# finetune_sst2's models under the 0.609 guard of freeze_lower and word_order at 1e-4 and at 3e-4
-# (some at the majority class), and 4,000 phrases at 3e-4 lift members 0-4 to 0.66-0.71.
-# Smaller, weaker models take larger rates (BERT §A.3 searches 2e-5..5e-5 for BERT-base); the
-# twin is fine-tuned alike.
-# The SST-2 model trains two epochs, as finetune_sst2 does: at one, 2 of 12 members' models
-# stayed at the majority class (3e-4, 4,000 phrases; the 12-member run of 2026-11-29).
-MEMBER_RATE = "trainer.lr=3e-4"
-MEMBER_MODEL = (MEMBER_RATE, "trainer.epochs=2")
-MEMBER_FINETUNING = {"sst2_model": MEMBER_MODEL, "sst2_twin": MEMBER_MODEL,
-                     "finetune_sst2": (MEMBER_RATE, "trainer.max_train_examples=4000")}
-
 log = logging.getLogger("bertology.reproduce")
 
 
@@ -73,7 +58,8 @@ def member_encoder(seed: int, extra: tuple[str, ...], out: Path, cache: Path | N
     run_dir = encoders.member_dir(seed, extra, cache)
     return Encoder(out / "population" / f"member_{seed}", out / "logs", f"member{seed}_",
                    (f"model.name_or_path={run_dir / 'model'}",), after, member=seed,
-                   per_member=per_member, settings=tuple(MEMBER_FINETUNING.items()))
+                   per_member=per_member,
+                   settings=catalog.load_recipes().member_finetuning)
 
 
 def member_pretraining(seed: int, extra: tuple[str, ...], out: Path, cache: Path | None

@@ -11,15 +11,12 @@ from pathlib import Path
 from bertology.errors import require
 from bertology.run.rundir import RunDir
 from bertology.study import encoders
+from bertology.study.catalog import load_recipes
 from bertology.study.runner import Step
 
-# The fine-tuned models: MiniLM on 4,000 SST-2 phrases, one epoch (times and accuracies:
-# docs/reproduce.md), one per seed of the studies that read them.
-SST2_MODEL = ["finetune", "model=minilm", "task=sst2", "trainer=finetune_cpu",
-              "trainer.max_train_examples=4000", "trainer.epochs=1", "logger=none"]
 BUNDLE_SEEDS = (0, 1, 2)  # the bundles' own sweep (conf/experiment/study_*.yaml: seed: 0,1,2)
-# placeholder -> the overrides that make its models beside SST2_MODEL: MiniLM fine-tuned, and its
-# random-init twin fine-tuned the same way
+# placeholder -> the overrides that make its models after the sst2_model recipe
+# (conf/findings/recipes.yaml): MiniLM fine-tuned, and its random-init twin fine-tuned the same way
 SST2_MODELS = {"sst2_model": [], "sst2_twin": ["init=random"]}
 
 log = logging.getLogger("bertology.reproduce")
@@ -56,7 +53,8 @@ class Encoder:
     # None: MiniLM or a matrix encoder, whose studies run their own (studies.yaml: seeds)
     member: int | None = None
     per_member: int | None = None  # --member-seeds: every study's; None: studies.yaml's
-    # (step: an SST-2 model kind or a study, its overrides after the study's): MEMBER_FINETUNING
+    # (step: an SST-2 model kind or a study, its overrides after the study's): a member's
+    # member_finetuning (conf/findings/recipes.yaml)
     settings: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def settings_of(self, step: str) -> tuple[str, ...]:
@@ -93,8 +91,8 @@ def sst2_model_steps(encoder: Encoder, seeds: dict[str, tuple[int, ...]]) -> lis
     for kind, extra in SST2_MODELS.items():
         for seed in seeds[kind]:
             run_dir = encoder.root / kind / f"seed_{seed}"
-            args = [*SST2_MODEL, *encoder.extra, *extra, *encoder.settings_of(kind),
-                    f"seed={seed}"]
+            args = ["finetune", *load_recipes().sst2_model, *encoder.extra, *extra,
+                    *encoder.settings_of(kind), f"seed={seed}"]
             if not made_before(run_dir, args):
                 steps.append(encoder.step(f"{kind} seed {seed}",
                                           [*args, f"hydra.run.dir={run_dir}"]))
