@@ -136,15 +136,24 @@ def test_the_recipes_in_yaml_keep_the_cache_keys_of_the_population_run(tmp_path)
 
 
 @pytest.mark.parametrize("text, says", [
+    (None, "recipes.yaml is missing"),
+    ("sst2_model: [task=sst2\n", "is not valid YAML"),
+    ("- task=sst2\n", "must map each recipe to its overrides"),
     ("sst2_model: [task=sst2]\nencoder_pretrain: [size=mini]\n", "member_finetuning must map"),
     ("sst2_model: task=sst2\nencoder_pretrain: []\nmember_finetuning: {}\n",
      "sst2_model must be a list of Hydra overrides"),
     ("sst2_model: []\nencoder_pretrain: []\nmember_finetuning: {sst2_model: [lr]}\n",
-     "member_finetuning.sst2_model must be a list of Hydra overrides")])
+     "member_finetuning.sst2_model must be a list of Hydra overrides"),
+    ("sst2_model: []\nencoder_pretrain: []\nmember_finetuning: {finetune_sts2: [a=1]}\n",
+     "member_finetuning.finetune_sts2 names no step; choose from sst2_model, sst2_twin, "
+     "finetune_sst2")])
 def test_a_malformed_recipes_file_is_a_one_line_error(tmp_path, text, says):
-    (tmp_path / RECIPES_FILE).write_text(text)
-    with pytest.raises(UserError, match=says):
+    (tmp_path / "studies.yaml").write_text("finetune_sst2:\n  pipeline: finetune\n")
+    if text is not None:
+        (tmp_path / RECIPES_FILE).write_text(text)
+    with pytest.raises(UserError, match=says) as raised:
         load_recipes.__wrapped__(tmp_path)
+    assert "\n" not in str(raised.value)
 
 
 @pytest.mark.parametrize("name", encoders.pretrainable())
@@ -505,6 +514,55 @@ def test_replace_failed_stops_at_twice_the_members_asked_for(tmp_path, monkeypat
     assert draws.members() == [] and draws.drawn == [0, 1, 2, 3]
     assert len([c for c in commands if c[0] == "pretrain"]) == 4 == len(results)
     assert "0 of 4 members drawn learned (2 asked for)" in caplog.text
+
+
+def test_an_error_in_a_lane_ends_the_run_in_the_caller_not_in_a_hang(tmp_path, monkeypatch):
+    """A step that cannot start (its log unwritable, a full disk) raises in its lane: the other
+    lane finishes the step it runs, takes no more, and run_steps raises the error, rather than
+    waiting for ever on a step that will never report."""
+    calls = []
+
+    def flaky(args, log_path, threads=None):
+        calls.append(args[0])
+        if args[0] == "bad":
+            raise OSError("no space left on device")
+        return 0, 0.0
+
+    monkeypatch.setattr(runner, "bertology", flaky)
+    steps = [runner.Step(name, [name], tmp_path / f"{name}.log") for name in ("bad", "ok")]
+    steps.append(runner.Step("after", ["after"], tmp_path / "after.log", after=("bad", "ok")))
+    raised = []
+
+    def run() -> None:
+        try:
+            runner.run_steps(steps, 2)
+        except OSError as err:
+            raised.append(str(err))
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(timeout=20)
+    assert not worker.is_alive(), "run_steps hung"
+    assert raised == ["no space left on device"] and "after" not in calls
+
+
+def test_a_planning_error_of_the_draws_is_one_line_not_a_lost_member(tmp_path, monkeypatch,
+                                                                     capsys):
+    """Planning a learned member's studies can refuse (an SST-2 model in --out made by another
+    command). Under --replace-failed that happens in a lane; it still ends the run as a one-line
+    error, exit 2, and the member is not counted as studied."""
+    monkeypatch.setenv("BERTOLOGY_CACHE_DIR", str(tmp_path / "cache"))
+    fake_pretraining(monkeypatch, failing=set())
+    stale = tmp_path / "out" / "population" / "member_0" / "sst2_model" / "seed_0"
+    (stale / ".hydra").mkdir(parents=True)
+    (stale / "metrics.json").write_text("{}")
+    (stale / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(["trainer.lr=1e-4"]))
+    with pytest.raises(SystemExit) as done:
+        reproduce.main(["--out", str(tmp_path / "out"), "--population", "2", "--replace-failed",
+                        "--lanes", "1", "--only", "pos_layers"])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and "holds an SST-2 model made by another command" in err
+    assert err.count("\n") == 1 and "Traceback" not in err
 
 
 def test_a_learned_member_s_studies_run_beside_a_replacement_s_pretraining(tmp_path,

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+import yaml
 from omegaconf import OmegaConf
 
 from bertology.config.compose import CONF_DIR
-from bertology.errors import require
+from bertology.errors import UserError, require
 from bertology.run.rundir import RunDir
 from bertology.study.scope import UNITS
 from bertology.study.specs import FindingSpec, parse_finding
@@ -100,10 +101,21 @@ def load_recipes(folder: Path = FINDINGS) -> Recipes:
     """The recipes of conf/findings/recipes.yaml (read once a process); a malformed one is a
     one-line error."""
     path = folder / RECIPES_FILE
-    block = OmegaConf.to_container(OmegaConf.load(path)) or {}
+    require(path.is_file(), f"{path} is missing: it gives make reproduce's commands; restore "
+            "it from the repository")
+    try:
+        block = OmegaConf.to_container(OmegaConf.load(path))
+    except yaml.YAMLError as err:
+        raise UserError(f"{path} is not valid YAML ({' '.join(str(err).split())}); fix it") \
+            from None
+    require(isinstance(block, dict), f"{path} must map each recipe to its overrides")
     members = block.get("member_finetuning")
     require(isinstance(members, dict), f"{path}: member_finetuning must map a step to its "
             f"overrides; got {members!r}")
+    steps = ("sst2_model", "sst2_twin", *load_studies(folder))
+    for step in members:
+        require(step in steps, f"{path}: member_finetuning.{step} names no step; choose from "
+                f"{', '.join(steps)}")
     return Recipes(overrides(path, "sst2_model", block.get("sst2_model")),
                    overrides(path, "encoder_pretrain", block.get("encoder_pretrain")),
                    tuple((step, overrides(path, f"member_finetuning.{step}", value))

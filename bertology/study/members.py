@@ -129,8 +129,9 @@ class Draws:
         if not member_learned(encoders.member_dir(seed, self.extra, self.cache)):
             return self.draw()
         member = member_encoder(seed, self.extra, self.out, self.cache, self.per_member)
-        self.learned[seed] = member
-        return encoder_steps(self.studies, member)
+        steps = encoder_steps(self.studies, member)
+        self.learned[seed] = member  # once its steps are planned
+        return steps
 
     def then(self, step: Step, status: int) -> list[Step]:
         """runner.run_steps' hook: what a finished step leads to (a pretraining's, followed)."""

@@ -92,9 +92,11 @@ def run_steps(steps: list[Step], lanes: int,
     the steps it waits for have finished (the `first` ones, then list order, among the ready
     ones); the `alone` steps run last, one at a time, on every core. Small models use two
     cores poorly (the numbers: docs/reproduce.md, "Running it"), so two 1-thread lanes finish
-    sooner than one 2-thread queue. `then(step, exit status)`, called as each step finishes,
-    gives the steps it leads to (a population's draws: members.Draws), planned as they come.
-    name -> (exit status, seconds)."""
+    sooner than one 2-thread queue. `then(step, exit status)`, called as each step a lane ran
+    finishes (not for the steps kept from an earlier run, nor the `alone` ones), gives the steps
+    it leads to (a population's draws: members.Draws), planned as they come. An error in a
+    lane (a step that could not start, a `then` that raised) stops the planning: the other
+    lanes finish their steps, then it is raised here. name -> (exit status, seconds)."""
     cores = os.cpu_count() or 1
     threads = max(1, cores // lanes)
     code = code_identity()  # once per run (git three times), not per step
@@ -102,6 +104,7 @@ def run_steps(steps: list[Step], lanes: int,
     planned: list[Step] = []
     pending: list[Step] = []
     running = [0]  # steps a lane runs now: one may yet plan more (then)
+    errors: list[Exception] = []  # raised in a lane: re-raised once every lane has stopped
     lock = threading.Lock()
 
     def plan(more: list[Step]) -> None:  # under the lock, or before the lanes start
@@ -125,18 +128,24 @@ def run_steps(steps: list[Step], lanes: int,
     def lane() -> None:
         while True:
             with lock:
-                if not pending and not running[0]:
+                if errors or (not pending and not running[0]):
                     return
                 step = take_ready()
             if step is None:  # what is left waits for a step another lane is running
                 time.sleep(0.5)
                 continue
-            outcome = run_logged(step, threads if lanes > 1 else None, code)
-            with lock:
-                running[0] -= 1
-                results[step.name] = outcome
-                plan(then(step, outcome[0]) if then else [])
-                log_progress(results, planned)
+            try:
+                outcome = run_logged(step, threads if lanes > 1 else None, code)
+                with lock:
+                    results[step.name] = outcome
+                    plan(then(step, outcome[0]) if then else [])
+                    log_progress(results, planned)
+            except Exception as err:  # raised in the caller's thread once the lanes stop
+                with lock:
+                    errors.append(err)
+            finally:  # after planning what it leads to: no lane ends while more may come
+                with lock:
+                    running[0] -= 1
 
     plan(steps)
     workers = [threading.Thread(target=lane) for _ in range(lanes)]
@@ -144,6 +153,8 @@ def run_steps(steps: list[Step], lanes: int,
         worker.start()
     for worker in workers:
         worker.join()
+    if errors:
+        raise errors[0]
     for step in (s for s in planned if s.alone and s.name not in results):
         results[step.name] = run_logged(step, None, code)
         log_progress(results, planned)
