@@ -32,7 +32,13 @@ from bertology.study.members import (
     member_steps,
     write_members_table,
 )
-from bertology.study.steps import Encoder, encoder_steps, model_reading, sst2_model_steps
+from bertology.study.steps import (
+    Encoder,
+    encoder_steps,
+    member_seeds,
+    model_reading,
+    sst2_model_steps,
+)
 from bertology.study.summary import write_summary
 
 
@@ -174,8 +180,10 @@ def test_population_members_train_in_fp32_unless_member_overrides_say_otherwise(
 
 
 def composed_finetune(args: list[str]):
-    """A step's fine-tuning config as its job sees it (a member's sweep has one seed)."""
-    return compose_config("finetune", [a for a in args[1:] if a not in ("finetune", "-m")
+    """A step's fine-tuning config as its first job sees it (a member's sweep over its seeds
+    composes as its first seed)."""
+    return compose_config("finetune", [a.split(",")[0] if a.startswith("seed=") else a
+                                       for a in args[1:] if a not in ("finetune", "-m")
                                        and not a.startswith("hydra.")])
 
 
@@ -232,13 +240,20 @@ def test_member_seeds_give_each_member_its_own_replicates_and_models(tmp_path):
             f"seed={seed}" for seed in mine for _ in ("model", "twin")), models
     single, members = population_steps(3, (), studies, tmp_path / "out",
                                        tmp_path / "cache", per_member=1)
-    default, _ = population_steps(3, (), studies, tmp_path / "out", tmp_path / "cache")
+    ones = {name: {**spec, "member_seeds": 1} for name, spec in studies.items()}
+    default, _ = population_steps(3, (), ones, tmp_path / "out", tmp_path / "cache")
     assert [s.args for s in single] == [s.args for s in default]
     assert all(f"seed={m.member}" in a for m in members
                for a in member_sweeps(single, m).values())
     with pytest.raises(UserError, match="members' seeds would overlap"):
         population_steps(1001, (), studies, tmp_path / "out", tmp_path / "cache",
                          per_member=2)
+
+
+def first_seed(args: list[str]) -> int:
+    """The first seed a sweep's args run."""
+    (seeds,) = [a.removeprefix("seed=") for a in args if a.startswith("seed=")]
+    return int(seeds.split(",")[0])
 
 
 def test_a_confirmatory_population_starts_at_its_first_member(tmp_path):
@@ -251,7 +266,7 @@ def test_a_confirmatory_population_starts_at_its_first_member(tmp_path):
     assert [m.root.name for m in members] == ["member_100", "member_101", "member_102"]
     pretrains = [s for s in steps if s.args[0] == "pretrain"]
     assert [s.args[-2] for s in pretrains] == ["seed=100", "seed=101", "seed=102"]
-    assert all("seed=101" in a for a in member_sweeps(steps, members[1]).values())
+    assert all(first_seed(a) == 101 for a in member_sweeps(steps, members[1]).values())
     with pytest.raises(UserError, match="member seeds must stay under 1000"):
         population_steps(3, (), studies, tmp_path / "out", tmp_path / "cache",
                          per_member=2, first=998)
@@ -267,7 +282,8 @@ def test_a_study_s_member_seeds_set_its_own_and_paired_studies_must_agree(tmp_pa
                                       tmp_path / "cache")
     sweeps = member_sweeps(steps, members[1])
     assert "seed=1,1001,2001" in sweeps["finetune_conll"]
-    assert all("seed=1" in a for name, a in sweeps.items() if name != "finetune_conll")
+    assert all(f"seed={','.join(map(str, member_seeds(1, studies[name]['member_seeds'])))}"
+               in a for name, a in sweeps.items() if name != "finetune_conll")
     folder = tmp_path / "findings"
     shutil.copytree(REPO / "conf" / "findings", folder)
     text = (folder / "studies.yaml").read_text()
@@ -444,7 +460,10 @@ def test_a_population_pretrains_each_member_with_its_seed_and_judges_them_togeth
         sweeps = [c for c in on_member if "-m" in c]
         assert {c[c.index("-m") + 1] for c in sweeps} == {"experiment=study_probe_pos",
                                                            "experiment=study_finetune_sst2"}
-        assert all(f"seed={seed}" in c for c in sweeps)
+        for c in sweeps:  # its seeds: seed, seed + 1000, … as many as studies.yaml says
+            study = c[c.index("-m") + 1].removeprefix("experiment=study_")
+            seeds = member_seeds(seed, reproduce.studies_to_run(None)[study]["member_seeds"])
+            assert f"seed={','.join(map(str, seeds))}" in c, c
         models = [c for c in on_member if "-m" not in c]  # its SST-2 model and twin: its seed
         assert len(models) == 2 and all(f"seed={seed}" in c for c in models)
     (report,) = [c for c in commands if c[0] == "report"]
