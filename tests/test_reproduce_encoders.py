@@ -32,13 +32,7 @@ from bertology.study.members import (
     member_steps,
     write_members_table,
 )
-from bertology.study.steps import (
-    Encoder,
-    encoder_steps,
-    member_seeds,
-    model_reading,
-    sst2_model_steps,
-)
+from bertology.study.steps import Encoder, encoder_steps, model_reading, sst2_model_steps
 from bertology.study.summary import write_summary
 
 
@@ -250,6 +244,11 @@ def test_member_seeds_give_each_member_its_own_replicates_and_models(tmp_path):
                          per_member=2)
 
 
+def seeds_arg(member: int, count: int) -> str:
+    """The seed override of member's sweep with count seeds a member: member, member + 1000, …"""
+    return "seed=" + ",".join(str(member + 1000 * r) for r in range(count))
+
+
 def first_seed(args: list[str]) -> int:
     """The first seed a sweep's args run."""
     (seeds,) = [a.removeprefix("seed=") for a in args if a.startswith("seed=")]
@@ -282,8 +281,8 @@ def test_a_study_s_member_seeds_set_its_own_and_paired_studies_must_agree(tmp_pa
                                       tmp_path / "cache")
     sweeps = member_sweeps(steps, members[1])
     assert "seed=1,1001,2001" in sweeps["finetune_conll"]
-    assert all(f"seed={','.join(map(str, member_seeds(1, studies[name]['member_seeds'])))}"
-               in a for name, a in sweeps.items() if name != "finetune_conll")
+    assert all(seeds_arg(1, studies[name]["member_seeds"]) in a
+               for name, a in sweeps.items() if name != "finetune_conll")
     folder = tmp_path / "findings"
     shutil.copytree(REPO / "conf" / "findings", folder)
     text = (folder / "studies.yaml").read_text()
@@ -450,6 +449,7 @@ def test_a_population_pretrains_each_member_with_its_seed_and_judges_them_togeth
     commands = record_commands(monkeypatch)
     reproduce.main(["--out", str(tmp_path / "out"), "--population", "3",
                     "--only", "pos_layers", "freeze_lower", "--member", "size=small"])
+    studies = reproduce.studies_to_run(None)
     pretrains = [c for c in commands if c[0] == "pretrain"]
     assert [c[-2] for c in pretrains] == ["seed=0", "seed=1", "seed=2"]
     assert all("model=bert" in c and "size=small" in c for c in pretrains)
@@ -462,8 +462,7 @@ def test_a_population_pretrains_each_member_with_its_seed_and_judges_them_togeth
                                                            "experiment=study_finetune_sst2"}
         for c in sweeps:  # its seeds: seed, seed + 1000, … as many as studies.yaml says
             study = c[c.index("-m") + 1].removeprefix("experiment=study_")
-            seeds = member_seeds(seed, reproduce.studies_to_run(None)[study]["member_seeds"])
-            assert f"seed={','.join(map(str, seeds))}" in c, c
+            assert seeds_arg(seed, studies[study]["member_seeds"]) in c, c
         models = [c for c in on_member if "-m" not in c]  # its SST-2 model and twin: its seed
         assert len(models) == 2 and all(f"seed={seed}" in c for c in models)
     (report,) = [c for c in commands if c[0] == "report"]
