@@ -216,6 +216,11 @@ def member_sweeps(steps, member) -> dict[str, list[str]]:
             if s.name.startswith(member.label) and "-m" in s.args}
 
 
+def seeds_arg(member: int, count: int) -> str:
+    """The seed override of member's sweep with count seeds a member: member, member + 1000, …"""
+    return "seed=" + ",".join(str(member + 1000 * r) for r in range(count))
+
+
 def test_member_seeds_give_each_member_its_own_replicates_and_models(tmp_path):
     """--member-seeds R: member s's sweeps run seeds s, s + 1000, …, each with its own SST-2
     model and twin where a study reads them; no seed is shared between members (they are each
@@ -228,7 +233,7 @@ def test_member_seeds_give_each_member_its_own_replicates_and_models(tmp_path):
         mine = [member.member + 1000 * r for r in range(3)]
         sweeps = member_sweeps(steps, member)
         assert set(sweeps) == set(model_reading(studies))
-        assert all(f"seed={','.join(map(str, mine))}" in a for a in sweeps.values()), sweeps
+        assert all(seeds_arg(member.member, 3) in a for a in sweeps.values()), sweeps
         models = [s for s in steps if s.name.startswith(f"{member.label}sst2_")]
         assert sorted(s.args[-2] for s in models) == sorted(
             f"seed={seed}" for seed in mine for _ in ("model", "twin")), models
@@ -242,11 +247,6 @@ def test_member_seeds_give_each_member_its_own_replicates_and_models(tmp_path):
     with pytest.raises(UserError, match="members' seeds would overlap"):
         population_steps(1001, (), studies, tmp_path / "out", tmp_path / "cache",
                          per_member=2)
-
-
-def seeds_arg(member: int, count: int) -> str:
-    """The seed override of member's sweep with count seeds a member: member, member + 1000, …"""
-    return "seed=" + ",".join(str(member + 1000 * r) for r in range(count))
 
 
 def first_seed(args: list[str]) -> int:
