@@ -5,6 +5,7 @@ its arguments (a cache and a run dir of the case's own) and the run dir it write
 
 from __future__ import annotations
 
+import atexit
 import json
 import shutil
 from collections.abc import Callable
@@ -49,7 +50,9 @@ def tiny_checkpoint() -> Path:
 
     from transformers import BertConfig, BertForMaskedLM, BertTokenizer
 
-    path = Path(tempfile.mkdtemp(prefix="bertology-damage-")) / "checkpoint"
+    root = Path(tempfile.mkdtemp(prefix="bertology-damage-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)  # gone when the session ends
+    path = root / "checkpoint"
     path.mkdir()
     letters = "abcdefghijklmnopqrstuvwxyz0123456789"
     vocab = list(dict.fromkeys(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",

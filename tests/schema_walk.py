@@ -4,7 +4,9 @@ config with every option of every group it composes. The generated bad-input sui
 
 from __future__ import annotations
 
+import atexit
 import functools
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +48,9 @@ def mlm_checkpoint() -> Path:
     and safetensors header; no test loads it)."""
     from transformers import BertConfig, BertForMaskedLM
 
-    path = Path(tempfile.mkdtemp(prefix="bertology-schema-")) / "mlm"
+    root = Path(tempfile.mkdtemp(prefix="bertology-schema-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)  # gone when the session ends
+    path = root / "mlm"
     BertForMaskedLM(BertConfig(vocab_size=100, hidden_size=8, num_hidden_layers=1,
                                num_attention_heads=2, intermediate_size=16)).save_pretrained(path)
     return path
