@@ -263,7 +263,7 @@ def test_sbo_loss_through_static_slots_is_the_boolean_mask_loss(synthetic_tokeni
     rights = torch.stack([hidden[0, 4], hidden[0, 4], hidden[0, 6], hidden[1, 2]])
     logits = head(lefts, rights, torch.tensor([1, 2, 1, 1]), embeddings)  # (4, vocab)
     targets = torch.tensor([11, 12, 13, 14])
-    expected = torch.nn.functional.cross_entropy(logits, targets)
+    expected = torch.nn.functional.cross_entropy(logits, targets).detach()
     model.train()
     loss, logs = span.sbo_step(model, hidden, batch)
     assert float(loss.detach()) == pytest.approx(float(expected), abs=1e-6)
@@ -271,7 +271,7 @@ def test_sbo_loss_through_static_slots_is_the_boolean_mask_loss(synthetic_tokeni
     model.eval()
     loss, logs = span.sbo_step(model, hidden, batch)
     correct = logits.argmax(-1) == targets
-    assert float(loss) == pytest.approx(float(expected), abs=1e-6)
+    assert float(loss.detach()) == pytest.approx(float(expected), abs=1e-6)
     assert int(logs["sbo_count"]) == 4 and int(logs["sbo_correct"]) == int(correct.sum())
     assert logs["seq_sbo_count"].tolist() == [3, 1]
     assert logs["seq_sbo_correct"].tolist() == [float(correct[:3].sum()), float(correct[3])]
