@@ -31,8 +31,9 @@ test:  ## fast test suite, under 3 minutes on 2 cores (everything not marked slo
 # and slow), so test-slow leaves their files out. make test + test-slow + tables = every test.
 MEASURING := $(shell $(PY) tests/reliability_tables.py --list)
 
+# The same two one-thread workers: 28 min against 48 in one process (bench/RESULTS.md).
 test-slow:  ## the slow tests (end-to-end runs, whole sweeps), less the measuring ones
-	$(BIN)/pytest -q -m slow $(addprefix --ignore=,$(MEASURING))
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/pytest -q -m slow -n $(WORKERS) $(addprefix --ignore=,$(MEASURING))
 
 tables:  ## run the measuring tests (all of them) and write their tables into docs/reliability.md
 	$(BIN)/python tests/reliability_tables.py
