@@ -23,17 +23,18 @@ TESTS   ?= tests
 # second thread, and two workers of two threads each would fight over the cores. On 2 cores of
 # an AMD EPYC: 148 s, against 204 s with torch's default threads and about 4 min in one process.
 WORKERS ?= 2
+PYTEST  := OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/pytest -q -n $(WORKERS)
 
 test:  ## fast test suite, under 3 minutes on 2 cores (everything not marked slow; TESTS= picks files)
-	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/pytest -q -m "not slow" -n $(WORKERS) $(TESTS)
+	$(PYTEST) -m "not slow" $(TESTS)
 
 # The measuring tests write docs/reliability.md's tables; `make tables` runs all of them (fast
 # and slow), so test-slow leaves their files out. make test + test-slow + tables = every test.
 MEASURING := $(shell $(PY) tests/reliability_tables.py --list)
 
-# The same two one-thread workers: 28 min against 48 in one process (bench/RESULTS.md).
+# The same two one-thread workers ($(PYTEST)): 28 min against 48 in one process (bench/RESULTS.md).
 test-slow:  ## the slow tests (end-to-end runs, whole sweeps), less the measuring ones
-	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/pytest -q -m slow -n $(WORKERS) $(addprefix --ignore=,$(MEASURING))
+	$(PYTEST) -m slow $(addprefix --ignore=,$(MEASURING))
 
 tables:  ## run the measuring tests (all of them) and write their tables into docs/reliability.md
 	$(BIN)/python tests/reliability_tables.py
