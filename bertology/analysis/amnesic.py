@@ -42,7 +42,7 @@ from bertology.data.encode import IGNORE
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import require
 from bertology.families import family_of_checkpoint, mlm_transform_path
-from bertology.run.figures import GREY, PALETTE, save_figure
+from bertology.run.figures import GREY, PALETTE, save_figure, tie
 from bertology.run.tables import write_table
 
 log = logging.getLogger(__name__)
@@ -304,26 +304,45 @@ def summarize(rows: list[dict]) -> dict[str, float]:
     return metrics
 
 
+def condition_key(setting: str, condition: str, metric: str) -> str:
+    """The metrics.json key (summarize) of one condition's mean over seeds."""
+    if metric == "probe_accuracy":
+        return f"amnesic/{setting}/" + {"original": "probe_accuracy_before",
+                                        "inlp": "probe_accuracy_after",
+                                        "random": "random/probe_accuracy"}[condition]
+    if condition == "original":
+        return f"amnesic/{setting}/{metric}"
+    return f"amnesic/{setting}/{condition}/{metric}"
+
+
 def plot_conditions(rows: list[dict], title: str, ctx: ProbeContext, name: str) -> None:
     """A row of bar panels per setting: probe accuracy (with the majority baseline), MLM
-    accuracy and D_KL from the original, per condition; error bars are ±1 std over seeds."""
+    accuracy and D_KL from the original (for the two interventions: the original's is 0),
+    per condition; error bars are ±1 std over seeds."""
     import matplotlib.pyplot as plt
 
     panels = ("probe_accuracy", "mlm_accuracy", "kl")
+    colours = dict(zip(CONDITIONS, (GREY, PALETTE[3], PALETTE[0])))
     figure, axes = plt.subplots(len(SETTINGS), len(panels), figsize=(11, 6.4), squeeze=False)
     for row_axes, setting in zip(axes, SETTINGS):
         for axis, metric in zip(row_axes, panels):
+            conditions = CONDITIONS[1:] if metric == "kl" else CONDITIONS
             values = [[r[metric] for r in rows if r["setting"] == setting
-                       and r["condition"] == c] for c in CONDITIONS]
+                       and r["condition"] == c] for c in conditions]
             stds = [statistics.stdev(v) if len(v) > 1 else 0.0 for v in values]
-            axis.bar(CONDITIONS, [statistics.fmean(v) for v in values], yerr=stds, capsize=4,
-                     color=[GREY, PALETTE[3], PALETTE[0]])
+            bars = axis.bar(conditions, [statistics.fmean(v) for v in values], yerr=stds,
+                            capsize=4, color=[colours[c] for c in conditions])
+            for bar, condition in zip(bars, conditions):
+                tie(bar, [condition_key(setting, condition, metric)])
             axis.set_ylabel(f"{setting}: {metric}")
             axis.grid(axis="y", alpha=0.3)
             if metric != "kl":
                 axis.set_ylim(0, 1)
-        majority = next(r["majority_accuracy"] for r in rows if r["setting"] == setting)
-        row_axes[0].axhline(majority, color="black", linestyle="--", label="majority")
+        # the mean over seeds, as summarize reports it (each seed samples its own positions)
+        majority = statistics.fmean(r["majority_accuracy"] for r in rows
+                                    if r["setting"] == setting and r["condition"] == "original")
+        tie(row_axes[0].axhline(majority, color="black", linestyle="--", label="majority"),
+            [f"amnesic/{setting}/majority_accuracy"])
         row_axes[0].legend(fontsize=8)
     seeds = len({r["seed"] for r in rows})
     figure.suptitle(f"{title}\nerror bars: ±1 s.d. over {seeds} seed(s)")

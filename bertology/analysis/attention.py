@@ -34,7 +34,14 @@ from bertology.config.analysis_settings import AttentionSettings
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import require
 from bertology.models.windows import log_fitting
-from bertology.run.figures import PALETTE, plot_head_heatmap, plot_layer_curves, save_figure
+from bertology.run.figures import (
+    PALETTE,
+    encoder_keys,
+    plot_head_heatmap,
+    plot_layer_curves,
+    save_figure,
+    tie_table,
+)
 from bertology.run.replicates import bootstrap_indices, resample_counts, write_replicates
 from bertology.run.tables import write_table
 
@@ -54,7 +61,6 @@ KOVALEVA_MIN_WORDS = 6
 ENCODERS = ("model", "random")
 KEY_PREFIX = {"model": "attention", "random": "attention/random"}
 TABLE_SCOPE = {"model": "", "random": "random_"}  # the model's tables keep their names
-SERIES = {"model": "model", "random": "random init"}
 TWIN_LINE = (("special_heads_fraction", "special heads"), ("deps/nsubj/accuracy", "nsubj head"),
              ("head_divergence/across_minus_within", "JS across − within"))
 
@@ -202,7 +208,7 @@ def count_patterns(maps: Iterable[np.ndarray], puncts: list[np.ndarray]
     return np.asarray(counts), masses / max(total, 1)
 
 
-def plot_pattern_heatmap(classes: np.ndarray, title: str, out_dir, name: str):
+def plot_pattern_heatmap(classes: np.ndarray, title: str, out_dir, name: str, table: str):
     """A layers × heads grid coloured by each head's majority class."""
     import matplotlib.pyplot as plt
     from matplotlib.colors import ListedColormap
@@ -212,6 +218,7 @@ def plot_pattern_heatmap(classes: np.ndarray, title: str, out_dir, name: str):
                                          0.4 * classes.shape[0] + 1.8))
     image = axis.imshow(classes, cmap=colours, vmin=-0.5, vmax=len(PATTERNS) - 0.5,
                         aspect="auto")
+    tie_table(image, table, "class", PATTERNS)
     axis.set_xticks(range(classes.shape[1]), [str(h) for h in range(classes.shape[1])])
     axis.set_yticks(range(classes.shape[0]), [str(i + 1) for i in range(classes.shape[0])])
     axis.set_xlabel("head")
@@ -258,7 +265,8 @@ def run_head_stats(ctx, settings: AttentionSettings, which: str, features, sente
             for name, values in columns.items():
                 plot_head_heatmap(values, f"{name} ({task})", ctx.out_dir,
                                   f"attention_{name}_{task}",
-                                  label="entropy (nats)" if name == "entropy" else name)
+                                  label="entropy (nats)" if name == "entropy" else name,
+                                  table=(f"attention_heads_{TABLE_SCOPE[which]}{task}", name))
         log_top_heads(columns)
     return metrics, compute_stat_replicates(sums, word_rows, indices, prefix), rows
 
@@ -306,7 +314,8 @@ def run_patterns(ctx, settings: AttentionSettings, features, sentences) -> dict[
         plot_pattern_heatmap(majority, f"Kovaleva-style classes by a fixed rule ({task}, "
                              f"{len(chosen)} maps/head;\nnot validated on labelled maps: not "
                              "comparable with the paper's shares)",
-                             ctx.out_dir, f"attention_patterns_{task}")
+                             ctx.out_dir, f"attention_patterns_{task}",
+                             table=f"attention_patterns_{task}")
     overall = counts.sum((0, 1)) / counts.sum()  # share of each class over all maps
     log.info("Kovaleva-style classes over %d maps per head: %s (a fixed rule, not the paper's "
              "CNN, never validated on labelled maps: not comparable with its shares)",
@@ -379,9 +388,9 @@ def write_layer_table(ctx, settings: AttentionSettings, rows: list[dict]) -> Non
     write_table(ctx.out_dir, f"attention_{task}", rows)
     if settings.heatmaps:
         names = [name for name in (*STATS, "change") if name in rows[0]]
-        plot_layer_curves([{**row, "model": SERIES[row["model"]]} for row in rows], names,
-                          f"attention per layer ({task})", ctx.out_dir,
-                          f"attention_layers_{task}", xlabel="layer")
+        plot_layer_curves(rows, names, f"attention per layer ({task})", ctx.out_dir,
+                          f"attention_layers_{task}", xlabel="layer",
+                          keys=encoder_keys("attention"))
 
 
 def log_twin(metrics: dict[str, float]) -> None:

@@ -35,7 +35,7 @@ from bertology.analysis.mlm_scoring import (
 from bertology.config.analysis_settings import ClozeSettings
 from bertology.data import cloze_suites as data
 from bertology.errors import require
-from bertology.run.figures import GREY, PALETTE, save_figure
+from bertology.run.figures import GREY, PALETTE, reference, save_figure, tie
 from bertology.run.tables import write_table
 
 log = logging.getLogger(__name__)
@@ -304,11 +304,15 @@ def plot_metrics(metrics: dict[str, float], title: str, out_dir: Path, name: str
     """One horizontal bar per returned metric, grouped by suite (the key's order)."""
     keys = sorted(metrics)
     figure, axis = plt.subplots(figsize=(7.5, 0.22 * len(keys) + 1.2))
-    axis.barh(range(len(keys)), [metrics[k] for k in keys], color=PALETTE[0], label="model")
+    bars = axis.barh(range(len(keys)), [metrics[k] for k in keys], color=PALETTE[0],
+                     label="model")
+    for bar, key in zip(bars, keys):
+        tie(bar, [key])
     axis.set_yticks(range(len(keys)), [k.removeprefix("cloze/") for k in keys], fontsize=7)
     axis.invert_yaxis()
     axis.set_xlim(0, 1)
-    axis.axvline(0.5, color=GREY, linewidth=0.8, linestyle="--", label="chance (minimal pairs)")
+    reference(axis.axvline(0.5, color=GREY, linewidth=0.8, linestyle="--",
+                           label="chance (minimal pairs)"))
     figure.legend(loc="outside lower center", ncols=2)
     axis.set_xlabel("accuracy / P@1")
     axis.set_title(title)

@@ -31,7 +31,7 @@ from bertology.analysis.probe_context import ProbeContext
 from bertology.config.analysis_settings import GeometrySettings
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import require
-from bertology.run.figures import plot_layer_curves
+from bertology.run.figures import encoder_keys, plot_layer_curves
 from bertology.run.replicates import (
     bootstrap_indices,
     compute_sentence_ids,
@@ -326,7 +326,8 @@ def run(ctx: ProbeContext, settings: GeometrySettings) -> dict[str, float]:
     write_replicates(ctx.out_dir, f"geometry_{task}", columns, compute_sentence_ids(sentences),
                      ctx.splits.eval_pool)
     plot_layer_curves(rows, list(MEASURES), f"contextuality (Ethayarajh, 2019): {task}",
-                      ctx.out_dir, f"geometry_{task}")
+                      ctx.out_dir, f"geometry_{task}", keys=encoder_keys(
+                          "geometry", compare="geometry/compare/layer_{layer:02d}/{metric}"))
     if ctx.config.compare_to is not None:
         plot_cka(rows, ctx, task)
     return collect_metrics(rows)
@@ -334,6 +335,9 @@ def run(ctx: ProbeContext, settings: GeometrySettings) -> dict[str, float]:
 
 CKA_LABELS = {("model", "cka"): "vs compare_to", ("model", "cka_random"): "vs random init",
               ("random", "cka"): "random init vs compare_to_twin"}
+# each CKA curve's metrics.json key (collect_metrics)
+CKA_KEYS = {label: f"geometry/{'' if model == 'model' else model + '/'}layer_{{layer:02d}}/{column}"
+            for (model, column), label in CKA_LABELS.items()}
 
 
 def plot_cka(rows: list[dict], ctx: ProbeContext, task: str) -> None:
@@ -343,7 +347,8 @@ def plot_cka(rows: list[dict], ctx: ProbeContext, task: str) -> None:
              for row in rows for (model, column), label in CKA_LABELS.items()
              if row["model"] == model and column in row]
     plot_layer_curves(pairs, ["cka"], f"linear CKA (Kornblith et al., 2019): {task}",
-                      ctx.out_dir, f"geometry_cka_{task}", series="pair")
+                      ctx.out_dir, f"geometry_cka_{task}", series="pair",
+                      keys=lambda series, metric: CKA_KEYS.get(series))
 
 
 def collect_metrics(rows: list[dict]) -> dict[str, float]:

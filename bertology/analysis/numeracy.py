@@ -26,7 +26,7 @@ from sklearn.preprocessing import StandardScaler
 from bertology.analysis.features import extract_or_load
 from bertology.config.analysis_settings import NumeracySettings
 from bertology.data.probe_sentences import ProbeSentence
-from bertology.run.figures import plot_layer_curves
+from bertology.run.figures import encoder_keys, plot_layer_curves
 from bertology.run.replicates import bootstrap_indices, write_replicates
 from bertology.run.tables import write_table
 
@@ -112,5 +112,7 @@ def run(ctx, settings: NumeracySettings) -> dict[str, float]:
                       ctx.out_dir, name, series="model",
                       baselines=[{"model": "digits baseline",
                                   **{f"r2_{s}": float(np.mean([r[f'r2_{s}'] for r in digit_rows]))
-                                     for s in SPLITS}}])
+                                     for s in SPLITS}}],
+                      keys=encoder_keys("numeracy",
+                                        **{"digits baseline": "numeracy/digits/{metric}"}))
     return sums

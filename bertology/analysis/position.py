@@ -25,7 +25,7 @@ from bertology.analysis.probe_fits import fit_logistic
 from bertology.analysis.probes import Units, sample, unit_features
 from bertology.config.analysis_settings import PositionSettings
 from bertology.errors import require
-from bertology.run.figures import plot_layer_curves
+from bertology.run.figures import encoder_keys, plot_layer_curves
 from bertology.run.replicates import (
     bootstrap_indices,
     compute_ratio_replicates,
@@ -41,7 +41,6 @@ log = logging.getLogger(__name__)
 # knows some position from its position embeddings (Hewitt & Liang's point for probes, 2019)
 ENCODERS = ("model", "random")
 KEY_PREFIX = {"model": "position", "random": "position/random"}
-SERIES = {"model": "model", "random": "random init"}
 
 
 def position_units(ctx, split: str, max_position: int) -> tuple[Units, np.ndarray]:
@@ -92,10 +91,12 @@ def run(ctx, settings: PositionSettings) -> dict[str, float]:
     write_table(ctx.out_dir, name, rows)
     write_replicates(ctx.out_dir, name, columns, compute_sentence_ids(ctx.sentences("eval")),
                      ctx.splits.eval_pool)
-    plot_layer_curves([{**r, "model": SERIES[r["model"]]} for r in rows], ["accuracy"],
+    plot_layer_curves(rows, ["accuracy"],
                       f"position probe ({classes} classes): {ctx.config.task.name}",
                       ctx.out_dir, name,
-                      baselines=[{"model": "majority position", "accuracy": majority}])
+                      baselines=[{"model": "majority position", "accuracy": majority}],
+                      keys=encoder_keys("position", **{
+                          "majority position": "position/majority_accuracy"}))
     return summarise(rows, majority)
 
 

@@ -38,7 +38,7 @@ from bertology.analysis.probe_fits import FITS, MDL_FITS, compute_accuracy
 from bertology.config.analysis_settings import LinearSettings, MLPSettings
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import require
-from bertology.run.figures import plot_layer_curves
+from bertology.run.figures import CONTROL, encoder_keys, plot_layer_curves
 from bertology.run.replicates import (
     bootstrap_indices,
     compute_ratio_replicates,
@@ -264,7 +264,8 @@ def run_probes(ctx, settings, kind: str, prefix: str) -> dict[str, float]:
                  "for seeds that sample other sentences run one job per seed (seed=0,1,2)",
                  kind, len(data.train.labels), settings.max_train_words, ctx.config.seeds)
         title += "\n(the task probe is deterministic: the seeds vary only the control labels)"
-    plot_layer_curves(curve_rows(rows), ["accuracy", "selectivity"], title, ctx.out_dir, name)
+    plot_layer_curves(curve_rows(rows), ["accuracy", "selectivity"], title, ctx.out_dir, name,
+                      keys=curve_keys(prefix))
     return {**summarise(rows, prefix, majority=majority_accuracy(data)), **notes}
 
 
@@ -304,15 +305,22 @@ def seeds_vary_only_the_control(kind: str, settings, data: ProbeData, seeds: lis
 
 
 def curve_rows(rows: list[dict]) -> list[dict]:
-    """The plot's series: the model's task accuracy, its control task, the random init."""
+    """The plot's series: the task accuracy of the model and of its random-init twin, and
+    each one's control task apart (CONTROL: its own line, tied to its own metrics.json key)."""
     out = []
     for row in rows:
-        series = "random init" if row["model"] == "random" else "task"
-        out.append({**row, "model": series})
+        out.append(row)
         if "control_accuracy" in row:
-            out.append({"model": "control task", "layer": row["layer"],
-                        "accuracy": row["control_accuracy"]})
+            out.append({"model": CONTROL[row["model"]], "layer": row["layer"],
+                        "seed": row["seed"], "accuracy": row["control_accuracy"]})
     return out
+
+
+def curve_keys(prefix: str):
+    """The metrics.json key of every curve in the figure (figures.encoder_keys)."""
+    scopes = {"model": "", "random": "random/"}
+    return encoder_keys(prefix, **{CONTROL[which]: f"{prefix}/{scope}layer_{{layer:02d}}/"
+                                   "control_accuracy" for which, scope in scopes.items()})
 
 
 def majority_accuracy(data: ProbeData) -> float:

@@ -41,7 +41,7 @@ from bertology.analysis.tree_scores import (
 from bertology.config.analysis_settings import StructuralSettings
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import require
-from bertology.run.figures import layer_means, plot_layer_curves
+from bertology.run.figures import encoder_keys, layer_means, plot_layer_curves
 from bertology.run.replicates import (
     bootstrap_indices,
     compute_sentence_ids,
@@ -276,5 +276,7 @@ def run(ctx, settings: StructuralSettings) -> dict[str, float]:
     layered = [row for row in rows if row["model"] != "linear_baseline"]
     plot_layer_curves(layered, metrics, f"structural probes (Hewitt & Manning, 2019): {task}",
                       ctx.out_dir, f"structural_{task}",
-                      baselines=[row for row in rows if row["model"] == "linear_baseline"])
+                      baselines=[row for row in rows if row["model"] == "linear_baseline"],
+                      keys=encoder_keys("structural",
+                                        linear_baseline="structural/linear_baseline/{metric}"))
     return summarise(rows, metrics)

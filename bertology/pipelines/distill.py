@@ -78,7 +78,8 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     examples = InMemoryExamples(train_features, eval_features, config.seed)
     metrics = train(TrainJob(model, objective, examples, trainer, out_dir, tracker, config.seed,
                              desc="distill",
-                             export=lambda path: write_task_model(model.student, tokenizer, path)))
+                             export=lambda path: write_task_model(model.student, tokenizer, path),
+                             eval_name="eval_subset"))  # compare() scores the whole dev set
     student = model.student.to("cpu")
     metrics.update(compare(teacher.to("cpu"), student, config, data, eval_features,
                            tokenizer.pad_token_id, out_dir))

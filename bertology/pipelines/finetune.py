@@ -142,7 +142,8 @@ def run_seed(ctx: SeedContext, seed: int, seed_dir: Path) -> dict[str, float]:
         model, objective, examples, ctx.trainer, seed_dir, tracker, seed,
         desc=f"finetune seed {seed}",
         lr_scale=lambda name: layer_lr_scale(name, layers, config.head.layer_lr_decay, path),
-        export=lambda path: write_task_model(model, ctx.tokenizer, path)))
+        export=lambda path: write_task_model(model, ctx.tokenizer, path),
+        eval_name="eval_subset"))  # evaluate_task below scores the whole dev set: eval/
     scores, rows = evaluate_task(model, config.task, ctx.data.eval, ctx.eval_features,
                                  ctx.data.labels, ctx.tokenizer.pad_token_id)
     log.info("seed %d: %s", seed, " ".join(f"{k}={v:.4f}" for k, v in sorted(scores.items())))

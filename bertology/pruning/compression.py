@@ -40,7 +40,7 @@ from bertology.pruning.schedules import (
     prune_magnitude,
     select_heads_to_mask,
 )
-from bertology.run.figures import integer_ticks, save_figure
+from bertology.run.figures import integer_ticks, save_figure, tie
 from bertology.run.tables import write_table
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,10 @@ def plot_layer_dropping(ctx: PruneContext, rows: list[dict], num_layers: int) ->
     for strategy in ctx.config.prune.layer_strategies:
         points = [(0, ctx.base_metric)] + [(r["dropped"], r["metric"]) for r in rows
                                            if r["strategy"] == strategy]
-        axis.plot(*zip(*points), marker="o", label=strategy)
+        line = axis.plot(*zip(*points), marker="o", label=strategy)[0]
+        tie(line, [f"prune/original/{ctx.metric}"] + [
+            f"prune/layers/{strategy}/dropped_{dropped:02d}/{ctx.metric}"
+            for dropped, _ in points[1:]])
     integer_ticks(axis)
     save_curve_plot(ctx, figure, axis, "layers dropped (no retraining)",
                     "layer dropping (Sajjad et al.)", "layer_dropping")
@@ -112,8 +115,11 @@ def run_magnitude(ctx: PruneContext) -> dict[str, float]:
 
 def plot_magnitude(ctx: PruneContext, rows: list[dict]) -> None:
     figure, axis = plt.subplots(figsize=(5.5, 3.8))
-    axis.plot([r["sparsity"] for r in rows], [r["metric"] for r in rows], marker="o",
-              label="global magnitude")
+    line = axis.plot([r["sparsity"] for r in rows], [r["metric"] for r in rows], marker="o",
+                     label="global magnitude")[0]
+    tie(line, [f"prune/original/{ctx.metric}"] + [
+        f"prune/magnitude/sparsity_{round(r['sparsity'] * 100):02d}/{ctx.metric}"
+        for r in rows[1:]])
     save_curve_plot(ctx, figure, axis, "share of encoder linear weights zeroed",
                     "magnitude pruning (Gordon et al.)", "magnitude_pruning")
 
@@ -228,12 +234,17 @@ def plot_pareto(ctx: PruneContext, rows: list[dict]) -> None:
     for row in rows:
         int8 = row["model"].endswith("int8")
         label = ("on the front" if row["pareto"] else "dominated") + (", int8" if int8 else "")
-        axis.scatter(row["latency_ms"], row["metric"], marker="s" if int8 else "o",
-                     color="C3" if row["pareto"] else "C0", label=label)
+        key = f"compression/{slug(row['model'])}"
+        tie(axis.scatter(row["latency_ms"], row["metric"], marker="s" if int8 else "o",
+                         color="C3" if row["pareto"] else "C0", label=label),
+            [f"{key}/metric"], [f"{key}/latency_ms"])
         axis.annotate(row["model"], (row["latency_ms"], row["metric"]), fontsize=7,
                       xytext=(4, 3), textcoords="offset points")
-    front = sorted((r["latency_ms"], r["metric"]) for r in rows if r["pareto"])
-    axis.plot(*zip(*front), color="C3", linestyle="--", label="Pareto front")
+    front = sorted((r["latency_ms"], r["metric"], f"compression/{slug(r['model'])}")
+                   for r in rows if r["pareto"])
+    line = axis.plot([f[0] for f in front], [f[1] for f in front], color="C3", linestyle="--",
+                     label="Pareto front")[0]
+    tie(line, [f"{f[2]}/metric" for f in front], [f"{f[2]}/latency_ms" for f in front])
     axis.set_xlabel("CPU latency per batch (ms, median)")
     axis.set_ylabel(f"eval {ctx.metric}")
     axis.set_title(f"compression matrix: {ctx.config.task.name}")

@@ -31,7 +31,7 @@ from bertology.pruning.schedules import (
     compute_step_counts,
     select_heads_to_mask,
 )
-from bertology.run.figures import GREY, band_caption, plot_head_heatmap
+from bertology.run.figures import GREY, band_caption, plot_head_heatmap, reference, tie
 from bertology.run.tables import write_table
 
 log = logging.getLogger(__name__)
@@ -91,8 +91,9 @@ def run_heads(ctx: PruneContext) -> dict[str, float]:
                                                settings.max_loss) for c in group]
         metrics[f"prune/heads/{score}/area"] = statistics.fmean(areas)
         metrics[f"prune/heads/{score}/fraction_within_loss"] = statistics.fmean(within)
-        if group[0].seed is None:  # a deterministic order: its metric after every step
-            metrics.update(step_metrics(group[0], ctx.total_heads, ctx.metric))
+        # the metric after every step: a deterministic order's, or the mean over the random
+        # orders that reached the step (the curve the figure draws)
+        metrics.update(step_metrics(mean_curve(group), ctx.total_heads, ctx.metric))
         if len(group) > 1:
             metrics[f"prune/heads/{score}/area_std"] = statistics.stdev(areas)
             metrics[f"prune/heads/{score}/fraction_within_loss_std"] = statistics.stdev(within)
@@ -106,7 +107,8 @@ def run_heads(ctx: PruneContext) -> dict[str, float]:
     first = curves[settings.scores[0]][0].first_scores
     if first is not None:
         plot_head_heatmap(first, f"head importance: {settings.scores[0]} (before pruning)",
-                          ctx.out_dir, "head_importance", label=settings.scores[0])
+                          ctx.out_dir, "head_importance", label=settings.scores[0],
+                          table=("head_importance", "importance"))
         write_table(ctx.out_dir, "head_importance", importance_rows(first))
     return metrics
 
@@ -135,22 +137,37 @@ def importance_rows(scores: np.ndarray) -> list[dict]:
             if not np.isnan(scores[layer, head])]
 
 
+def mean_curve(group: list[Curve]) -> Curve:
+    """One order's curve as it is; several (random) orders' mean at each step that any of them
+    reached (an order stops early once below the budget), over the orders that reached it."""
+    if len(group) == 1:
+        return group[0]
+    longest = max(group, key=lambda c: len(c.values))
+    means = [statistics.fmean(c.values[i] for c in group if i < len(c.values))
+             for i in range(len(longest.values))]
+    return Curve(longest.score, None, list(longest.fractions), list(longest.counts), means)
+
+
 def plot_curves(ctx: PruneContext, curves: dict[str, list[Curve]], upto: float) -> None:
-    """Metric against the fraction of heads masked; random order as its seeds' mean ± std."""
+    """Metric against the fraction of heads masked: each score's curve (random order: the
+    mean over its orders, `mean_curve`, with a band of ±1 s.d.); every point tied to its
+    metrics.json key (step 0: the original model's)."""
     figure, axis = plt.subplots(figsize=(5.5, 3.8))
     bands = []
     for score, group in curves.items():
-        steps = max(len(c.values) for c in group)
-        fractions = next(c.fractions for c in group if len(c.values) == steps)
-        per_step = [[c.values[i] for c in group if i < len(c.values)] for i in range(steps)]
-        means = np.array([statistics.fmean(v) for v in per_step])
-        line = axis.plot(fractions, means, marker="o", label=score)[0]
+        curve = mean_curve(group)
+        line = axis.plot(curve.fractions, curve.values, marker="o", label=score)[0]
+        tie(line, [f"prune/original/{ctx.metric}",
+                   *step_metrics(curve, ctx.total_heads, ctx.metric)])
         if len(group) > 1:
-            stds = np.array([statistics.pstdev(v) for v in per_step])
-            axis.fill_between(fractions, means - stds, means + stds, alpha=0.2,
+            stds = np.array([statistics.pstdev([c.values[i] for c in group
+                                                if i < len(c.values)])
+                             for i in range(len(curve.values))])
+            means = np.array(curve.values)
+            axis.fill_between(curve.fractions, means - stds, means + stds, alpha=0.2,
                               color=line.get_color(), linewidth=0)
             bands.append(f"{score} {band_caption(len(group), 'orders')}")
-    axis.axvline(upto, color=GREY, linestyle=":", label="area range")
+    reference(axis.axvline(upto, color=GREY, linestyle=":", label="area range"))
     save_curve_plot(ctx, figure, axis, "fraction of heads masked", "head pruning",
                     "head_pruning", caption="; ".join(bands))
 

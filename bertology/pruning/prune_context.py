@@ -37,7 +37,7 @@ from bertology.pruning.importance import (
     mark_removed,
 )
 from bertology.pruning.quantize import linear_weight_bytes
-from bertology.run.figures import GREY, save_figure
+from bertology.run.figures import GREY, reference, save_figure
 
 log = logging.getLogger(__name__)
 
@@ -181,8 +181,8 @@ def save_curve_plot(ctx: PruneContext, figure, axis, xlabel: str, title: str, na
                     caption: str = "") -> None:
     """What every pruning curve shows: the loss budget under the original metric, labelled
     axes, the task in the title (and what a band is, below it); then plots/<name>.png|pdf."""
-    axis.axhline(ctx.base_metric - ctx.config.prune.max_loss, color=GREY, linestyle="--",
-                 label=f"original − {ctx.config.prune.max_loss:g}")
+    reference(axis.axhline(ctx.base_metric - ctx.config.prune.max_loss, color=GREY,
+                           linestyle="--", label=f"original − {ctx.config.prune.max_loss:g}"))
     axis.set_xlabel(xlabel)
     axis.set_ylabel(f"eval {ctx.metric}")
     axis.set_title(f"{title}: {ctx.config.task.name}" + (f"\n{caption}" if caption else ""))

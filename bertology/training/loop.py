@@ -60,7 +60,7 @@ from bertology.training.collectives import (
     shard,
 )
 from bertology.training.dropout import restore_sdpa, use_bits_dropout, uses_bits
-from bertology.training.evaluate import CONSTANT, HeldOut
+from bertology.training.evaluate import HeldOut
 from bertology.training.flops import flops_counter
 from bertology.training.objective import Objective
 from bertology.training.precision import TimingTrial, resolve_precision
@@ -133,6 +133,9 @@ class TrainJob:
     lr_scale: Callable[[str], float] | None = None
     export: Export | None = None
     cache_dir: Path | None = None
+    # the periodic evaluation's scope (training/evaluate.py HeldOut): eval_subset where the
+    # pipeline evaluates the whole dev set after training
+    eval_name: str = "eval"
 
 
 def train(job: TrainJob) -> dict[str, float]:
@@ -168,7 +171,7 @@ def train(job: TrainJob) -> dict[str, float]:
         batches = prefetch(batches, cfg.prefetch_batches)
     count_flops = flops_counter(objective, cfg.flops_convention)
     window = Window()
-    held_out = HeldOut(objective, data, cfg, accelerator)
+    held_out = HeldOut(objective, data, cfg, accelerator, job.eval_name)
     # exits run bottom-up: the signals restored, the bar closed, then the W&B run's last line
     with (job.tracker.ending_early(),
           BudgetBar(state, cfg, job.desc, enabled=accelerator.is_main_process) as progress,
@@ -194,7 +197,7 @@ def train(job: TrainJob) -> dict[str, float]:
             if cfg.warmup_ratio == 0 and state.step == cfg.warmup_steps:
                 state.warmup_progress = budget_progress(state, cfg)
             _after_step(state, cfg, lr, window, progress, job.tracker, accelerator,
-                        lambda: held_out.run(model))
+                        lambda: held_out.report(model, state.step))
             stopping = any_process(stop.is_set(), accelerator)
             if state.step % cfg.save_every == 0 or stopping:
                 _save(out_dir, state, model, optimizer, cfg, accelerator, job.export)
@@ -238,10 +241,8 @@ def _after_step(state, cfg, lr, window, progress, tracker, accelerator, run_eval
         state.window, state.window_steps = {}, 0
         window.tokens, window.start = 0, time.perf_counter()
     if state.step % cfg.eval_every == 0 or last:
-        state.last_eval = run_eval()
+        state.last_eval = run_eval()  # logs its line
         tracker.log(state.last_eval, state.step)
-        log.info("step %d: %s", state.step, _fmt({k: v for k, v in state.last_eval.items()
-                                                  if k not in CONSTANT}))
 
 
 def compile_encoders(model: torch.nn.Module) -> None:
@@ -309,10 +310,6 @@ def _accumulate(state: LoopState, logs: dict, divisor: int) -> None:
             value = value.detach()
             wide = value.to(torch.float32 if value.device.type == "mps" else torch.float64)
             state.window[key] = state.window.get(key, 0.0) + wide / divisor
-
-
-def _fmt(metrics: dict[str, float]) -> str:
-    return " ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items()))
 
 
 def _final_metrics(state: LoopState) -> dict[str, float]:
