@@ -36,6 +36,7 @@ from bertology.study.reporting import (
     write_report,
 )
 from bertology.study.results import find_runs
+from bertology.study.scale import SCALE_TABLE, find_shortfalls, smoke_line
 from bertology.study.suite import correct_suite
 from bertology.study.verdicts import FindingResult, judge
 
@@ -51,6 +52,11 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
         catalog.update(load_catalog(config.findings_dir))
     results, skipped = judge_all(runs, catalog)
     correct_suite(results)
+    shortfalls = find_shortfalls(runs)  # runs smaller than their studies state: say so first
+    if shortfalls:
+        log.warning("%s", smoke_line(shortfalls))
+    write_table(out_dir, SCALE_TABLE, [s.row() for s in shortfalls],
+                ["study", "key", "runs", "stated"])
     write_table(out_dir, "metrics", metric_rows(runs))
     write_table(out_dir, "findings", finding_rows(results), FINDING_COLUMNS)
     figures = {r.id: plot_finding(r, out_dir) for r in results}
@@ -61,11 +67,12 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
         log.info("no finding judged: the runs carry no study label; REPORT.md lists each "
                  "study's command and the findings it answers (e.g. bertology probe -m "
                  "experiment=study_probe_pos)")
-    report = write_report(results, skipped, runs, out_dir, figures, curves, guide)
-    write_html(results, skipped, runs, out_dir, figures, curves)
+    report = write_report(results, skipped, runs, out_dir, figures, curves, guide, shortfalls)
+    write_html(results, skipped, runs, out_dir, figures, curves, shortfalls)
     log.info("%s: %d runs, %s", report, len(runs),
              ", ".join(f"{r.id}={r.raw}/{holm_verdict(r)}" for r in results) or "no findings")
-    metrics = {"report/runs": float(len(runs)), **verdict_metrics("report", results)}
+    metrics = {"report/runs": float(len(runs)), "report/smoke_sized": float(bool(shortfalls)),
+               **verdict_metrics("report", results)}
     for kind, group in split_by_kind(results).items():  # pretraining and checkpoint apart
         metrics.update(verdict_metrics(f"report/{kind}", group))
     write_json_atomic(out_dir / "metrics.json", metrics)

@@ -13,12 +13,15 @@ from bertology.run.atomic import write_text_atomic
 from bertology.run.rundir import RunDir, headline_keys
 from bertology.study.reporting import (
     KIND_TITLES,
+    METHOD,
     format_estimate,
     group_runs,
     headline,
     split_by_kind,
     summarise,
+    title_line,
 )
+from bertology.study.scale import Shortfall
 from bertology.study.scope import scope_of
 from bertology.study.verdicts import FindingResult
 
@@ -103,12 +106,11 @@ def runs_table(runs: list[RunDir]) -> list[str]:
 
 def write_html(results: list[FindingResult], skipped: list[tuple[str, str]], runs: list[RunDir],
                out_dir: Path, figures: dict[str, str],
-               curves: dict[str, str] | None = None) -> Path:
+               curves: dict[str, str] | None = None, shortfalls: list[Shortfall] = ()) -> Path:
     """REPORT.html beside REPORT.md; figures maps a finding's id to its PNG (relative), curves
     a caption to a figure of layer curves across runs (study/curves.py)."""
-    body = ["<h1>bertology report</h1>",
-            f"<p>{len(runs)} finished runs; {len(results)} findings judged. Each claim is "
-            "tested one-sided at α = 0.05 two-sided (its 95% interval beyond the margin); the "
+    body = [f"<h1>{escape(title_line(list(shortfalls)).removeprefix('# '))}</h1>",
+            f"<p>{len(runs)} finished runs; {len(results)} findings judged. {METHOD}; the "
             "corrected verdict applies Holm's correction over every finding here; a finding "
             "whose guard fails is uninformative; a verdict whose adjusted p lies within 2× of "
             "α is marked fragile; seeds counts independent runs (for a claim about one checkpoint, "

@@ -12,6 +12,7 @@ from bertology.run.rundir import RunDir, headline_keys
 from bertology.study.contrasts import selects
 from bertology.study.evidence import Evidence, layer_keys
 from bertology.study.results import replication_key
+from bertology.study.scale import Shortfall, smoke_line
 from bertology.study.scope import KINDS, checkpoints_named, result_kind, scope_of
 from bertology.study.stats import Estimate
 from bertology.study.verdicts import VERDICTS, FindingResult
@@ -216,14 +217,26 @@ def findings_table(results: list[FindingResult], figures: dict[str, str]) -> lis
     return lines
 
 
+# what a verdict's test is, in one sentence (stats.ALPHA is two-sided; a claim is one-sided)
+METHOD = ("Each claim is tested one-sided at level 0.025: it holds where its two-sided 95% "
+          "interval lies beyond the margin")
+
+
+def title_line(shortfalls: list[Shortfall]) -> str:
+    """The page's first line: its title, and where the runs are smaller than their studies
+    state (study/scale.py), that the page shows the page, not the findings."""
+    return f"# bertology report: {smoke_line(shortfalls)}" if shortfalls \
+        else "# bertology report"
+
+
 def write_report(results: list[FindingResult], skipped: list[tuple[str, str]],
                  runs: list[RunDir], out_dir: Path, figures: dict[str, str],
-                 curves: dict[str, str] | None = None, guide: list[str] | None = None) -> Path:
+                 curves: dict[str, str] | None = None, guide: list[str] | None = None,
+                 shortfalls: list[Shortfall] = ()) -> Path:
     """REPORT.md; figures maps a finding's id to its figure (plot_finding's path), curves a
     caption to a figure of layer curves across runs (curves.plot_layer_curves)."""
-    lines = ["# bertology report", "",
-             f"{len(runs)} finished runs; {len(results)} findings judged. Each claim is tested "
-             "one-sided at α = 0.05 two-sided (its 95% interval beyond the margin); the "
+    lines = [title_line(list(shortfalls)), "",
+             f"{len(runs)} finished runs; {len(results)} findings judged. {METHOD}; the "
              "interval counts seed-to-seed and item-sampling noise (bootstrap replicates); the "
              "corrected verdict applies Holm's correction over every finding here; a finding "
              "whose guard fails (the runs cannot discriminate) is uninformative; a verdict whose "
@@ -232,6 +245,12 @@ def write_report(results: list[FindingResult], skipped: list[tuple[str, str]],
              "independently pretrained encoders: each verdict's scope says which "
              "(docs/findings.md: \"The verdicts, defined\", \"Unit of replication\").", ""]
     lines += headline(results)
+    if shortfalls:
+        lines += ["", "These runs are smaller than their studies state (the sizes `make "
+                  "reproduce` runs); their verdicts say what the page looks like, not what the "
+                  "findings are:", "", "| study | key | smallest in these runs | stated |",
+                  "|---|---|---:|---:|"]
+        lines += [f"| {s.study} | `{s.key}` | {s.value:g} | {s.stated:g} |" for s in shortfalls]
     if not results and guide:
         lines += ["", "## No finding judged", "", "A finding reads the runs of its study, "
                   "labelled `label: <study>` by the study's experiment bundle; these runs carry "

@@ -19,6 +19,7 @@ import math
 from pathlib import Path
 
 from bertology.errors import UserError, require
+from bertology.study.scale import SCALE_TABLE, Shortfall, smoke_line
 from bertology.study.scope import KINDS, kind_of
 from bertology.study.verdicts import VERDICTS
 
@@ -210,10 +211,25 @@ def value_range(rows: list[dict[str, str]], key: str) -> str:
     return f"{min(values):.3f}–{max(values):.3f}"
 
 
+def scale_line(report: Path) -> list[str]:
+    """Where the report's runs are smaller than their studies state (tables/scale.csv,
+    study/scale.py), the first line says so."""
+    path = report / "tables" / f"{SCALE_TABLE}.csv"
+    if not path.is_file():
+        return []
+    with path.open() as handle:
+        rows = list(csv.DictReader(handle))
+    if not rows:
+        return []
+    shortfalls = [Shortfall(r["study"], r["key"], float(r["runs"]), float(r["stated"]))
+                  for r in rows]
+    return [f"**{smoke_line(shortfalls)}**", ""]
+
+
 def write_summary(report: Path) -> str:
     """SUMMARY.md in the report dir; its text."""
     comparisons = read_comparisons(report)
-    lines = [*summary([rows[0] for rows in comparisons.values()]),
+    lines = [*scale_line(report), *summary([rows[0] for rows in comparisons.values()]),
              *members_line(report), *population_table(comparisons)]
     text = "\n".join(lines) + "\n"
     encoders = report / "ENCODERS.md"  # a run over several encoders: the matrix (matrix.py)
