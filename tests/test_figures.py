@@ -105,7 +105,7 @@ def test_layer_curves_say_what_their_band_is(tmp_path, drawn):
     (three, one, six) = drawn
     assert "band: ±1 s.d. over 3 seeds" in three._suptitle.get_text()
     assert "band" not in one._suptitle.get_text()
-    assert legend_texts(three) == {"model", "random", "majority"}
+    assert legend_texts(three) == {"model", figures.TWIN, "majority"}
     # six panels wrap into two rows of at most four: a figure stays a page wide
     assert six.get_size_inches()[0] <= 3.6 * figures.MAX_COLUMNS + 0.6
     assert sum(a.get_visible() for a in six.axes) == 6
@@ -117,10 +117,11 @@ def test_heatmaps_bars_and_pruning_curves(tmp_path, drawn):
     figures.plot_head_heatmap(np.random.default_rng(0).random((3, 4)), "heads", tmp_path,
                               "heads")
     attention.plot_pattern_heatmap(np.arange(12).reshape(3, 4) % 5, "patterns", tmp_path,
-                                   "patterns")
+                                   "patterns", "attention_patterns")
     cloze.plot_metrics({"cloze/blimp/accuracy": 0.6, "cloze/lama/p_at_1": 0.1}, "cloze",
                        tmp_path, "cloze")
-    ctx = SimpleNamespace(out_dir=tmp_path, base_metric=0.9, metric="accuracy", config=
+    ctx = SimpleNamespace(out_dir=tmp_path, base_metric=0.9, metric="accuracy", total_heads=4,
+                          config=
                           SimpleNamespace(task=SimpleNamespace(name="synthetic_negation"),
                                           prune=SimpleNamespace(max_loss=0.01,
                                                                 layer_strategies=["top"])))
