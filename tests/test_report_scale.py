@@ -11,8 +11,8 @@ import pytest
 from test_report import FINDING, run_report, write_run
 
 from bertology.study.catalog import load_studies
-from bertology.study.scale import SMOKE, find_shortfalls, stated_sizes
 from bertology.study.results import find_runs
+from bertology.study.scale import SMOKE, find_shortfalls, stated_sizes
 from bertology.study.summary import write_summary
 
 POS = {**FINDING, "id": "demo_pos", "study": "probe_pos"}  # a real study's label and sizes
