@@ -17,7 +17,7 @@ ROWS = [("a", "model", "checkpoint", MINILM, "holds", "holds", False),
         ("c", "model", "pretraining", PRE, "does not hold", "does not hold", False),
         ("d", "method", "checkpoint", MINILM, "holds", "holds", False),
         ("e", "model", "checkpoint", MINILM, "uninformative", "uninformative", False),
-        ("f", "model", "checkpoint", MINILM, "holds", "holds", True),  # Holm p within 2× of α
+        ("f", "model", "checkpoint", MINILM, "holds", "holds", True),  # resolved, not firm
         ("g", "model", "pretraining", PRE, "does not hold", "leans against", False),
         ("a", "model", "checkpoint", MINILM, "holds", "holds", False)]  # a second comparison
 
@@ -40,7 +40,8 @@ def test_counts_per_kind_raw_and_holm_and_the_findings_behind_them(tmp_path):
     assert text.startswith("**Pretraining claims, across independently pretrained encoders: "
                            "none of the 2 hold**; **checkpoint "
                            "claims (all-MiniLM-L6-v2): 1 of the 4 hold firmly**, and 1 more "
-                           "holds but is fragile (Holm-adjusted p within 2× of α), "
+                           "holds but is fragile (not firm: firm needs a Holm-adjusted p below "
+                           "α/10, 4 or more replicates and none that carries it alone), "
                            "after Holm's")
     assert "A checkpoint claim holds for that trained model, not for BERT" in text
     lines = {line.split(" | ")[0]: line for line in text.splitlines() if line.startswith("| ")}
@@ -73,7 +74,7 @@ def test_a_population_report_has_no_fragile_clause_where_none_is_fragile(tmp_pat
     assert text.startswith("**Pretraining claims, across independently pretrained encoders: "
                            "none of the 2 hold**, after Holm's correction over all 2 findings. "
                            "0 claims about the method")
-    assert "within 2× of α" not in text and "checkpoint claim" not in text
+    assert "not firm" not in text and "checkpoint claim" not in text
     with (tmp_path / "tables" / "findings.csv").open("w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow([*FIELDS, "members"])

@@ -12,6 +12,7 @@ from pathlib import Path
 from bertology.run.atomic import write_text_atomic
 from bertology.run.rundir import RunDir, headline_keys
 from bertology.study.reporting import (
+    FIRM_WORDS,
     KIND_TITLES,
     METHOD,
     format_estimate,
@@ -112,8 +113,8 @@ def write_html(results: list[FindingResult], skipped: list[tuple[str, str]], run
     body = [f"<h1>{escape(title_line(list(shortfalls)).removeprefix('# '))}</h1>",
             f"<p>{len(runs)} finished runs; {len(results)} findings judged. {METHOD}; the "
             "corrected verdict applies Holm's correction over every finding here; a finding "
-            "whose guard fails is uninformative; a verdict whose adjusted p lies within 2× of "
-            "α is marked fragile; seeds counts independent runs (for a claim about one checkpoint, "
+            f"whose guard fails is uninformative; a resolved verdict is {FIRM_WORDS}, else "
+            "fragile; seeds counts independent runs (for a claim about one checkpoint, "
             "runs of that checkpoint: each verdict's scope says which).</p>",
             "<p>" + "<br>".join(escape(line) for line in headline(results)) + "</p>"]
     for kind, group in split_by_kind(results).items():

@@ -3,6 +3,7 @@ figure per finding."""
 
 from __future__ import annotations
 
+import math
 import statistics
 from pathlib import Path
 
@@ -31,7 +32,7 @@ FINDING_COLUMNS = ["finding", "about", "unit", "scope", "claim", "source", "test
                    "item_overlap", "members", "member_seeds", "within_member_share",
                    "multibootstrap_low", "multibootstrap_high",
                    "multibootstrap_p", "p_holds", "p_fails", "p_holm", "raw_verdict",
-                   "corrected_verdict", "fragile", "note", "runs"]
+                   "corrected_verdict", "fragile", "p_replication", "note", "runs"]
 
 
 def finding_rows(results: list[FindingResult]) -> list[dict]:
@@ -66,7 +67,9 @@ def finding_rows(results: list[FindingResult]) -> list[dict]:
                 "multibootstrap_high": boot_high, "multibootstrap_p": boot_p,
                 "p_holds": r.p_holds, "p_fails": r.p_fails, "p_holm": r.p_adjusted,
                 "raw_verdict": r.raw,
-                "corrected_verdict": r.corrected, "fragile": r.fragile, "note": r.note,
+                "corrected_verdict": r.corrected, "fragile": r.fragile,
+                "p_replication": "" if math.isnan(r.p_replication) else r.p_replication,
+                "note": r.note,
                 "runs": " ".join(str(run.path) for run in r.runs)})
     return rows
 
@@ -136,8 +139,9 @@ def verdict_counts(results: list[FindingResult], which: str) -> dict[str, int]:
 
 
 def holm_verdict(result: FindingResult) -> str:
-    """The corrected verdict as the tables show it: "holds (fragile)" where its adjusted p
-    lies within a factor of 2 of α (suite.FRAGILE)."""
+    """The corrected verdict as the tables show it: "holds (fragile)" where a resolved verdict
+    is not firm (suite.py: firm means Holm-adjusted p below α/10 and no replicate left out
+    loses it)."""
     return f"{result.corrected} (fragile)" if result.fragile else result.corrected
 
 
@@ -217,6 +221,9 @@ def findings_table(results: list[FindingResult], figures: dict[str, str]) -> lis
     return lines
 
 
+# what makes a resolved verdict firm (suite.py), in the pages' words
+FIRM_WORDS = ("firm where its Holm-adjusted p lies below α/10 and no replicate left out loses "
+              "it (4 or more replicates)")
 # what a verdict's test is, in one sentence (stats.ALPHA is two-sided; a claim is one-sided)
 METHOD = ("Each claim is tested one-sided at level 0.025: it holds where its two-sided 95% "
           "interval lies beyond the margin")
@@ -239,8 +246,8 @@ def write_report(results: list[FindingResult], skipped: list[tuple[str, str]],
              f"{len(runs)} finished runs; {len(results)} findings judged. {METHOD}; the "
              "interval counts seed-to-seed and item-sampling noise (bootstrap replicates); the "
              "corrected verdict applies Holm's correction over every finding here; a finding "
-             "whose guard fails (the runs cannot discriminate) is uninformative; a verdict whose "
-             "adjusted p lies within 2× of α is marked fragile; seeds counts independent runs, "
+             "whose guard fails (the runs cannot discriminate) is uninformative; a resolved "
+             f"verdict is {FIRM_WORDS}, else fragile; seeds counts independent runs, "
              "which for a claim about one checkpoint are runs of that checkpoint, not "
              "independently pretrained encoders: each verdict's scope says which "
              "(docs/findings.md: \"The verdicts, defined\", \"Unit of replication\").", ""]

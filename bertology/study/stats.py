@@ -333,13 +333,24 @@ class TTest:
     @cached_property
     def p_holds(self) -> float:
         """P-value of the claim against H0 (the effect is at or on the wrong side of the
-        margin); 1 where no uncertainty was measured."""
-        return one_sided_p(self.gap, self.estimate.parts) if self.measured else 1.0
+        margin); 1 where no uncertainty was measured. An exact estimate (every replicate and
+        resample at one value: zero spread as measured) has an infinite t statistic, so it
+        gets the sign test's p instead, 0.5^n for n replicates all on the claim's side: 18
+        checkpoints at one value cannot say more than 18 coin flips."""
+        if not self.measured:
+            return 1.0
+        if self.estimate.exact:
+            return 0.5 ** self.estimate.n if self.gap > 0 else 1.0
+        return one_sided_p(self.gap, self.estimate.parts)
 
     @property
     def p_fails(self) -> float:
         """P-value of the opposite claim (the effect lies on the wrong side of the margin)."""
-        return 1.0 - self.p_holds if self.measured else 1.0
+        if not self.measured:
+            return 1.0
+        if self.estimate.exact:
+            return 0.5 ** self.estimate.n if self.gap < 0 else 1.0
+        return 1.0 - self.p_holds
 
     def with_seed_variance(self, end: int, level: float = SEED_VARIANCE_LEVEL) -> TTest:
         """The same test had each seed part of its variance been at the low (end 0) or high
@@ -382,6 +393,18 @@ class TTest:
         shared = [part for part in self.estimate.parts if part[2] == 0]
         width = float(compute_power_half_width(shared, alpha)) if shared else 0.0
         return (width / gap) ** 2 if width >= gap else 1.0
+
+
+def replication_probability(p: float, level: float) -> float:
+    """The predictive probability that an independent rerun of the same design resolves the
+    claim the same way at the same one-sided level: with z the observed effect in standard
+    errors (from its one-sided p) and z_c the level's critical value, the rerun's z is
+    N(z, 2) under a flat prior (the effect's uncertainty and the rerun's own noise), so
+    Φ((z − z_c)/√2) (Goodman, 1992; Killeen, 2005). Observed effects that passed a threshold
+    overstate their truth: read it as an upper bound where the claim was chosen for its
+    result."""
+    z = stats.norm.isf(max(p, SMALLEST_P))
+    return float(stats.norm.cdf((z - stats.norm.isf(level)) / math.sqrt(2.0)))
 
 
 def holm(p_values: list[float]) -> list[float]:

@@ -66,8 +66,8 @@ def counts_table(rows: list[dict[str, str]]) -> list[str]:
 
 
 def is_fragile(row: dict[str, str]) -> bool:
-    """A findings.csv row whose Holm-adjusted p lies within 2× of α (a report before the
-    fragile column: none)."""
+    """A findings.csv row marked fragile (suite.py: a resolved verdict that is not firm; a
+    report before the fragile column: none)."""
     return row.get("fragile", "False") == "True"
 
 
@@ -108,7 +108,8 @@ def summary(rows: list[dict[str, str]]) -> list[str]:
         lines.append((f"**checkpoint claims ({checkpoint_names(checkpoint)}): "
                       + holds_phrase(checkpoint)) if checkpoint
                      else "**checkpoint claims: none judged**")
-    fragile = " (Holm-adjusted p within 2× of α)" if any(
+    fragile = (" (not firm: firm needs a Holm-adjusted p below α/10, 4 or more replicates and "
+               "none that carries it alone)") if any(
         r["corrected_verdict"] == "holds" and is_fragile(r)
         for r in pretraining + checkpoint) else ""  # where holds_phrase names fragile holds
     method = f"{len(kinds['method'])} claims about the method, marked *, are reported apart"

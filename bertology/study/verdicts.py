@@ -1,6 +1,6 @@
 """A finding's verdict from its runs: holds, does not hold, underpowered, leans against,
 inconclusive or uninformative, before Holm's correction over every finding of the report
-(suite.py corrects them and marks the fragile ones).
+(suite.py corrects them and tells a firm resolved verdict from a fragile one).
 
 A finding states its claim as one comparison, or several that must all hold (specs.py),
 each formed seed by seed (contrasts.py) or, over a checkpoint population, member by member
@@ -16,7 +16,7 @@ Each verdict, defined: docs/findings.md, "The verdicts, defined".
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -34,10 +34,19 @@ from bertology.study.population import (
 from bertology.study.results import replication_key
 from bertology.study.sign_test import SignTest
 from bertology.study.specs import Comparison, FindingSpec, evidence_of
-from bertology.study.stats import ALPHA, FEASIBLE, MAX_SEEDS, TTest, collapsed_seeds
+from bertology.study.stats import (
+    ALPHA,
+    FEASIBLE,
+    MAX_SEEDS,
+    SEED_VARIANCE_LEVEL,
+    TTest,
+    collapsed_seeds,
+)
 
 VERDICTS = ("holds", "does not hold", "underpowered", "leans against", "inconclusive",
             "uninformative")
+RESOLVED = ("holds", "does not hold")
+FIRM_LEAST = 4  # replicates a firm verdict needs: with 3, one left out leaves 2 (suite.py)
 
 
 # ---------------------------------------------------------------- the finding
@@ -72,6 +81,12 @@ class FindingResult:
     spreads: list[MemberSpread | None] = field(default_factory=list)
     # per comparison: how many times its items the runs' eval sets hold (None: unrecorded)
     headrooms: list[float | None] = field(default_factory=list)
+    # the replicates (seeds, or a population's checkpoints) and, for a resolved raw verdict
+    # on FIRM_LEAST or more, each one left out in turn: (its name, p_holds, p_fails) judged on
+    # the others (suite.py: firm means no replicate left out loses the verdict)
+    replicates: int = 0
+    left_out: list[tuple[str, float, float]] = field(default_factory=list)
+    p_replication: float = math.nan  # a resolved verdict's predictive P(replication) (suite.py)
 
     @property
     def id(self) -> str:
@@ -149,10 +164,11 @@ def judge(spec: FindingSpec, runs: list[RunDir]) -> FindingResult:
                            spreads=[c.spread for c in compared],
                            headrooms=[c.headroom for c in compared])
     result.guard_tests = [compare(g, groups).test for g in spec.guards]
-    tests = result.tests
-    result.p_holds = max(t.p_holds for t in tests)  # intersection-union: every part must hold
-    result.p_fails = min(1.0, len(tests) * min(t.p_fails for t in tests))  # Bonferroni: any
+    result.p_holds, result.p_fails = combine_parts(result.tests)
     result.raw, result.raw_note = classify(result, ALPHA, repeated=bool(repeats))
+    result.replicates = min(t.estimate.n for t in result.tests)
+    if result.raw in RESOLVED and result.replicates >= FIRM_LEAST:
+        result.left_out = leave_one_out(spec, groups)
     failed = [g.describe() for g, t in zip(spec.guards, result.guard_tests)
               if not t.p_holds < ALPHA / 2]
     if failed:  # the comparison cannot discriminate: no verdict on the claim, either way
@@ -166,6 +182,29 @@ def judge(spec: FindingSpec, runs: list[RunDir]) -> FindingResult:
     result.corrected, result.note = result.raw, with_context(result, result.raw_note)
     result.repeated = bool(repeats)
     return result
+
+
+def combine_parts(tests: list) -> tuple[float, float]:
+    """(p_holds, p_fails) of a claim over its parts: intersection-union (every part must hold:
+    the largest p) for the claim, Bonferroni (any part failing refutes it) for its opposite."""
+    return (max(t.p_holds for t in tests),
+            min(1.0, len(tests) * min(t.p_fails for t in tests)))
+
+
+def leave_one_out(spec: FindingSpec, groups: dict[str, list[RunDir]]
+                  ) -> list[tuple[str, float, float]]:
+    """Each replicate left out in turn, the claim judged on the others: a population's
+    checkpoints (its groups), else the seeds of the one group; (name, p_holds, p_fails)."""
+    if len(groups) > 1:
+        cuts = {name: {k: g for k, g in groups.items() if k != name} for name in groups}
+    else:
+        (group,) = groups.values()
+        seeds = sorted({r.seed for r in group}, key=str)
+        if None in seeds:  # runs without a seed: no replicate to leave out
+            return []
+        cuts = {f"seed {seed}": {"": [r for r in group if r.seed != seed]} for seed in seeds}
+    return [(name, *combine_parts([compare(c, cut).test for c in spec.comparisons]))
+            for name, cut in cuts.items()]
 
 
 def caveat_applies(spec: FindingSpec, runs: list[RunDir]) -> bool:
@@ -302,7 +341,8 @@ def unresolved(result: FindingResult, alpha: float, repeated: bool = False) -> t
     within = seeds_a_member(result, alpha)
     if seeds <= FEASIBLE * test.estimate.n:
         return label, "; ".join(filter(None, [
-            f"≈ {seeds:.0f} {replicates_of(result)} would {SETTLES[lean]} (80% power)", within]))
+            f"≈ {seeds:.0f} {replicates_of(result)} would {SETTLES[lean]} (80% power; "
+            f"{budget_range(result, alpha)})", within]))
     items = test.items_needed(level)
     material = test.shared_share(level) >= MATERIAL_SHARED and 1.0 < items <= FEASIBLE
     room = headroom_for(result, test)
@@ -317,6 +357,18 @@ def unresolved(result: FindingResult, alpha: float, repeated: bool = False) -> t
     return "inconclusive", "; ".join(filter(None, [
         f"the estimate lies on the {side} of the margin, too close to it for a feasible "
         "budget", within]))
+
+
+def budget_range(result: FindingResult, alpha: float) -> str:
+    """The deciding budget with every seed part's variance at the low and the high end of its
+    true value's SEED_VARIANCE_LEVEL interval (a variance from 3 seeds is uncertain by a
+    factor of 60): the budget as the interval it is, not one number."""
+    ends = []
+    for end in (0, 1):
+        scaled = [t.with_seed_variance(end) if isinstance(t, TTest) else t for t in result.tests]
+        ends.append(deciding_budget(replace(result, tests=scaled), alpha)[0])
+    low, high = (f"{x:.0f}" if math.isfinite(x) else f"over {MAX_SEEDS:,}" for x in ends)
+    return f"{low}–{high} across the seed variance's {SEED_VARIANCE_LEVEL:.0%} interval"
 
 
 def seeds_a_member(result: FindingResult, alpha: float) -> str:
