@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 TORCH   ?= torch==2.13.0
 export BERTOLOGY_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: help setup test test-slow tables lint bench reproduce reproduce-population default-runs clean
+.PHONY: help setup setup-gpu test test-slow tables lint bench gpu-check reproduce reproduce-population default-runs clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -16,6 +16,22 @@ setup:  ## create .venv and install bertology (editable, dev extras) with the CP
 	# Pin torch first: an unpinned torch pulls several GB of CUDA wheels.
 	$(BIN)/pip install --quiet $(TORCH)
 	$(BIN)/pip install --quiet -e '.[dev]'
+
+# The same torch version's CUDA build: the package index's default Linux wheel (TORCH_INDEX=<a
+# CUDA wheel index> for another CUDA version); stops where that torch sees no GPU (docs/gpu.md).
+TORCH_INDEX ?=
+
+setup-gpu:  ## create .venv with the CUDA build of the pinned torch, then bertology (a GPU machine)
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	# a CPU torch left by `make setup` would satisfy the pin: remove it first
+	$(BIN)/python -c "import torch, sys; sys.exit(0 if torch.version.cuda else 1)" 2>/dev/null \
+		|| $(BIN)/pip uninstall --quiet -y torch 2>/dev/null || true
+	$(BIN)/pip install --quiet $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) $(TORCH)
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@$(BIN)/python -c "import sys, torch; cuda = torch.version.cuda; \
+	print(f'torch {torch.__version__}, CUDA {cuda}, {torch.cuda.device_count()} GPU(s) visible'); \
+	sys.exit(0 if cuda and torch.cuda.is_available() else 'setup-gpu: this torch sees no GPU (a CPU build, or no driver): check nvidia-smi, or give TORCH_INDEX')"
 
 TESTS   ?= tests
 
@@ -57,6 +73,9 @@ reproduce-population:  ## pretrain K BERTs, run the model-reading studies on eac
 
 default-runs:  ## time the default pretrain and probe runs; writes docs/default_runs.md (the docs' one source)
 	$(BIN)/python bench/default_runs.py
+
+gpu-check:  ## the prepared GPU check, ~8 min on one H100: outputs/gpu_check/<stamp>/gpu_check.md (docs/gpu.md)
+	$(BIN)/python bench/gpu_check.py $(GPU_CHECK_ARGS)
 
 bench:  ## benchmarks; figures go to bench/RESULTS.md
 	$(BIN)/python bench/bench_pretrain.py

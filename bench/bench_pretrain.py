@@ -43,6 +43,15 @@ matmuls are emulated (measured here: ~1% of the fp32 peak), so the bf16 cells ar
     python bench/bench_pretrain.py [--sizes mini small base] [--steps 30 15 4] [--repeats 3]
     python bench/bench_pretrain.py --profile [mini small] [--steps 5] [--precisions fp32]
         [--dropout-masks torch bits]
+    python bench/bench_pretrain.py --device cuda --sizes small base --steps 40 20 \
+        [--arms bertology hf_grouped] [--compile] [--data synthetic]
+
+--device cuda times every arm on the GPU (the HF arms without use_cpu; each step's end waits
+for its kernels, in both arms), at bf16 by default (the GPU's best precision; SDPA attention,
+bertology's default), and reports MFU against the card's nominal dense bf16 peak and against a
+bf16 matmul peak measured on it (bench/device.py), with the peak GPU memory; its table goes to
+a section of its own per card. --arms picks arms, --data the corpus (synthetic where the
+Wikipedia shards are not at hand), --compile sets bertology's trainer.compile.
 """
 
 from __future__ import annotations
@@ -52,7 +61,6 @@ import json
 import logging
 import os
 import platform
-import resource
 import subprocess
 import sys
 import tempfile
@@ -71,6 +79,7 @@ os.environ.setdefault("BERTOLOGY_DATA_DIR", str(REPO.parent / "shared" / "data")
 os.environ.setdefault("WANDB_MODE", "offline")
 
 sys.path.insert(0, str(REPO / "bench"))  # its sibling, when imported from elsewhere (tests)
+import device as bench_device  # noqa: E402
 import profile_split  # noqa: E402
 
 from bertology.config.path_checks import resolve_checkpoint  # noqa: E402
@@ -96,6 +105,19 @@ DEFAULT_STEPS = {"mini": 30, "small": 15, "base": 4}  # base (12x768) is slow on
 DOC_MARGIN = 1.25  # the HF arms read this many times the documents their steps need
 PROFILE_SKIPPED = 2  # steps before the profiled ones: kernels and shuffle buffer, profiler warm-up
 THROUGHPUT = "## Pretraining throughput vs HF Trainer"
+THROUGHPUT_GPU = "## Pretraining throughput vs HF Trainer on a GPU"
+
+
+@dataclass(frozen=True)
+class Setup:
+    """Where and on what every arm runs (parent and child processes alike)."""
+
+    device: str = "cpu"  # cpu | cuda
+    data: str = "wikipedia"
+    compile: bool = False  # bertology's trainer.compile
+
+
+SETUP = Setup()
 PROFILE_SPLIT = "## The pretraining step by kind of work"
 
 
@@ -106,7 +128,7 @@ MIXED_PRECISION = {"fp32": "no", "bf16": "bf16"}  # trainer.mixed_precision per 
 def overrides(size: str, steps: int, precision: str = "auto") -> list[str]:
     """bertology's arm; the HF arms read their lr, warmup, weight decay, dropout and corpus
     from the same config. Dropout as BERT §A.2 (pretrain.yaml's sanity run turns it off)."""
-    return [f"size={size}", "model=bert", "objective=mlm", "data=wikipedia",
+    return [f"size={size}", "model=bert", "objective=mlm", f"data={SETUP.data}",
             f"model.tokenizer_name_or_path={TOKENIZER}", "model.input_format=full_sentences",
             "model.masking=dynamic", "model.hidden_dropout_prob=0.1",
             "model.attention_probs_dropout_prob=0.1",
@@ -114,7 +136,7 @@ def overrides(size: str, steps: int, precision: str = "auto") -> list[str]:
             "logger=none", f"trainer.max_steps={steps}", f"trainer.batch_size={BATCH}",
             f"data.max_seq_length={SEQ_LEN}", f"trainer.log_every={steps}",
             f"trainer.eval_every={10 * steps}", f"trainer.save_every={10 * steps}",
-            "trainer.eval_batches=1"]
+            "trainer.eval_batches=1", f"trainer.compile={str(SETUP.compile).lower()}"]
 
 
 def compose_pretrain(args: list[str]):
@@ -123,7 +145,8 @@ def compose_pretrain(args: list[str]):
 
 
 def peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """The run's peak memory: resident on a CPU, allocated on the GPU (bench/device.py)."""
+    return bench_device.peak_memory_mib(SETUP.device)
 
 
 @dataclass
@@ -157,6 +180,7 @@ def record_steps(steps: Steps, step_fn: Callable, after: Callable | None = None)
     def recorded(trainable, optimizer, batches, cfg, accelerator, state, count_flops) -> int:
         began, flops, waited = time.perf_counter(), state.flops, state.data_seconds
         tokens = step_fn(trainable, optimizer, batches, cfg, accelerator, state, count_flops)
+        bench_device.synchronize(SETUP.device)  # a GPU step ends when its kernels do
         steps.ends.append(time.perf_counter())
         steps.tokens.append(tokens)
         steps.flops.append(state.flops - flops)
@@ -258,6 +282,7 @@ def run_hf_trainer(size: str, steps: int, precision: str, build_dataset: Callabl
         two step ends holds all of a step's work, as bertology's does."""
 
         def on_step_end(self, args, state, control, **kwargs):
+            bench_device.synchronize(SETUP.device)
             recorded.ends.append(time.perf_counter())
 
     transformers.logging.set_verbosity_error()  # "longer than 512": grouped texts are cut later
@@ -274,7 +299,8 @@ def run_hf_trainer(size: str, steps: int, precision: str, build_dataset: Callabl
             output_dir=out, per_device_train_batch_size=BATCH, max_steps=steps,
             learning_rate=config.trainer.lr, warmup_steps=config.trainer.warmup_steps,
             weight_decay=config.trainer.weight_decay, save_strategy="no", report_to=[],
-            logging_steps=steps, disable_tqdm=True, use_cpu=True, dataloader_num_workers=0,
+            logging_steps=steps, disable_tqdm=True, use_cpu=SETUP.device == "cpu",
+            dataloader_num_workers=0,
             bf16=precision == "bf16")
         Trainer(model=model, args=arguments, train_dataset=dataset, data_collator=collator,
                 callbacks=[StepClock()]).train()
@@ -296,9 +322,13 @@ def run_arm(arm: str, size: str, steps: int, precision: str) -> dict:
     """One arm in a fresh process, after reading the load average; its result as JSON on the
     last line of stdout."""
     load = os.getloadavg()[0]
+    # on a CPU, no arm may find a GPU the machine has (accelerate and Trainer would take it)
+    env = {**os.environ, **({"CUDA_VISIBLE_DEVICES": ""} if SETUP.device == "cpu" else {})}
     out = subprocess.run([sys.executable, __file__, "--arm", arm, "--sizes", size,
-                          "--steps", str(steps), "--precisions", precision],
-                         capture_output=True, text=True)
+                          "--steps", str(steps), "--precisions", precision,
+                          "--device", SETUP.device, "--data", SETUP.data,
+                          *(["--compile"] if SETUP.compile else [])],
+                         capture_output=True, text=True, env=env)
     if out.returncode != 0:
         sys.exit(f"{arm} in {precision} at size={size} failed:\n{out.stderr[-3000:]}")
     return {**json.loads(out.stdout.strip().splitlines()[-1]), "load_before": load}
@@ -326,15 +356,17 @@ class Peak:
 
 
 def measure_peaks(native: bool) -> dict[str, Peak]:
-    """The matmul peak of this machine per precision: the best over PEAK_SHAPES, each product
-    timed 5 times. An MFU against one 1024^3 product under-states the ceiling (issue 40: 1.1
-    TFLOP/s bf16 there against 2.6-3.7 on the model's own products), which flatters every arm.
-    bf16 is measured even where it is emulated, to show what emulation costs."""
+    """The matmul peak of this device per precision: the best over PEAK_SHAPES, each product
+    timed 5 times. An MFU against one 1024^3 product under-states the ceiling (on a 2-core
+    Xeon: 1.1 TFLOP/s bf16 there against 2.6-3.7 on the model's own products), which flatters
+    every arm. bf16 is measured even where it is emulated, to show what emulation costs."""
     dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16}
+    timer = bench_device.cuda_matmul_flops_per_s if SETUP.device == "cuda" \
+        else matmul_flops_per_s
     peaks = {}
     for name in PRECISIONS:
         shapes = PEAK_SHAPES[name] if native or name == "fp32" else EMULATED_SHAPES
-        peaks[name] = max((Peak(matmul_flops_per_s(*shape, dtypes[name], repeats=5), shape)
+        peaks[name] = max((Peak(timer(*shape, dtypes[name], repeats=5), shape)
                            for shape in shapes), key=lambda peak: peak.flops_per_s)
     return peaks
 
@@ -401,7 +433,9 @@ def profile_bertology(size: str, steps: int, precision: str = "auto",
 
 
 def main() -> None:
+    global SETUP
     args = parse_args()
+    SETUP = Setup(args.device, args.data, args.compile)
     logging.basicConfig(level=logging.WARNING)
     if args.arm:  # a child process: one arm, its result on the last line
         print(json.dumps(ARMS[args.arm](args.sizes[0], args.steps[0], args.precisions[0])))
@@ -418,14 +452,16 @@ def main() -> None:
         native, _ = native_bf16(torch.device("cpu"))
         write_profile(args, profiled, measure_peaks(native), native)
         return
-    native, why = native_bf16(torch.device("cpu"))
+    native, why = native_bf16(torch.device(SETUP.device))
     peaks = measure_peaks(native)
-    precisions = args.precisions or (list(PRECISIONS) if native else ["fp32"])
+    precisions = args.precisions or default_precisions(native)
     print(f"matmul peak: fp32 {peaks['fp32']}, bf16 {peaks['bf16']}; {why}; "
           f"precisions {', '.join(precisions)}", flush=True)
-    # bertology's `auto` is a cell of its own: the done-when asks that it come within 10% of
-    # the faster explicit precision, and on a bf16 CPU it times steps before choosing
-    cells = [("bertology", "auto")] + [(arm, p) for arm in ARMS for p in precisions]
+    # bertology's `auto` is a cell of its own on a CPU: it should come within 10% of the faster
+    # explicit precision, and on a bf16 CPU it times steps before choosing (a GPU: bf16)
+    auto = [("bertology", "auto")] if "bertology" in args.arms and SETUP.device == "cpu" \
+        else []
+    cells = auto + [(arm, p) for arm in args.arms for p in precisions]
     rows = []
     for size, steps in zip(args.sizes, args.steps):
         runs: dict[tuple[str, str], list[dict]] = {cell: [] for cell in cells}
@@ -437,6 +473,14 @@ def main() -> None:
                   flush=True)
         rows.append((size, steps, {cell: summarise(found) for cell, found in runs.items()}))
     write_results(args, peaks, precisions, why, rows)
+
+
+def default_precisions(native: bool) -> list[str]:
+    """A GPU's best precision is bf16 (where it has it); a CPU times fp32 and, where it
+    multiplies bf16 natively, bf16 too."""
+    if SETUP.device == "cuda":
+        return ["bf16"] if native else ["fp32"]
+    return list(PRECISIONS) if native else ["fp32"]
 
 
 def parse_args() -> argparse.Namespace:
@@ -455,6 +499,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--dropout-masks", nargs="+", default=["auto"],
                         choices=["auto", "torch", "bits"],
                         help="with --profile: trainer.dropout_masks settings to profile")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                        help="where every arm runs (cuda: the HF arms without use_cpu)")
+    parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS),
+                        help="the arms to time (default: all three)")
+    parser.add_argument("--data", choices=["wikipedia", "synthetic"], default="wikipedia",
+                        help="the corpus every arm reads (default wikipedia)")
+    parser.add_argument("--compile", action="store_true",
+                        help="bertology's trainer.compile=true (where it helps: a GPU)")
     parser.add_argument("--arm", choices=ARMS, help=argparse.SUPPRESS)  # child process
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "RESULTS.md")
     args = parser.parse_args()
@@ -474,6 +526,9 @@ def parse_args() -> argparse.Namespace:
         parser.error("--steps: the timing spans steps 2..n, so at least 2 (--profile: 1)")
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: torch sees no GPU here (torch.cuda.is_available() is "
+                     "False); install the CUDA build with `make setup-gpu`")
     if args.arm and args.arm != "bertology" and args.precisions == ["auto"]:
         parser.error("auto is bertology's trainer.mixed_precision; the HF arms take fp32 or bf16")
     return args
@@ -509,72 +564,119 @@ def ratio(numerator: float | None, denominator: float | None) -> str:
     return f"{numerator / denominator:.2f}x" if numerator and denominator else "–"
 
 
+def bench_command(args) -> str:
+    """The command that wrote a table, its non-default options included."""
+    parts = ["python bench/bench_pretrain.py --sizes", *args.sizes, "--steps",
+             *map(str, args.steps), f"--repeats {args.repeats}"]
+    parts += ["--precisions", *args.precisions] if args.precisions else []
+    parts += [f"--device {args.device}"] if args.device != "cpu" else []
+    parts += ["--arms", *args.arms] if list(args.arms) != list(ARMS) else []
+    parts += [f"--data {args.data}"] if args.data != "wikipedia" else []
+    parts += ["--compile"] if args.compile else []
+    return " ".join(parts)
+
+
+def where() -> str:
+    """The device every arm ran on, in words: the card and the host, or the CPU."""
+    if SETUP.device == "cuda":
+        return (f"{bench_device.device_name('cuda')} (CUDA {torch.version.cuda}, "
+                f"{torch.cuda.device_count()} visible), host {machine()}")
+    return machine()
+
+
+def corpus_words() -> str:
+    if SETUP.data == "synthetic":
+        return "Corpus: the embedded synthetic grammar (`data=synthetic`)"
+    return "Corpus: English Wikipedia (WikiExtractor shards, `data=wikipedia`)"
+
+
+def gpu_mfu_text(flops_per_s: float, peaks: dict[str, Peak]) -> str:
+    """MFU over the card's nominal dense bf16 peak / over the bf16 matmul peak measured."""
+    nominal = bench_device.nominal_bf16_peak(bench_device.device_name("cuda"))
+    first = f"{flops_per_s / nominal:.0%}" if nominal else "– (card not in the table)"
+    return f"{first} / {flops_per_s / peaks['bf16'].flops_per_s:.0%}"
+
+
 def write_results(args, peaks: dict[str, Peak], precisions: list[str], why: str, rows) -> None:
     import transformers
 
-    command = ("python bench/bench_pretrain.py --sizes " + " ".join(args.sizes) + " --steps "
-               + " ".join(map(str, args.steps)) + f" --repeats {args.repeats}"
-               + (" --precisions " + " ".join(args.precisions) if args.precisions else ""))
-    skipped = [p for p in PRECISIONS if p not in precisions]
+    gpu = SETUP.device == "cuda"
+    skipped = [p for p in PRECISIONS if p not in precisions] if not gpu else []
+    heading = f"{THROUGHPUT_GPU}: {bench_device.device_name('cuda')}" if gpu else THROUGHPUT
     lines = [
-        "", THROUGHPUT, "",
-        f"`{command}` on {machine()}, transformers {transformers.__version__}. Matmul peak "
-        f"measured at the start, the best product of squares and the model's own shapes "
-        f"(rows x inner x cols): **fp32 {peaks['fp32']}, bf16 {peaks['bf16']}**; {why}."
+        "", heading, "",
+        f"`{bench_command(args)}` on {where()}, transformers {transformers.__version__}. "
+        f"Matmul peak measured at the start, the best product of squares and the model's own "
+        f"shapes (rows x inner x cols): **fp32 {peaks['fp32']}, bf16 {peaks['bf16']}**; {why}."
         + (f" {' and '.join(skipped)} cells not run: on this CPU a bf16 matmul runs at "
            f"{peaks['bf16'].flops_per_s / peaks['fp32'].flops_per_s:.1%} of fp32's, so no arm "
            "can gain from it (rerun "
            "with `--precisions fp32 bf16` to time them anyway)." if skipped else ""), "",
-        "Corpus: English Wikipedia (WikiExtractor shards, `data=wikipedia`), streamed by "
+        f"{corpus_words()}, streamed by "
         "bertology; the HF arms read the same documents (bertology's reader, after its held-out "
         f"ones), {DOC_MARGIN}× what their steps need. Tokenizer: MiniLM's 30,522-token uncased "
         "WordPiece (BERT's) in every arm, bertology by `model.tokenizer_name_or_path`. Sequence "
         f"{SEQ_LEN}, batch {BATCH}, MLM only, dropout 0.1. bertology: objective=mlm, "
         "full_sentences packing, dynamic masking, `trainer.mixed_precision` = no (fp32), bf16 "
-        "or auto (what it chose in brackets), the MLM head at masked positions only. HF grouped: "
+        "or auto (what it chose in brackets), the MLM head at masked positions only"
+        f"{', trainer.compile=true' if SETUP.compile else ''}. HF grouped: "
         "Trainer + BertForMaskedLM + DataCollatorForLanguageModeling on run_mlm.py's "
         f"`group_texts` blocks of exactly {SEQ_LEN} tokens (no padding); HF padded: one example "
         f"per document, truncated to {SEQ_LEN}, padded per batch; `bf16=False` / `True`, "
-        "`use_cpu=True`, bertology's lr, warmup and weight decay, the MLM head at every "
+        f"`use_cpu={not gpu}`, bertology's lr, warmup and weight decay, the MLM head at every "
         "position. Every arm steps fused AdamW (HF's default).", "",
         f"Each cell ran {args.repeats}×, each run in a fresh process, interleaved (repeat r "
         "runs every cell once, in an order rotated by r); the 1-minute load average before each "
         "run is listed, so a quiet machine is shown, not said. Timing, every arm alike: from the "
-        "end of the first optimizer step to the end of the last (steps 2..n). tok/s counts real "
+        "end of the first optimizer step to the end of the last (steps 2..n"
+        f"{'; each step ends when its kernels do' if gpu else ''}). tok/s counts real "
         "(non-padding) tokens: median [range] over the runs. MFU: the median run's executed "
-        "model FLOPs per second over each measured peak. Best: an arm's faster precision.", "",
-        "| size | steps | arm | precision | tok/s median [range] | MFU of fp32 / bf16 peak "
-        "| data wait | peak RSS (MiB) | load before each run |",
+        "model FLOPs per second over "
+        + ("the card's nominal dense bf16 peak and over the bf16 matmul peak measured. "
+           if gpu else "each measured peak. ") + "Best: an arm's faster precision.", "",
+        "| size | steps | arm | precision | tok/s median [range] | MFU of "
+        + ("nominal / measured bf16 peak | data wait | peak GPU memory (MiB)" if gpu else
+           "fp32 / bf16 peak | data wait | peak RSS (MiB)") + " | load before each run |",
         "|---|---:|---|---|---:|---:|---:|---:|---|",
     ]
     native = peaks["bf16"].flops_per_s > peaks["fp32"].flops_per_s  # else emulated: no ceiling
     for size, steps, summaries in rows:
         for (arm, precision), run in summaries.items():
             chosen = f"auto ({run['precision']})" if precision == "auto" else precision
+            mfu = gpu_mfu_text(run["flops_per_s"], peaks) if gpu \
+                else mfu_text(run["flops_per_s"], peaks, native)
             lines.append(
                 f"| {size} | {steps} | {arm} | {chosen} | {cell_text(run)} "
-                f"| {mfu_text(run['flops_per_s'], peaks, native)} | {run['data_wait_share']:.1%} "
+                f"| {mfu} | {run['data_wait_share']:.1%} "
                 f"| {run['peak_rss_mib']:,.0f} | {', '.join(f'{x:.2f}' for x in run['loads'])} |")
-    lines += ["", "Best against best (each arm's faster precision, medians) beside fp32 against "
-              "fp32, and `auto` against bertology's faster explicit precision:", "",
-              "| size | bertology best | HF grouped best | HF padded best | best vs grouped "
-              "| best vs padded | fp32 vs grouped | fp32 vs padded | auto vs bertology best |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines += best_rows(rows, precisions, list(args.arms))
+    replace_section(args.out, heading, lines)
+
+
+def best_rows(rows, precisions: list[str], arms: list[str]) -> list[str]:
+    """Best against best (each arm's faster precision) beside fp32 against fp32, and `auto`
+    against bertology's faster explicit precision; an arm not run reads –."""
+    lines = ["", "Best against best (each arm's faster precision, medians) beside fp32 against "
+             "fp32, and `auto` against bertology's faster explicit precision:", "",
+             "| size | bertology best | HF grouped best | HF padded best | best vs grouped "
+             "| best vs padded | fp32 vs grouped | fp32 vs padded | auto vs bertology best |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for size, _, summaries in rows:
-        best = {arm: best_of({p: summaries[arm, p] for p in precisions}) for arm in ARMS}
-        rate = {arm: best[arm][1]["tokens_per_s"] for arm in ARMS}
-        fp32 = {arm: summaries[arm, "fp32"]["tokens_per_s"] for arm in ARMS
+        best = {arm: best_of({p: summaries[arm, p] for p in precisions}) for arm in arms}
+        rate = {arm: best[arm][1]["tokens_per_s"] for arm in arms}
+        fp32 = {arm: summaries[arm, "fp32"]["tokens_per_s"] for arm in arms
                 if (arm, "fp32") in summaries}
+        auto = summaries.get(("bertology", "auto"))
+        cells = {arm: f"{rate[arm]:,.0f} ({best[arm][0]})" if arm in rate else "–"
+                 for arm in ARMS}
         lines.append(
-            f"| {size} | {rate['bertology']:,.0f} ({best['bertology'][0]}) "
-            f"| {rate['hf_grouped']:,.0f} ({best['hf_grouped'][0]}) "
-            f"| {rate['hf_padded']:,.0f} ({best['hf_padded'][0]}) "
-            f"| **{ratio(rate['bertology'], rate['hf_grouped'])}** "
-            f"| **{ratio(rate['bertology'], rate['hf_padded'])}** "
+            f"| {size} | {cells['bertology']} | {cells['hf_grouped']} | {cells['hf_padded']} "
+            f"| **{ratio(rate.get('bertology'), rate.get('hf_grouped'))}** "
+            f"| **{ratio(rate.get('bertology'), rate.get('hf_padded'))}** "
             f"| {ratio(fp32.get('bertology'), fp32.get('hf_grouped'))} "
             f"| {ratio(fp32.get('bertology'), fp32.get('hf_padded'))} "
-            f"| {ratio(summaries['bertology', 'auto']['tokens_per_s'], rate['bertology'])} |")
-    replace_section(args.out, THROUGHPUT, lines)
+            f"| {ratio(auto and auto['tokens_per_s'], rate.get('bertology'))} |")
+    return lines
 
 
 def roofline_rows(profiled: list[Profiled], peaks: dict[str, Peak], native: bool) -> list[str]:

@@ -167,6 +167,8 @@ def commands_in(text: str) -> list[tuple[list[str], str | None]]:
 def bertology_args(words: list[str]) -> list[str] | None:
     if not words or words[0] not in COMMAND_WORDS:
         return None
+    if words[0] == "python" and len(words) > 1 and words[1].endswith(".py"):
+        return None  # a script (bench/...), whose arguments may name an arm "bertology"
     for i, word in enumerate(words):
         if word == "bertology" or word.endswith("/bertology"):
             return words[i + 1:]

@@ -1,6 +1,6 @@
-"""A step ready for a GPU (issue 29.4): the model + loss compiles to one graph, with no graph
-break (each break is a host synchronisation or a shape only the device knows), for BERT,
-RoBERTa, SpanBERT and ELECTRA at a tiny size on the CPU; and the MLM head's static count of
+"""A step ready for a GPU: the model + loss compiles to one graph, with no graph break (each
+break is a host synchronisation or a shape only the device knows), for BERT, RoBERTa,
+SpanBERT, ELECTRA and ModernBERT at a tiny size on the CPU; and the MLM head's static count of
 masked positions (objectives/mlm.py, as Cramming's sparse prediction) leaves the loss as it was
 with the exact, dynamic set of masked positions. The loop's side: the finite check and the
 window's sums stay on the device until a log step or checkpoint reads them (training/loop.py)."""
@@ -24,7 +24,8 @@ SEED = 0
 TINY = SizeConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
                   intermediate_size=128)
 # family -> its pretraining objective (conf/model/*.yaml defaults)
-VARIANTS = {"bert": "mlm_nsp", "roberta": "mlm", "spanbert": "span_sbo", "electra": "electra"}
+VARIANTS = {"bert": "mlm_nsp", "roberta": "mlm", "spanbert": "span_sbo", "electra": "electra",
+            "modernbert": "mlm"}
 
 
 def examples(tokenizer, lengths: list[int]) -> list[dict]:
