@@ -51,7 +51,8 @@ for its kernels, in both arms), at bf16 by default (the GPU's best precision; SD
 bertology's default), and reports MFU against the card's nominal dense bf16 peak and against a
 bf16 matmul peak measured on it (bench/device.py), with the peak GPU memory; its table goes to
 a section of its own per card. --arms picks arms, --data the corpus (synthetic where the
-Wikipedia shards are not at hand), --compile sets bertology's trainer.compile.
+Wikipedia shards are not at hand), --compile compiles both arms (bertology's trainer.compile,
+TrainingArguments' torch_compile).
 """
 
 from __future__ import annotations
@@ -300,7 +301,7 @@ def run_hf_trainer(size: str, steps: int, precision: str, build_dataset: Callabl
             learning_rate=config.trainer.lr, warmup_steps=config.trainer.warmup_steps,
             weight_decay=config.trainer.weight_decay, save_strategy="no", report_to=[],
             logging_steps=steps, disable_tqdm=True, use_cpu=SETUP.device == "cpu",
-            dataloader_num_workers=0,
+            dataloader_num_workers=0, torch_compile=SETUP.compile,
             bf16=precision == "bf16")
         Trainer(model=model, args=arguments, train_dataset=dataset, data_collator=collator,
                 callbacks=[StepClock()]).train()
@@ -506,7 +507,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--data", choices=["wikipedia", "synthetic"], default="wikipedia",
                         help="the corpus every arm reads (default wikipedia)")
     parser.add_argument("--compile", action="store_true",
-                        help="bertology's trainer.compile=true (where it helps: a GPU)")
+                        help="compile both arms (where it helps: a GPU)")
     parser.add_argument("--arm", choices=ARMS, help=argparse.SUPPRESS)  # child process
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "RESULTS.md")
     args = parser.parse_args()
@@ -619,7 +620,8 @@ def write_results(args, peaks: dict[str, Peak], precisions: list[str], why: str,
         f"{SEQ_LEN}, batch {BATCH}, MLM only, dropout 0.1. bertology: objective=mlm, "
         "full_sentences packing, dynamic masking, `trainer.mixed_precision` = no (fp32), bf16 "
         "or auto (what it chose in brackets), the MLM head at masked positions only"
-        f"{', trainer.compile=true' if SETUP.compile else ''}. HF grouped: "
+        f"{', trainer.compile=true (HF: torch_compile=True)' if SETUP.compile else ''}. "
+        "HF grouped: "
         "Trainer + BertForMaskedLM + DataCollatorForLanguageModeling on run_mlm.py's "
         f"`group_texts` blocks of exactly {SEQ_LEN} tokens (no padding); HF padded: one example "
         f"per document, truncated to {SEQ_LEN}, padded per batch; `bf16=False` / `True`, "
