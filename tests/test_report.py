@@ -568,3 +568,75 @@ def test_a_firm_verdict_survives_each_seed_left_out(tmp_path):
     write_run(runs / "5", {"eval/a": 0.65, "eval/b": 0.7}, 5, FINDING)
     metrics = run_report(runs, tmp_path / "report6", FINDING)
     assert metrics["report/corrected/holds"] == 1 and metrics["report/corrected/fragile"] == 1
+
+
+def test_a_compound_verdict_whose_first_part_holds_says_so(tmp_path):
+    """finetuning_top_layers' shape: the model's contrast holds (a − b = 0.10 on every seed,
+    give or take 0.005) while the twin shows more of it (0.20): the claim beyond the twin
+    does not hold, and its note says the first part holds on the model."""
+    compound = {**FINDING, "id": "beyond_twin", "compare": {"all": [
+        {"a": "eval/a", "b": "eval/b", "expect": "greater"},
+        {"a": "eval/a", "b": "eval/b", "twin": {"a": "eval/ta", "b": "eval/tb"},
+         "expect": "greater"}]}}
+    runs = tmp_path / "runs"
+    for seed, d in enumerate((0.0, 0.005, -0.005)):
+        write_run(runs / str(seed), {"eval/a": 0.8 + d, "eval/b": 0.7, "eval/ta": 0.9 - d,
+                                     "eval/tb": 0.7}, seed, compound)
+    metrics = run_report(runs, tmp_path / "report", compound)
+    assert metrics["report/corrected/does_not_hold"] == 1
+    with (tmp_path / "report" / "tables" / "findings.csv").open() as handle:
+        row = next(csv.DictReader(handle))
+    assert row["note"].startswith("its first part holds on the model (p = ")
+    assert row["note"].split(";")[0].endswith("not beyond its twin")
+
+
+GUARD = {**FINDING, "id": "learned", "study": "s",
+         "compare": {"a": "eval/trained", "b": "eval/twin", "expect": "greater", "margin": 0.02}}
+CLAIM = {**FINDING, "id": "where", "study": "s", "presupposes": "learned"}
+
+
+def presupposing_runs(tmp_path, gain: float) -> Path:
+    """Three seeds whose a − b = 0.1 (the claim holds on its own) and whose trained − twin
+    gain is `gain` (± 0.001)."""
+    runs = tmp_path / "runs"
+    for seed, d in enumerate((0.0, 0.001, -0.001)):
+        write_run(runs / str(seed), {"eval/a": 0.8 + d, "eval/b": 0.7, "eval/trained": 0.5 + gain
+                                     + d, "eval/twin": 0.5}, seed, label="s")
+    return runs
+
+
+def test_a_claim_whose_presupposition_fails_is_uninformative_with_its_estimate(tmp_path):
+    """The manipulation check one level up: `where` holds on its own, but the runs' gain over
+    the twin (+0.009) is short of `learned`'s margin of 0.02, so `where` says the runs did not
+    learn what it presupposes, with that estimate; out of Holm's families."""
+    metrics = run_report(presupposing_runs(tmp_path, 0.009), tmp_path / "report", GUARD, CLAIM)
+    with (tmp_path / "report" / "tables" / "findings.csv").open() as handle:
+        rows = {row["finding"]: row for row in csv.DictReader(handle)}
+    assert rows["learned"]["corrected_verdict"] == "does not hold"
+    assert rows["where"]["raw_verdict"] == rows["where"]["corrected_verdict"] == "uninformative"
+    assert rows["where"]["note"].startswith("the runs did not learn what the claim presupposes: "
+                                           "learned does not hold (+0.009 [")
+    assert "against its margin 0.02" in rows["where"]["note"]
+    assert metrics["report/corrected/uninformative"] == 1
+
+
+def test_a_claim_whose_presupposition_holds_is_judged(tmp_path):
+    run_report(presupposing_runs(tmp_path, 0.2), tmp_path / "report", GUARD, CLAIM)
+    with (tmp_path / "report" / "tables" / "findings.csv").open() as handle:
+        rows = {row["finding"]: row for row in csv.DictReader(handle)}
+    assert rows["learned"]["corrected_verdict"] == rows["where"]["corrected_verdict"] == "holds"
+
+
+def test_a_presupposition_no_finding_defines_is_refused_in_one_line(tmp_path):
+    typo = {**CLAIM, "presupposes": "learnt"}
+    with pytest.raises(UserError, match="presupposes learnt, which no findings file defines"):
+        run_report(presupposing_runs(tmp_path, 0.2), tmp_path / "report", GUARD, typo)
+
+
+def test_the_catalog_presupposes_the_manipulation_check_for_probe_claims_about_the_model():
+    specs = catalog.load_catalog()
+    catalog.check_presuppositions(specs)
+    probing = {s.id for s in specs.values() if s.about == "model"
+               and set(s.studies) & {"probe_pos", "probe_ner"}} - {"pretraining_beats_random"}
+    assert {s.id for s in specs.values() if s.presupposes} == probing
+    assert len(probing) == 13

@@ -22,7 +22,12 @@ from bertology.config.report_config import load_report_config
 from bertology.errors import UserError
 from bertology.run.atomic import write_json_atomic
 from bertology.run.tables import write_table
-from bertology.study.catalog import findings_for, load_catalog, studies_guide
+from bertology.study.catalog import (
+    check_presuppositions,
+    findings_for,
+    load_catalog,
+    studies_guide,
+)
 from bertology.study.curves import plot_layer_curves
 from bertology.study.report_html import write_html
 from bertology.study.reporting import (
@@ -38,7 +43,7 @@ from bertology.study.reporting import (
 from bertology.study.results import find_runs
 from bertology.study.scale import SCALE_TABLE, find_shortfalls, smoke_line
 from bertology.study.suite import correct_suite
-from bertology.study.verdicts import FindingResult, judge
+from bertology.study.verdicts import FindingResult, apply_presuppositions, judge
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +55,9 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     catalog = load_catalog()
     if config.findings_dir is not None:  # the user's own, beside the survey's
         catalog.update(load_catalog(config.findings_dir))
+    check_presuppositions(catalog)
     results, skipped = judge_all(runs, catalog)
+    apply_presuppositions(results)  # the manipulation check, before Holm
     correct_suite(results)
     shortfalls = find_shortfalls(runs)  # runs smaller than their studies state: say so first
     if shortfalls:

@@ -64,6 +64,14 @@ def load_catalog(folder: Path = FINDINGS) -> dict[str, FindingSpec]:
     return specs
 
 
+def check_presuppositions(catalog: dict[str, FindingSpec]) -> None:
+    """Every finding a finding presupposes is in the catalog (a typo would never apply)."""
+    for spec in catalog.values():
+        unknown = [p for p in spec.presupposes if p not in catalog]
+        require(not unknown, f"finding {spec.id}: presupposes {', '.join(unknown)}, which no "
+                "findings file defines")
+
+
 def check_unit(path: Path, block) -> None:
     """Every finding says what its replicates are (no default: a verdict's scope is declared,
     never assumed)."""

@@ -64,6 +64,10 @@ class FindingSpec:
     tautology: str = ""  # can_fail: false: why the real measurement cannot come out against it
     unit: str = "checkpoint"  # what its replicates are: checkpoint | pretraining (scope.UNITS)
     caveat_checkpoint: str = ""  # the checkpoint the caveat is about (none: every run)
+    # findings that must hold on the same checkpoints for this claim to inform at all (the
+    # manipulation check: pretraining_beats_random, that pretraining put POS information in
+    # the model); where one does not, this one is uninformative (verdicts.apply_presuppositions)
+    presupposes: tuple[str, ...] = ()
 
     def describe(self) -> str:
         return " and ".join(c.describe() for c in self.comparisons)
@@ -122,7 +126,16 @@ def parse_finding(spec: dict) -> FindingSpec:
                        str(spec.get("caveat", "")), str(spec.get("no_twin", "")),
                        str(spec.get("tautology", "")) if spec.get("can_fail") is False else "",
                        str(spec.get("unit", "checkpoint")),
-                       str(spec.get("caveat_checkpoint", "")))
+                       str(spec.get("caveat_checkpoint", "")), presupposed(spec))
+
+
+def presupposed(spec: dict) -> tuple[str, ...]:
+    """`presupposes:` as a tuple of finding ids (one id or a list)."""
+    found = spec.get("presupposes") or ()
+    found = (found,) if isinstance(found, str) else tuple(found)
+    require(all(isinstance(x, str) and x != spec["id"] for x in found),
+            f"finding {spec['id']}: presupposes={found!r}; give other findings' ids")
+    return found
 
 
 def evidence_of(spec: FindingSpec) -> list[Evidence]:

@@ -20,6 +20,7 @@ from bertology.study.stats import ALPHA, holm, replication_probability
 from bertology.study.verdicts import (
     FIRM_LEAST,
     FindingResult,
+    part_note,
     replicates_of,
     unresolved,
     with_context,
@@ -51,6 +52,7 @@ def correct_suite(results: list[FindingResult]) -> None:
         else:  # the budget at the level Holm would hold this finding to, in its direction
             level = level_h if result.lean > 0 else level_f
             verdict, note = unresolved(result, 2.0 * level, result.repeated)
+        note = "; ".join(filter(None, [part_note(result, verdict), note]))
         result.corrected, result.note = verdict, with_context(result, note)
 
 

@@ -166,6 +166,7 @@ def judge(spec: FindingSpec, runs: list[RunDir]) -> FindingResult:
     result.guard_tests = [compare(g, groups).test for g in spec.guards]
     result.p_holds, result.p_fails = combine_parts(result.tests)
     result.raw, result.raw_note = classify(result, ALPHA, repeated=bool(repeats))
+    result.raw_note = "; ".join(filter(None, [part_note(result, result.raw), result.raw_note]))
     result.replicates = min(t.estimate.n for t in result.tests)
     if result.raw in RESOLVED and result.replicates >= FIRM_LEAST:
         result.left_out = leave_one_out(spec, groups)
@@ -182,6 +183,44 @@ def judge(spec: FindingSpec, runs: list[RunDir]) -> FindingResult:
     result.corrected, result.note = result.raw, with_context(result, result.raw_note)
     result.repeated = bool(repeats)
     return result
+
+
+def apply_presuppositions(results: list[FindingResult]) -> None:
+    """A finding whose claim presupposes another (its yaml's `presupposes:`) is uninformative
+    where that one, judged on the same checkpoints, does not hold: where the members never
+    learned the POS information pretraining_beats_random asks for, a claim about which layer
+    holds it describes what they have not learned yet, and "does not hold" would read as
+    "false". The presupposed finding's estimate goes in the note. Runs before Holm, which
+    leaves uninformative findings out of its families."""
+    by_id = {r.id: r for r in results}
+    for result in results:
+        unmet = [by_id[p] for p in result.spec.presupposes
+                 if p in by_id and by_id[p].members == result.members and by_id[p].raw != "holds"]
+        if not unmet or result.raw == "uninformative":
+            continue
+        result.raw = "uninformative"
+        result.raw_note = ("the runs did not learn what the claim presupposes: " + "; ".join(
+            f"{r.id} {r.raw} ({describe_test(r.tests[0])})" for r in unmet))
+        result.corrected, result.note = result.raw, with_context(result, result.raw_note)
+
+
+def describe_test(test: TTest | SignTest) -> str:
+    """An estimate against its margin in a few words: "+0.009 [−0.004, 0.022], margin 0.02"."""
+    low, high = test.estimate.interval()
+    return (f"{test.estimate.mean:+.3g} [{low:.3g}, {high:.3g}] against its margin "
+            f"{test.margin:g}")
+
+
+def part_note(result: FindingResult, verdict: str) -> str:
+    """Where a compound claim is not found to hold but its first part is (at α/2 on its own):
+    the note says so, so "does not hold" is not read as "false on the model" ("holds on the
+    model, not beyond its twin" where a later part is a twin contrast)."""
+    if verdict == "holds" or len(result.tests) < 2 or not result.tests[0].p_holds < ALPHA / 2:
+        return ""
+    p = result.tests[0].p_holds
+    if any(c.twin is not None for c in result.spec.comparisons[1:]):
+        return f"its first part holds on the model (p = {p:.2g}), not beyond its twin"
+    return f"its first part holds (p = {p:.2g}), not the claim as a whole"
 
 
 def combine_parts(tests: list) -> tuple[float, float]:
