@@ -61,7 +61,8 @@ def test_the_two_level_estimate_by_hand():
     members = [([0.10, 0.20], [np.array([0.1, 0.2, 0.1, 0.2]), np.array([0.2, 0.2, 0.3, 0.1])]),
                ([0.30, 0.30], [np.array([0.3, 0.4, 0.2, 0.3]), np.array([0.3, 0.2, 0.4, 0.3])]),
                ([0.05, 0.15], [np.array([0.0, 0.1, 0.1, 0.0]), np.array([0.1, 0.2, 0.2, 0.1])])]
-    test, design, _, _, spread = population_test([paired(v, r) for v, r in members], GREATER)
+    test, design, _, _, spread, _ = population_test([paired(v, r) for v, r in members],
+                                                    GREATER)
     means = [0.15, 0.30, 0.10]
     reps = np.array([[0.15, 0.20, 0.20, 0.15], [0.30, 0.30, 0.30, 0.30],
                      [0.05, 0.15, 0.15, 0.05]])  # (members, R): each seed pair averaged
@@ -386,3 +387,37 @@ def test_arms_that_read_different_checkpoints_are_one_study_not_a_population(tmp
                       arm=arm, model={"name_or_path": name})
     result = judge(parse_finding(finding), find_runs([tmp_path]))
     assert result.members == () and result.tests[0].estimate.n == 3
+
+
+def skewness_by_hand(values: list[float]) -> float:
+    """The adjusted Fisher-Pearson coefficient: g1 = m3 / m2^1.5, times √(n(n − 1)) / (n − 2)."""
+    x = np.asarray(values)
+    n, d = len(x), x - x.mean()
+    g1 = (d ** 3).mean() / (d ** 2).mean() ** 1.5
+    return g1 * math.sqrt(n * (n - 1)) / (n - 2)
+
+
+def test_the_skew_flag_fires_on_a_fifth_weak_members(tmp_path):
+    """18 members, 14 near +0.3 and 4 at −0.3 (a fifth weak): the mean (+0.17) holds, but the
+    members are skewed (g1 < −1), and findings.csv and the note give the skewness and the sign
+    test over members (14 of 18 on the claim's side: p = P(X ≥ 14 | 18, ½)), both by hand; 18
+    members spread evenly around +0.17 raise no flag."""
+    rng = np.random.default_rng(5)
+    strong = list(0.3 + rng.normal(0, 0.01, 14))
+    values = strong + [-0.3] * 4
+    write_member_runs(tmp_path / "runs", {f"m{i:02d}": [v] for i, v in enumerate(values)})
+    run_report(tmp_path / "runs", tmp_path / "out", FINDING)
+    with (tmp_path / "out" / "tables" / "findings.csv").open() as handle:
+        row = next(csv.DictReader(handle))
+    assert row["members"] == "18" and row["corrected_verdict"] == "holds"
+    assert float(row["members_skewness"]) == pytest.approx(skewness_by_hand(values), rel=1e-9)
+    assert float(row["members_skewness"]) < -1.0
+    sign_p = sum(math.comb(18, k) for k in range(14, 19)) / 2 ** 18
+    assert float(row["members_sign_p"]) == pytest.approx(sign_p, rel=1e-9)
+    assert "the members are skewed (g1 = -" in row["note"]
+    even = list(0.17 + rng.normal(0, 0.3, 18))
+    write_member_runs(tmp_path / "even", {f"m{i:02d}": [v] for i, v in enumerate(even)})
+    run_report(tmp_path / "even", tmp_path / "out_even", FINDING)
+    with (tmp_path / "out_even" / "tables" / "findings.csv").open() as handle:
+        row = next(csv.DictReader(handle))
+    assert abs(float(row["members_skewness"])) < 1.0 and "skewed" not in row["note"]

@@ -31,7 +31,8 @@ FINDING_COLUMNS = ["finding", "about", "unit", "scope", "claim", "source", "test
                    "effect", "ci_low", "ci_high", "se", "dof", "seeds", "item_replicates",
                    "item_overlap", "members", "member_seeds", "within_member_share",
                    "multibootstrap_low", "multibootstrap_high",
-                   "multibootstrap_p", "p_holds", "p_fails", "p_holm", "raw_verdict",
+                   "multibootstrap_p", "members_sign_p", "members_skewness", "p_holds",
+                   "p_fails", "p_holm", "raw_verdict",
                    "corrected_verdict", "fragile", "p_replication", "note", "runs"]
 
 
@@ -47,8 +48,10 @@ def finding_rows(results: list[FindingResult]) -> list[dict]:
         boots = r.multibootstrap or [None] * len(r.tests)
         # and, where its members ran 2+ seeds, the share of their spread that is noise within
         spreads = r.spreads or [None] * len(r.tests)
-        for test, design, comparison, overlap, boot, spread in zip(
-                r.tests, r.designs, r.spec.comparisons, overlaps, boots, spreads):
+        # and, from 5 members, the sign test over them and their skewness
+        checks = r.checks or [None] * len(r.tests)
+        for test, design, comparison, overlap, boot, spread, check in zip(
+                r.tests, r.designs, r.spec.comparisons, overlaps, boots, spreads, checks):
             low, high = test.estimate.interval()
             boot_low, boot_high, boot_p = boot or (None, None, None)
             rows.append({
@@ -65,6 +68,8 @@ def finding_rows(results: list[FindingResult]) -> list[dict]:
                 "within_member_share": spread.within if spread else None,
                 "multibootstrap_low": boot_low,
                 "multibootstrap_high": boot_high, "multibootstrap_p": boot_p,
+                "members_sign_p": check.sign_p if check else None,
+                "members_skewness": check.skewness if check else None,
                 "p_holds": r.p_holds, "p_fails": r.p_fails, "p_holm": r.p_adjusted,
                 "raw_verdict": r.raw,
                 "corrected_verdict": r.corrected, "fragile": r.fragile,

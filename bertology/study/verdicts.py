@@ -26,6 +26,7 @@ from bertology.study.checkpoints import checkpoint_of
 from bertology.study.contrasts import contrast_runs, contrast_test, selects
 from bertology.study.evidence import Evidence, layer_keys
 from bertology.study.population import (
+    MembersCheck,
     MemberSpread,
     population_members,
     population_test,
@@ -87,6 +88,8 @@ class FindingResult:
     replicates: int = 0
     left_out: list[tuple[str, float, float]] = field(default_factory=list)
     p_replication: float = math.nan  # a resolved verdict's predictive P(replication) (suite.py)
+    # per comparison across a population of 5 or more: the sign test and skewness of its members
+    checks: list[MembersCheck | None] = field(default_factory=list)
 
     @property
     def id(self) -> str:
@@ -162,6 +165,7 @@ def judge(spec: FindingSpec, runs: list[RunDir]) -> FindingResult:
                            overlaps=[c.overlap for c in compared], members=tuple(members),
                            multibootstrap=[c.multibootstrap for c in compared],
                            spreads=[c.spread for c in compared],
+                           checks=[c.check for c in compared],
                            headrooms=[c.headroom for c in compared])
     result.guard_tests = [compare(g, groups).test for g in spec.guards]
     result.p_holds, result.p_fails = combine_parts(result.tests)
@@ -179,7 +183,8 @@ def judge(spec: FindingSpec, runs: list[RunDir]) -> FindingResult:
                 "same evidence) and count once") if repeats else ""
     tautology = f"cannot fail (a tautology): {spec.tautology}" if spec.tautology else ""
     caveat = spec.caveat if caveat_applies(spec, result.runs) else ""
-    result.context = "; ".join(filter(None, [*notes, repeated, caveat, tautology]))
+    result.context = "; ".join(filter(None, [*notes, repeated, caveat, tautology,
+                                             skew_note(result)]))
     result.corrected, result.note = result.raw, with_context(result, result.raw_note)
     result.repeated = bool(repeats)
     return result
@@ -223,6 +228,14 @@ def part_note(result: FindingResult, verdict: str) -> str:
     return f"its first part holds (p = {p:.2g}), not the claim as a whole"
 
 
+def skew_note(result: FindingResult) -> str:
+    """Where a part's members are skewed (population.MembersCheck), say so with its sign test."""
+    skewed = [c for c in result.checks if c is not None and c.skewed]
+    return "; ".join(f"the members are skewed (g1 = {c.skewness:+.2f}; sign test over them "
+                     f"p = {c.sign_p:.2g}): a mean over a few strong or weak members, read "
+                     "the figure" for c in skewed)
+
+
 def combine_parts(tests: list) -> tuple[float, float]:
     """(p_holds, p_fails) of a claim over its parts: intersection-union (every part must hold:
     the largest p) for the claim, Bonferroni (any part failing refutes it) for its opposite."""
@@ -264,6 +277,7 @@ class Compared:
     overlap: float | None
     multibootstrap: tuple[float, float, float] | None
     spread: MemberSpread | None
+    check: MembersCheck | None
     headroom: float | None
 
 
@@ -274,7 +288,7 @@ def compare(comparison: Comparison, groups: dict[str, list[RunDir]]) -> Compared
     headroom = None if None in rooms else min(rooms)
     if len(groups) == 1:
         test, overlap = contrast_test(contrasts[0], comparison)
-        return Compared(test, contrasts[0].design, overlap, None, None, headroom)
+        return Compared(test, contrasts[0].design, overlap, None, None, None, headroom)
     seeds = [{str(run.seed) for run in group} for group in groups.values()]
     private = sum(map(len, seeds)) == len(set().union(*seeds))  # no seed run on two members
     return Compared(*population_test(contrasts, comparison, private), headroom)
