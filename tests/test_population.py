@@ -22,9 +22,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import REPO, run_cli
+from omegaconf import OmegaConf
 from test_levels import RESAMPLES
-from test_report import FINDING, run_report, write_run
+from test_report import FINDING, run_report, write_findings, write_run
 
+from bertology.errors import UserError
+from bertology.pipelines import report
 from bertology.run.replicates import REPLICATES
 from bertology.study.contrasts import Contrast
 from bertology.study.population import (
@@ -421,3 +424,44 @@ def test_the_skew_flag_fires_on_a_fifth_weak_members(tmp_path):
     with (tmp_path / "out_even" / "tables" / "findings.csv").open() as handle:
         row = next(csv.DictReader(handle))
     assert abs(float(row["members_skewness"])) < 1.0 and "skewed" not in row["note"]
+
+
+def test_the_scope_states_the_recipe_and_the_members_set_aside(tmp_path):
+    """A population drawn 5 seeds, 3 of which left the unigram floor: REPORT.md, REPORT.html,
+    findings.csv and SUMMARY.md say 3 of 5 seeds of that recipe, name the 2 set aside, and
+    list every member drawn."""
+    from bertology.study.summary import write_summary
+
+    members = {"seed_0": [0.30, 0.31], "seed_1": [0.10, 0.11], "seed_2": [0.20, 0.21]}
+    write_member_runs(tmp_path / "runs", members)
+    table = tmp_path / "members.csv"
+    rows = [["member", "mlm_accuracy", "mlm_floor", "learned", "layers", "hidden", "tokens",
+             "flops"],
+            [0, 0.091, 0.055, True, 6, 256, 1.4e6, 4.0e13],
+            [1, 0.052, 0.055, False, 6, 256, 1.4e6, 4.0e13],
+            [2, 0.099, 0.057, True, 6, 256, 1.4e6, 4.0e13],
+            [3, "", "", "", "", "", "", ""],  # its pretraining did not finish
+            [4, 0.066, 0.050, True, 6, 256, 1.4e6, 4.0e13]]
+    with table.open("w", newline="") as handle:
+        csv.writer(handle).writerows(rows)
+    out = tmp_path / "out"
+    report.run(OmegaConf.create({"runs": [str(tmp_path / "runs")],
+                                 "findings_dir": str(write_findings(tmp_path / "f", FINDING)),
+                                 "members_table": str(table)}), out)
+    words = ("3 of 5 seeds drawn of 6-layer, 256-wide BERTs that saw 1.4M tokens (4.0e+13 "
+             "FLOPs) each, held-out MLM accuracy 0.066–0.099 that left the unigram floor (2 "
+             "set aside: 1, 3)")
+    assert f"Members: {words}." in (out / "REPORT.md").read_text()
+    assert "| 1 | 0.052 | 0.055 | **no: set aside** |" in (out / "REPORT.md").read_text()
+    assert "no: set aside" in (out / "REPORT.html").read_text()
+    with (out / "tables" / "findings.csv").open() as handle:
+        assert next(csv.DictReader(handle))["set_aside"] == "1 3"
+    assert write_summary(out).startswith(f"**Pretraining claims, across {words}: ")
+
+
+def test_a_members_table_that_is_not_a_csv_is_refused_in_one_line(tmp_path):
+    write_member_runs(tmp_path / "runs", {"seed_0": [0.3], "seed_1": [0.1]})
+    with pytest.raises(UserError, match=r"members_table=.*: not a CSV file"):
+        report.run(OmegaConf.create({"runs": [str(tmp_path / "runs")],
+                                     "members_table": str(tmp_path / "none.csv")}),
+                   tmp_path / "out")

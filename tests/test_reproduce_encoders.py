@@ -467,7 +467,9 @@ def test_a_population_pretrains_each_member_with_its_seed_and_judges_them_togeth
         assert len(models) == 2 and all(f"seed={seed}" in c for c in models)
     (report,) = [c for c in commands if c[0] == "report"]
     assert report[-1] == f"hydra.run.dir={tmp_path}/out/population/report"
-    assert len(report[1:-1]) == 6  # 3 members x 2 studies
+    # every member drawn, in the table the report states the selection from
+    assert report[-2] == f"members_table={tmp_path}/out/population/tables/members.csv"
+    assert len(report[1:-2]) == 6  # 3 members x 2 studies
 
 
 def fake_pretraining(monkeypatch, failing: set[int]) -> list[list[str]]:
@@ -510,7 +512,7 @@ def test_replace_failed_draws_members_until_k_learned_and_studies_only_those(tmp
         assert all(i > pretrained for i, c in enumerate(commands)
                    if "-m" in c and any(f"/member_{seed}/" in a for a in c))
     (report,) = [c for c in commands if c[0] == "report"]
-    assert len(report[1:-1]) == 3  # 3 learned members x probe_pos
+    assert len(report[1:-2]) == 3  # 3 learned members x probe_pos (and the members table)
     commands.clear()
     reproduce.main(argv)
     assert not [c for c in commands if c[0] == "pretrain"]

@@ -10,13 +10,16 @@ from omegaconf import DictConfig, OmegaConf
 
 from bertology.errors import require
 
-KEYS = ("runs", "findings_dir")
+KEYS = ("runs", "findings_dir", "members_table")
 
 
 @dataclass(frozen=True)
 class ReportConfig:
     runs: list[Path]  # run dirs or sweep dirs, searched recursively
     findings_dir: Path | None = None  # <id>.yaml files judged beside conf/findings/'s
+    # a population's members table (study/members.py): every member drawn, its recipe and
+    # whether it learned; the report states the selection with the verdicts' scope
+    members_table: Path | None = None
 
 
 def load_report_config(cfg: DictConfig) -> ReportConfig:
@@ -24,8 +27,8 @@ def load_report_config(cfg: DictConfig) -> ReportConfig:
     container = OmegaConf.to_container(cfg)
     unknown = sorted(set(container) - set(KEYS))
     require(not unknown, f"{unknown[0] if unknown else ''} is not a known key; report takes "
-            "run dirs and findings_dir=<folder>: bertology report outputs/<pipeline>/<date>/<time> "
-            "[more dirs]")
+            "run dirs, findings_dir=<folder> and members_table=<csv>: bertology report "
+            "outputs/<pipeline>/<date>/<time> [more dirs]")
     runs = container.get("runs") or []
     require(isinstance(runs, list) and bool(runs), "no run dirs given; usage: bertology report "
             "outputs/<pipeline>/<date>/<time> [more dirs or sweep dirs]")
@@ -43,4 +46,10 @@ def load_report_config(cfg: DictConfig) -> ReportConfig:
         require(folder.is_dir() and any(folder.glob("*.yaml")),
                 f"findings_dir={folder}: not a folder of finding files; give a folder of "
                 "<id>.yaml files laid out as conf/findings/<id>.yaml, or leave it out")
-    return ReportConfig(roots, folder)
+    table = container.get("members_table")
+    if table is not None:
+        table = Path(str(table)).expanduser()
+        require(table.is_file() and table.suffix == ".csv",
+                f"members_table={table}: not a CSV file; give the members.csv a population run "
+                "writes (python -m bertology.reproduce --population K), or leave it out")
+    return ReportConfig(roots, folder, table)

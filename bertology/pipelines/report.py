@@ -42,6 +42,7 @@ from bertology.study.reporting import (
 )
 from bertology.study.results import find_runs
 from bertology.study.scale import SCALE_TABLE, find_shortfalls, smoke_line
+from bertology.study.selection import MEMBERS_TABLE, Selection
 from bertology.study.suite import correct_suite
 from bertology.study.verdicts import FindingResult, apply_presuppositions, judge
 
@@ -64,8 +65,9 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
         log.warning("%s", smoke_line(shortfalls))
     write_table(out_dir, SCALE_TABLE, [s.row() for s in shortfalls],
                 ["study", "key", "runs", "stated"])
+    selection = load_selection(config.members_table, out_dir)
     write_table(out_dir, "metrics", metric_rows(runs))
-    write_table(out_dir, "findings", finding_rows(results), FINDING_COLUMNS)
+    write_table(out_dir, "findings", finding_rows(results, selection), FINDING_COLUMNS)
     figures = {r.id: plot_finding(r, out_dir) for r in results}
     curves = plot_layer_curves(runs, out_dir)  # a checkpoint sweep's probe curves
     guide = None
@@ -74,8 +76,9 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
         log.info("no finding judged: the runs carry no study label; REPORT.md lists each "
                  "study's command and the findings it answers (e.g. bertology probe -m "
                  "experiment=study_probe_pos)")
-    report = write_report(results, skipped, runs, out_dir, figures, curves, guide, shortfalls)
-    write_html(results, skipped, runs, out_dir, figures, curves, shortfalls)
+    report = write_report(results, skipped, runs, out_dir, figures, curves, guide, shortfalls,
+                          selection)
+    write_html(results, skipped, runs, out_dir, figures, curves, shortfalls, selection)
     log.info("%s: %d runs, %s", report, len(runs),
              ", ".join(f"{r.id}={r.raw}/{holm_verdict(r)}" for r in results) or "no findings")
     metrics = {"report/runs": float(len(runs)), "report/smoke_sized": float(bool(shortfalls)),
@@ -84,6 +87,17 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
         metrics.update(verdict_metrics(f"report/{kind}", group))
     write_json_atomic(out_dir / "metrics.json", metrics)
     return metrics
+
+
+def load_selection(table: Path | None, out_dir: Path) -> Selection | None:
+    """A population's members table (members_table=), copied into tables/members.csv: every
+    member drawn, set aside or not (study/selection.py)."""
+    if table is None:
+        return None
+    selection = Selection.read(table)
+    write_table(out_dir, MEMBERS_TABLE, [dict(row) for row in selection.rows])
+    log.info("members: %s", selection.words())
+    return selection
 
 
 def verdict_metrics(prefix: str, results: list[FindingResult]) -> dict[str, float]:

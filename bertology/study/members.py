@@ -12,11 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bertology.errors import require
+from bertology.run.rundir import RunDir
 from bertology.run.tables import write_table
 from bertology.run.tracking import read_log
 from bertology.study import catalog, encoders, runner
 from bertology.study.population import below_floor
 from bertology.study.runner import Step, run_steps
+from bertology.study.selection import MEMBERS_TABLE
 from bertology.study.steps import (
     SEED_STRIDE,
     Encoder,
@@ -194,10 +196,13 @@ def reproduce_population(out: Path, studies: dict[str, dict], lanes: int, size: 
     failed = [name for name, (status, _) in results.items() if status]
     report_dir = out / "population" / "report"
     dirs = [str(m.root / s) for m in members for s in studies if (m.root / s).exists()]
-    status, _ = runner.bertology(["report", *dirs, f"hydra.run.dir={report_dir}"],
-                          out / "logs" / "population_report.log")
+    # every member drawn, set aside or not: the report states the selection with its scope
+    write_members_table(out / "population", drawn, extra, cache)
+    table = out / "population" / "tables" / f"{MEMBERS_TABLE}.csv"
+    status, _ = runner.bertology(["report", *dirs, f"members_table={table}",
+                                  f"hydra.run.dir={report_dir}"],
+                                 out / "logs" / "population_report.log")
     if status == 0 and (report_dir / "tables" / "findings.csv").exists():
-        write_members_table(report_dir, drawn, extra, cache)
         write_summary(report_dir)
     log.info("population report: %s (exit %d); all steps %.1f min; failed: %s",
              report_dir / "REPORT.md", status, (time.perf_counter() - total) / 60,
@@ -220,10 +225,16 @@ def write_members_table(report_dir: Path, seeds: Sequence[int], extra: tuple[str
         first = first_eval_accuracy(run_dir)
         last, floor = metrics.get("eval/mlm_accuracy"), metrics.get("eval/mlm_majority_accuracy")
         baseline = floor if floor is not None else first
+        # a run without its config (made by hand) has no recipe to state
+        recipe = RunDir(run_dir) if (run_dir / ".hydra" / "config.yaml").is_file() else None
         rows.append({"member": seed, "checkpoint": str(run_dir / "model"),
                      "steps": metrics.get("train/steps"), "first_mlm_accuracy": first,
                      "mlm_accuracy": last, "mlm_floor": floor,
-                     "learned": None if baseline is None or last is None else last > baseline})
+                     "learned": None if baseline is None or last is None else last > baseline,
+                     # the recipe, as the scope of the population's verdicts states it
+                     "layers": recipe and recipe.select("size.num_hidden_layers"),
+                     "hidden": recipe and recipe.select("size.hidden_size"),
+                     "tokens": metrics.get("train/tokens"), "flops": metrics.get("train/flops")})
     write_table(report_dir, "members", rows)
     log.info("members' held-out MLM accuracy: %s", ", ".join(
         f"{row['mlm_accuracy']:.3f}" for row in rows if row["mlm_accuracy"] is not None))

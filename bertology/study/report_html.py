@@ -24,6 +24,7 @@ from bertology.study.reporting import (
 )
 from bertology.study.scale import Shortfall
 from bertology.study.scope import scope_of
+from bertology.study.selection import Selection
 from bertology.study.verdicts import FindingResult
 
 STYLE = """
@@ -107,7 +108,8 @@ def runs_table(runs: list[RunDir]) -> list[str]:
 
 def write_html(results: list[FindingResult], skipped: list[tuple[str, str]], runs: list[RunDir],
                out_dir: Path, figures: dict[str, str],
-               curves: dict[str, str] | None = None, shortfalls: list[Shortfall] = ()) -> Path:
+               curves: dict[str, str] | None = None, shortfalls: list[Shortfall] = (),
+               selection: Selection | None = None) -> Path:
     """REPORT.html beside REPORT.md; figures maps a finding's id to its PNG (relative), curves
     a caption to a figure of layer curves across runs (study/curves.py)."""
     body = [f"<h1>{escape(title_line(list(shortfalls)).removeprefix('# '))}</h1>",
@@ -117,6 +119,15 @@ def write_html(results: list[FindingResult], skipped: list[tuple[str, str]], run
             "fragile; seeds counts independent runs (for a claim about one checkpoint, "
             "runs of that checkpoint: each verdict's scope says which).</p>",
             "<p>" + "<br>".join(escape(line) for line in headline(results)) + "</p>"]
+    if selection:
+        body += [f"<p>Members: {escape(selection.words())}. A verdict across them is about "
+                 "this recipe and this selection, not BERT-base.</p>", "<table>",
+                 "<tr><th>member</th><th>held-out MLM accuracy</th><th>floor</th>"
+                 "<th>learned</th></tr>",
+                 *(f"<tr><td>{escape(r['member'])}</td><td>{escape(r.get('mlm_accuracy') or '–')}"
+                   f"</td><td>{escape(r.get('mlm_floor') or '–')}</td><td>"
+                   f"{'yes' if r.get('learned') == 'True' else '<b>no: set aside</b>'}</td></tr>"
+                   for r in selection.rows), "</table>"]
     for kind, group in split_by_kind(results).items():
         if group:
             title, says = KIND_TITLES[kind]

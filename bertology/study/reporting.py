@@ -15,6 +15,7 @@ from bertology.study.evidence import Evidence, layer_keys
 from bertology.study.results import replication_key
 from bertology.study.scale import Shortfall, smoke_line
 from bertology.study.scope import KINDS, checkpoints_named, result_kind, scope_of
+from bertology.study.selection import Selection
 from bertology.study.stats import Estimate
 from bertology.study.verdicts import VERDICTS, FindingResult
 
@@ -29,15 +30,19 @@ def format_estimate(e: Estimate) -> tuple[str, str]:
 
 FINDING_COLUMNS = ["finding", "about", "unit", "scope", "claim", "source", "test", "design",
                    "effect", "ci_low", "ci_high", "se", "dof", "seeds", "item_replicates",
-                   "item_overlap", "members", "member_seeds", "within_member_share",
+                   "item_overlap", "members", "set_aside", "member_seeds",
+                   "within_member_share",
                    "multibootstrap_low", "multibootstrap_high",
                    "multibootstrap_p", "members_sign_p", "members_skewness", "p_holds",
                    "p_fails", "p_holm", "raw_verdict",
                    "corrected_verdict", "fragile", "p_replication", "note", "runs"]
 
 
-def finding_rows(results: list[FindingResult]) -> list[dict]:
-    """tables/findings.csv: one row per comparison of each finding (FINDING_COLUMNS)."""
+def finding_rows(results: list[FindingResult], selection: Selection | None = None
+                 ) -> list[dict]:
+    """tables/findings.csv: one row per comparison of each finding (FINDING_COLUMNS); a
+    population's rows name the members drawn and set aside (`set_aside`)."""
+    aside = " ".join(selection.set_aside) if selection else ""
     rows = []
     for r in results:
         scope = scope_of(r)
@@ -63,6 +68,7 @@ def finding_rows(results: list[FindingResult]) -> list[dict]:
                 "dof": test.estimate.dof, "seeds": test.estimate.n,
                 "item_replicates": test.estimate.items, "item_overlap": overlap,
                 "members": len(r.members) or None,
+                "set_aside": aside if r.members else "",
                 # the fewest seeds a member ran on a side (blank: one, or not its own)
                 "member_seeds": spread.seeds[0] if spread else None,
                 "within_member_share": spread.within if spread else None,
@@ -209,6 +215,16 @@ def headline(results: list[FindingResult]) -> list[str]:
     return lines
 
 
+def members_table(selection: Selection) -> list[str]:
+    """Every member drawn: its held-out MLM accuracy against its floor, and whether it learned
+    (a member set aside, or whose pretraining did not finish, is a row too)."""
+    lines = ["| member | held-out MLM accuracy | floor | learned |", "|---:|---:|---:|---|"]
+    lines += [f"| {r['member']} | {r.get('mlm_accuracy') or '–'} | {r.get('mlm_floor') or '–'} "
+              f"| {'yes' if r.get('learned') == 'True' else '**no: set aside**'} |"
+              for r in selection.rows]
+    return lines
+
+
 def findings_table(results: list[FindingResult], figures: dict[str, str]) -> list[str]:
     lines = ["| finding | claim | scope | source | test | effect a − b | 95% interval | seeds "
              "| raw | Holm | note | figure |",
@@ -244,7 +260,7 @@ def title_line(shortfalls: list[Shortfall]) -> str:
 def write_report(results: list[FindingResult], skipped: list[tuple[str, str]],
                  runs: list[RunDir], out_dir: Path, figures: dict[str, str],
                  curves: dict[str, str] | None = None, guide: list[str] | None = None,
-                 shortfalls: list[Shortfall] = ()) -> Path:
+                 shortfalls: list[Shortfall] = (), selection: Selection | None = None) -> Path:
     """REPORT.md; figures maps a finding's id to its figure (plot_finding's path), curves a
     caption to a figure of layer curves across runs (curves.plot_layer_curves)."""
     lines = [title_line(list(shortfalls)), "",
@@ -257,6 +273,10 @@ def write_report(results: list[FindingResult], skipped: list[tuple[str, str]],
              "independently pretrained encoders: each verdict's scope says which "
              "(docs/findings.md: \"The verdicts, defined\", \"Unit of replication\").", ""]
     lines += headline(results)
+    if selection:
+        lines += ["", f"Members: {selection.words()}. A verdict across them is about this "
+                  "recipe and this selection, not BERT-base; every member drawn:", "",
+                  *members_table(selection)]
     if shortfalls:
         lines += ["", "These runs are smaller than their studies state (the sizes `make "
                   "reproduce` runs); their verdicts say what the page looks like, not what the "

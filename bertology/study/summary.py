@@ -21,6 +21,7 @@ from pathlib import Path
 from bertology.errors import UserError, require
 from bertology.study.scale import SCALE_TABLE, Shortfall, smoke_line
 from bertology.study.scope import KINDS, kind_of
+from bertology.study.selection import MEMBERS_TABLE, Selection
 from bertology.study.verdicts import VERDICTS
 
 
@@ -98,10 +99,11 @@ def holds_phrase(rows: list[dict[str, str]]) -> str:
     return f"{firm} of the {len(rows)} hold firmly**, and {more} fragile"
 
 
-def summary(rows: list[dict[str, str]]) -> list[str]:
+def summary(rows: list[dict[str, str]], selection: Selection | None = None) -> list[str]:
     kinds = {kind: [r for r in rows if row_kind(r) == kind] for kind in KINDS}
     pretraining, checkpoint = kinds["pretraining"], kinds["checkpoint"]
-    lines = [(f"**Pretraining claims, across {population_words(pretraining)}: "
+    scope = selection.words() if selection else population_words(pretraining)
+    lines = [(f"**Pretraining claims, across {scope}: "
               + holds_phrase(pretraining)) if pretraining
              else "**Pretraining claims: none judged**"]
     if checkpoint or not pretraining:  # a population's report judges no checkpoint claim
@@ -230,7 +232,9 @@ def scale_line(report: Path) -> list[str]:
 def write_summary(report: Path) -> str:
     """SUMMARY.md in the report dir; its text."""
     comparisons = read_comparisons(report)
-    lines = [*scale_line(report), *summary([rows[0] for rows in comparisons.values()]),
+    selection = Selection.read(report / "tables" / f"{MEMBERS_TABLE}.csv")
+    lines = [*scale_line(report),
+             *summary([rows[0] for rows in comparisons.values()], selection),
              *members_line(report), *population_table(comparisons)]
     text = "\n".join(lines) + "\n"
     encoders = report / "ENCODERS.md"  # a run over several encoders: the matrix (matrix.py)
