@@ -173,6 +173,10 @@ def test_prune_measures_special_token_gradients_on_the_twin_it_fine_tunes(tmp_pa
     model = run.replicates["prune/special/attention_share"]
     twin = run.replicates["prune/twin/special/attention_share"]
     assert model.shape == twin.shape and np.isfinite(twin).all()
+    # the examples they resample, by id, as prune.csv's (every eval example within the window)
+    ids = run.item_ids
+    assert ids["prune/special/attention_share"] == ids["prune/twin/special/attention_share"]
+    assert ids["prune/special/attention_share"] == ids["prune/original/accuracy"]
 
 
 # ---------------------------------------------------------------- the findings judge model − twin

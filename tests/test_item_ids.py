@@ -152,3 +152,36 @@ def test_probe_runs_record_the_sentences_they_scored_in_replicate_order(tmp_path
         assert ids[0][sentences[0].index(words)] == ids[1][sentences[1].index(words)]
     assert len(set(ids[0]) & set(ids[1])) == len(shared)
     assert compute_overlap(ids) > 0  # shared at other positions: what the report now counts
+
+
+@pytest.mark.slow
+def test_attention_numeracy_and_pretraining_record_the_items_they_scored(tmp_path):
+    """The analyses that wrote no ids before: attention's statistics and head distances (its
+    eval sentences), its dependency heads (the odd, scoring half), numeracy (the numbers
+    each split scored, one file a split) and pretraining's held-out evaluation (its
+    sequences), each list as long as the items its replicates resample."""
+    from bertology.pipelines import pretrain
+
+    cfg = compose_config("probe", [
+        "logger=none", "init=random", "seeds=[0]", "analysis=[attention,numeracy]",
+        "max_train_sentences=20", "max_eval_sentences=12", "analysis.attention.max_sentences=12",
+        "analysis.attention.min_dependents=1", "analysis.attention.kovaleva_sentences=4",
+        "analysis.numeracy.max_number=200", "analysis.numeracy.train_below=150",
+        f"paths.cache_dir={tmp_path / 'cache'}"])
+    probe.run(cfg, tmp_path / "probe")
+    config = load_probe_config(cfg)
+    scored = load_probe_sentences(config.task, config.data_dir, config.max_train_sentences,
+                                  config.max_eval_sentences, config.sample_seed).eval[:12]
+    recorded = RunDir(tmp_path / "probe").item_ids
+    assert recorded["attention/layer_01/cls"] == compute_sentence_ids(scored)
+    assert recorded["attention/deps/all/accuracy"] == compute_sentence_ids(scored[1::2])
+    assert recorded["attention/head_divergence/within_layer"] == compute_sentence_ids(scored)
+    assert recorded["numeracy/layer_00/r2_extrapolate"] == [f"number:{n}"
+                                                            for n in range(150, 200)]
+    assert len(recorded["numeracy/random/layer_00/r2_interpolate"]) == 30  # 20% of 150
+    out = tmp_path / "pretrain"
+    pretrain.run(compose_config("pretrain", [
+        "logger=none", "trainer.max_steps=2", "trainer.batch_size=2", "trainer.eval_batches=2",
+        "data.num_sentences=300", "data.eval_docs=5", "data.max_seq_length=64"]), out)
+    held_out = RunDir(out).item_ids["eval/mlm_accuracy"]
+    assert len(held_out) == 4 and len(set(held_out)) == 4  # 2 batches of 2 sequences

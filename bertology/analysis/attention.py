@@ -42,7 +42,12 @@ from bertology.run.figures import (
     save_figure,
     tie_table,
 )
-from bertology.run.replicates import bootstrap_indices, resample_counts, write_replicates
+from bertology.run.replicates import (
+    bootstrap_indices,
+    compute_sentence_ids,
+    resample_counts,
+    write_replicates,
+)
 from bertology.run.tables import write_table
 
 log = logging.getLogger(__name__)
@@ -355,9 +360,14 @@ def run(ctx, settings: AttentionSettings) -> dict[str, float]:
         rows.extend(layer_rows)
         for name, part in columns.items():
             replicates.setdefault(name, {}).update(part)
+    # the sentences each file's replicates resample, in order (the odd, scoring half for the
+    # dependency heads), so the report counts sentences that other runs score too
+    items = {"attention": sentences, "head_similarity": sentences,
+             "attention_deps": sentences[1::2]}
     for name, columns in replicates.items():
         if columns:
-            write_replicates(ctx.out_dir, f"{name}_{task}", columns)
+            write_replicates(ctx.out_dir, f"{name}_{task}", columns,
+                             compute_sentence_ids(items[name]), ctx.splits.eval_pool)
     write_layer_table(ctx, settings, rows)
     metrics.update(run_patterns(ctx, settings, features["model"], sentences))
     log_twin(metrics)

@@ -81,6 +81,20 @@ def score(predicted: dict[str, np.ndarray], split: dict[str, np.ndarray],
             for name in SPLITS}
 
 
+def write_split_replicates(out_dir, name: str, replicates: dict[str, np.ndarray],
+                           settings: NumeracySettings, seeds: list) -> None:
+    """replicates/<name>_<split>.csv, a file per split with the numbers it scored as its item
+    ids (in the order its replicates resample them), so the report counts numbers that other
+    runs score too: the extrapolation numbers are every run's; the interpolation ones a seed's
+    draw (with several seeds in one run, averaged over different numbers: no ids)."""
+    for split in SPLITS:
+        columns = {k: v for k, v in replicates.items() if k.endswith(f"/r2_{split}")}
+        numbers = split_numbers(settings, seeds[0])[split]
+        same = all(np.array_equal(split_numbers(settings, s)[split], numbers) for s in seeds)
+        write_replicates(out_dir, f"{name}_{split}", columns,
+                         [f"number:{n}" for n in numbers] if same else None)
+
+
 def run(ctx, settings: NumeracySettings) -> dict[str, float]:
     places = len(str(settings.max_number - 1))
     series = {"digits": digit_features(np.arange(settings.max_number), places)}
@@ -105,7 +119,7 @@ def run(ctx, settings: NumeracySettings) -> dict[str, float]:
                 replicates[key] = replicates.get(key, 0.0) + reps / len(ctx.config.seeds)
     name = f"numeracy_0_{settings.max_number}"
     write_table(ctx.out_dir, name, rows)
-    write_replicates(ctx.out_dir, name, replicates)
+    write_split_replicates(ctx.out_dir, name, replicates, settings, ctx.config.seeds)
     digit_rows = [r for r in rows if r["model"] == "digits"]
     plot_layer_curves([r for r in rows if r["model"] != "digits"],
                       [f"r2_{s}" for s in SPLITS], "decoding a number's value (ridge)",

@@ -90,14 +90,16 @@ SPECIAL = ("prune/special/", "prune/twin/special/")
 
 def write_prune_replicates(out_dir: Path, ctx: PruneContext) -> None:
     """replicates/prune.csv, over the eval examples (their ids beside it, for the report's
-    overlap), and prune_special.csv, whose examples may be a subset (no ids: unknown)."""
+    overlap), and prune_special.csv over the examples the special-token shares read (a subset
+    where a local-window layer cannot reach [CLS]), with their ids where known."""
     special = {k: v for k, v in ctx.replicates.items() if k.startswith(SPECIAL)}
     scored = {k: v for k, v in ctx.replicates.items() if not k.startswith(SPECIAL)}
     if scored:
         write_replicates(out_dir, "prune", scored, compute_item_ids(ctx.data.eval),
                          ctx.data.eval_pool)
     if special:
-        write_replicates(out_dir, "prune_special", special)
+        write_replicates(out_dir, "prune_special", special, ctx.special_items,
+                         ctx.data.eval_pool)
 
 
 def count_heads(config: PruneConfig) -> int:

@@ -34,7 +34,7 @@ from bertology.models.task_model import INPUT_KEYS, TaskModel
 from bertology.models.windows import fitting, log_fitting
 from bertology.pruning.importance import eager_attention, evaluating
 from bertology.pruning.prune_context import PruneContext
-from bertology.run.replicates import compute_mean_replicates
+from bertology.run.replicates import compute_item_ids, compute_mean_replicates
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +111,9 @@ def measure_shares(ctx: PruneContext, task_model: TaskModel, prefix: str) -> dic
         if not keep:
             return {}
         attention, gradient = attention[keep], gradient[keep]  # (kept, layers, heads) each
+    if len(ctx.eval_features) == len(ctx.data.eval):  # one feature an example: their ids
+        ids = compute_item_ids(ctx.data.eval)
+        ctx.special_items = ids if keep is None else [ids[i] for i in keep]
     gap = attention - gradient
     metrics = {f"{prefix}/attention_share": float(attention.mean()),
                f"{prefix}/gradient_share": float(gradient.mean()),

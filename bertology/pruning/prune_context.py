@@ -75,6 +75,9 @@ class PruneContext:
     # metric key -> bootstrap replicates over eval examples (run/replicates.py), of every
     # evaluation recorded under a name; written to replicates/prune.csv
     replicates: dict[str, np.ndarray] = field(default_factory=dict)
+    # the eval examples the special-token shares read, in their replicates' order (item ids:
+    # compute_item_ids); None where unknown (features that are not one per example)
+    special_items: list[str] | None = None
 
     @property
     def metric(self) -> str:

@@ -13,7 +13,11 @@ from accelerate import Accelerator
 
 from bertology.config.groups import TrainerConfig
 from bertology.data.stream import ExampleSource
-from bertology.run.replicates import compute_ratio_replicates, write_replicates
+from bertology.run.replicates import (
+    compute_item_ids,
+    compute_ratio_replicates,
+    write_replicates,
+)
 from bertology.training.collectives import (
     gather_shares,
     is_split,
@@ -144,4 +148,13 @@ class HeldOut:
             if all(f"eval/{part}" in columns for part in parts):
                 columns[f"eval/{name}"] = np.mean([columns[f"eval/{p}"] for p in parts], axis=0)
         if columns and self.accelerator.is_main_process:
-            write_replicates(out_dir, "eval", columns)
+            write_replicates(out_dir, "eval", columns, self.item_ids())
+
+    def item_ids(self) -> list[str] | None:
+        """The held-out sequences' ids (their token ids hashed), in the order the replicates
+        resample them, so the report counts sequences other runs score too (a population's
+        members hold out the same documents); None where the counts do not line up."""
+        examples = self.data.eval_examples[: self.cfg.eval_batches * self.cfg.batch_size]
+        ids = compute_item_ids([np.asarray(e["input_ids"]).tolist() for e in examples])
+        counted = {len(v) for v in (self.items or {}).values()}
+        return ids if counted == {len(ids)} else None
