@@ -371,12 +371,15 @@ def classify(result: FindingResult, alpha: float, repeated: bool = False) -> tup
 def unresolved(result: FindingResult, alpha: float, repeated: bool = False) -> tuple[str, str]:
     """An estimate that did not resolve at alpha: underpowered on the claim's side of the
     margin, leans against on the wrong side, each with the budget that would settle it at
-    alpha; inconclusive on the margin or where no feasible budget settles it."""
+    alpha; inconclusive where no feasible budget settles it (on the margin, none does);
+    uninformative where the evidence is undefined on the runs (no quantity to budget for)."""
     if any(math.isnan(t.estimate.mean) for t in result.tests):
-        return "inconclusive", "the evidence is undefined on these runs (see the figure)"
+        # the runs cannot give the quantity at all: no budget to name, so not "inconclusive",
+        # which keeps one meaning (a feasible budget does not resolve the estimate)
+        return "uninformative", "the evidence is undefined on these runs (see the figure)"
     lean = result.lean
     if lean == 0:
-        return "inconclusive", "the estimate sits on the margin"
+        return "inconclusive", "the estimate sits on the margin: no budget resolves it"
     label = LEANING[lean]
     if any(t.estimate.n < 2 for t in result.tests):  # one seed never resolves
         if repeated:  # the seeds do not reach the measurement: more of them repeat it again
