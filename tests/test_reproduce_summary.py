@@ -34,15 +34,16 @@ def test_counts_per_kind_raw_and_holm_and_the_findings_behind_them(tmp_path):
     write_table(tmp_path)
     text = write_summary(tmp_path)
     assert (tmp_path / "SUMMARY.md").read_text() == text
-    # the headline is about pretraining (c, g: neither holds); the 4 checkpoint claims (a's two
-    # rows are one claim) are counted apart, named by their scope: two hold after Holm, one of
-    # them fragile and counted apart; the method claim is counted apart and starred
+    # the headline is about pretraining (c, g: neither holds; c does not hold, firmly); the 4
+    # checkpoint claims (a's two rows are one claim) are counted apart, named by their scope:
+    # two hold after Holm, one of them fragile and counted apart, none the other way; each kind
+    # counts its resolutions in both directions; the method claim is counted apart and starred
     assert text.startswith("**Pretraining claims, across independently pretrained encoders: "
-                           "none of the 2 hold**; **checkpoint "
+                           "none of the 2 hold**; 1 does not hold (1 firmly); **checkpoint "
                            "claims (all-MiniLM-L6-v2): 1 of the 4 hold firmly**, and 1 more "
                            "holds but is fragile (not firm: firm needs a Holm-adjusted p below "
-                           "α/10, 4 or more replicates and none that carries it alone), "
-                           "after Holm's")
+                           "α/10, 4 or more replicates and none that carries it alone); none "
+                           "does not hold, after Holm's")
     assert "A checkpoint claim holds for that trained model, not for BERT" in text
     lines = {line.split(" | ")[0]: line for line in text.splitlines() if line.startswith("| ")}
     assert lines["| verdict"] == ("| verdict | pretraining: raw / Holm | checkpoint: raw / Holm "
@@ -72,8 +73,8 @@ def test_a_population_report_has_no_fragile_clause_where_none_is_fragile(tmp_pat
     write_table(tmp_path, rows=rows)
     text = write_summary(tmp_path)
     assert text.startswith("**Pretraining claims, across independently pretrained encoders: "
-                           "none of the 2 hold**, after Holm's correction over all 2 findings. "
-                           "0 claims about the method")
+                           "none of the 2 hold**; 1 does not hold (1 firmly), after Holm's "
+                           "correction over all 2 findings. 0 claims about the method")
     assert "not firm" not in text and "checkpoint claim" not in text
     with (tmp_path / "tables" / "findings.csv").open("w", newline="") as handle:
         writer = csv.writer(handle)

@@ -85,40 +85,54 @@ def checkpoint_names(rows: list[dict[str, str]]) -> str:
     return ", ".join(sorted(names)) or "one checkpoint"
 
 
-def holds_phrase(rows: list[dict[str, str]]) -> str:
-    """"k of the n hold firmly**, and m more hold but are fragile" after Holm ("none of the n
-    hold**" or no fragile clause where there is nothing to count)."""
+NOT_FIRM = (" (not firm: firm needs a Holm-adjusted p below α/10, 4 or more replicates and "
+            "none that carries it alone)")
+
+
+def holds_phrase(rows: list[dict[str, str]], explain: bool = False) -> str:
+    """"k of the n hold firmly**, and m more hold but are fragile; d do not hold (f firmly)"
+    after Holm: resolutions in each direction ("none of the n hold**" or no fragile clause
+    where there is nothing to count)."""
     held = [r for r in rows if r["corrected_verdict"] == "holds"]
     firm = sum(not is_fragile(r) for r in held)
     fragile = len(held) - firm
     if not held:
-        return f"none of the {len(rows)} hold**"
+        return f"none of the {len(rows)} hold**{against(rows)}"
     if not fragile:
-        return f"{firm} of the {len(rows)} hold firmly**"
+        return f"{firm} of the {len(rows)} hold firmly**{against(rows)}"
     more = f"{fragile} more holds but is" if fragile == 1 else f"{fragile} more hold but are"
-    return f"{firm} of the {len(rows)} hold firmly**, and {more} fragile"
+    return (f"{firm} of the {len(rows)} hold firmly**, and {more} fragile"
+            f"{NOT_FIRM if explain else ''}{against(rows)}")
+
+
+def against(rows: list[dict[str, str]]) -> str:
+    """The other direction's count beside the holds: "; 6 do not hold (4 firmly)"."""
+    refuted = [r for r in rows if r["corrected_verdict"] == "does not hold"]
+    if not refuted:
+        return "; none does not hold"
+    firm = sum(not is_fragile(r) for r in refuted)
+    verb = "does" if len(refuted) == 1 else "do"
+    return f"; {len(refuted)} {verb} not hold ({firm} firmly)"
 
 
 def summary(rows: list[dict[str, str]], selection: Selection | None = None) -> list[str]:
     kinds = {kind: [r for r in rows if row_kind(r) == kind] for kind in KINDS}
     pretraining, checkpoint = kinds["pretraining"], kinds["checkpoint"]
     scope = selection.words() if selection else population_words(pretraining)
+    # the first phrase that names fragile holds says once what "firm" needs
+    first_fragile = any(r["corrected_verdict"] == "holds" and is_fragile(r) for r in pretraining)
     lines = [(f"**Pretraining claims, across {scope}: "
-              + holds_phrase(pretraining)) if pretraining
+              + holds_phrase(pretraining, explain=first_fragile)) if pretraining
              else "**Pretraining claims: none judged**"]
     if checkpoint or not pretraining:  # a population's report judges no checkpoint claim
         lines.append((f"**checkpoint claims ({checkpoint_names(checkpoint)}): "
-                      + holds_phrase(checkpoint)) if checkpoint
+                      + holds_phrase(checkpoint, explain=not first_fragile)) if checkpoint
                      else "**checkpoint claims: none judged**")
-    fragile = (" (not firm: firm needs a Holm-adjusted p below α/10, 4 or more replicates and "
-               "none that carries it alone)") if any(
-        r["corrected_verdict"] == "holds" and is_fragile(r)
-        for r in pretraining + checkpoint) else ""  # where holds_phrase names fragile holds
     method = f"{len(kinds['method'])} claims about the method, marked *, are reported apart"
     scope = (f"A checkpoint claim holds for that trained model, not for BERT: its seeds "
              f"resample sentences, probes or fine-tuning, not pretraining ({method})."
              if checkpoint else f"{method}.")
-    return [f"{'; '.join(lines)}{fragile}, after Holm's correction over all {len(rows)} "
+    return [f"{'; '.join(lines)}, after Holm's correction over all {len(rows)} "
             f"findings. {scope}", "", *counts_table(rows)]
 
 
