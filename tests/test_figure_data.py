@@ -284,19 +284,8 @@ def test_a_finetune_names_each_accuracy_by_its_set(tmp_path, drawn, caplog):
 def test_the_cka_figure_draws_its_metrics(tmp_path, drawn, synthetic_tokenizer):
     """geometry with compare_to and compare_to_twin: the model's CKA with compare_to and with
     its twin, and the twin's with compare_to_twin, each line its metrics.json values."""
-    from test_finetune_twins import save_run
-    from transformers import BertModel
+    from test_finetune_twins import geometry_against_itself
 
-    from bertology.analysis.probe_context import random_like
-    from bertology.models.build import twin_seed
-
-    model = save_run(tmp_path / "m", synthetic_tokenizer, {})
-    twin = tmp_path / "twin"
-    random_like(BertModel.from_pretrained(model), twin_seed(0, str(model))).save_pretrained(twin)
-    synthetic_tokenizer.save_pretrained(twin)
-    cfg = compose_config("probe", [
-        "analysis=geometry", "logger=none", "max_train_sentences=20", "max_eval_sentences=40",
-        "seeds=[0]", f"paths.cache_dir={tmp_path / 'cache'}", f"model.name_or_path={model}",
-        f"compare_to={model}", f"compare_to_twin={twin}"])
+    cfg = geometry_against_itself(tmp_path, synthetic_tokenizer, eval_sentences=40)
     probe.run(cfg, tmp_path / "run")
     check_all(drawn, tmp_path / "run", {"geometry_cka_synthetic_pos", "geometry_synthetic_pos"})

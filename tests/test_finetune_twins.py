@@ -130,21 +130,27 @@ def test_a_twin_needs_the_model_arm_and_its_experiment():
 # ---------------------------------------------------------------- the pipelines write the twin
 
 
+def geometry_against_itself(tmp_path, tokenizer, eval_sentences: int = 60):
+    """A probe config of geometry on a tiny BERT with compare_to=itself and compare_to_twin its
+    own twin (random_like at twin_seed, as the probe builds it)."""
+    model = save_run(tmp_path / "m", tokenizer, {})
+    twin = tmp_path / "twin"
+    random_like(BertModel.from_pretrained(model), twin_seed(0, str(model))).save_pretrained(twin)
+    tokenizer.save_pretrained(twin)
+    return compose_config("probe", [
+        "analysis=geometry", "logger=none", "max_train_sentences=20",
+        f"max_eval_sentences={eval_sentences}", "seeds=[0]",
+        f"paths.cache_dir={tmp_path / 'cache'}", f"model.name_or_path={model}",
+        f"compare_to={model}", f"compare_to_twin={twin}"])
+
+
 def test_the_probe_writes_the_twins_cka_against_compare_to_twin(tmp_path, synthetic_tokenizer):
     """compare_to_twin saved from the probe's own twin (random_like at twin_seed): the twin's
     CKA with it is 1 at every layer, as the model's with compare_to=itself, and no geometry of
     compare_to_twin's own is measured."""
     from bertology.pipelines.probe import run
 
-    model = save_run(tmp_path / "m", synthetic_tokenizer, {})
-    twin = tmp_path / "twin"
-    random_like(BertModel.from_pretrained(model), twin_seed(0, str(model))).save_pretrained(twin)
-    synthetic_tokenizer.save_pretrained(twin)
-    cfg = compose_config("probe", [
-        "analysis=geometry", "logger=none", "max_train_sentences=20", "max_eval_sentences=60",
-        "seeds=[0]", f"paths.cache_dir={tmp_path / 'cache'}", f"model.name_or_path={model}",
-        f"compare_to={model}", f"compare_to_twin={twin}"])
-    metrics = run(cfg, tmp_path / "run")
+    metrics = run(geometry_against_itself(tmp_path, synthetic_tokenizer), tmp_path / "run")
     for layer in range(3):
         assert metrics[f"geometry/layer_{layer:02d}/cka"] == pytest.approx(1.0)
         assert metrics[f"geometry/random/layer_{layer:02d}/cka"] == pytest.approx(1.0)
