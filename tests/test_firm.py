@@ -120,3 +120,33 @@ def test_a_claim_false_by_2_se_does_not_hold_at_holms_step_at_the_predicted_rate
     slack = 3 * np.sqrt(expected * (1 - expected) / worlds)
     assert 0.05 < expected < 0.3 and rate >= expected - slack, (rate, expected)
     assert held == 0
+
+
+@pytest.mark.slow
+def test_a_guard_at_a_realistic_distance_reads_uninformative(tmp_path):
+    """A guard world: the claim far on its side, its guard (the model learned the task) only
+    1 standard error past its margin on 18 seeds, as a barely trained population would leave
+    it. The verdict is "uninformative" as often as the guard fails its one-sided test: 1 minus
+    the noncentral t's power at 1 SE, ≈ 0.83, within binomial slack; where the guard passes,
+    the claim holds."""
+    from bertology.run.rundir import RunDir
+    from bertology.study.verdicts import judge
+
+    spec = parse_finding({
+        "id": "guarded", "claim": "a exceeds 0", "source": "a world", "unit": "checkpoint",
+        "compare": {"a": "eval/a", "b": 0.0, "expect": "greater"},
+        "guard": {"a": "eval/g", "b": 0.5, "expect": "greater"}})
+    rng = np.random.default_rng(7)
+    worlds, seeds, spread = 300, 18, 0.05
+    verdicts = []
+    for world in range(worlds):
+        guards = 0.5 + spread / np.sqrt(seeds) + spread * rng.standard_normal(seeds)
+        runs = [RunDir(tmp_path / f"{world}-{s}", {"eval/a": 1.0 + 0.01 * rng.standard_normal(),
+                                                   "eval/g": float(g)}, {"seed": s})
+                for s, g in enumerate(guards)]
+        verdicts.append(judge(spec, runs).raw)
+    expected = 1 - stats.nct.sf(stats.t.isf(0.025, seeds - 1), seeds - 1, 1.0)
+    rate = verdicts.count("uninformative") / worlds
+    slack = 3 * np.sqrt(expected * (1 - expected) / worlds)
+    assert abs(rate - expected) <= slack, (rate, expected)
+    assert set(verdicts) == {"uninformative", "holds"}
