@@ -127,7 +127,7 @@ def test_a_guard_at_a_realistic_distance_reads_uninformative(tmp_path):
     """A guard world: the claim far on its side, its guard (the model learned the task) only
     1 standard error past its margin on 18 seeds, as a barely trained population would leave
     it. The verdict is "uninformative" as often as the guard fails its one-sided test: 1 minus
-    the noncentral t's power at 1 SE, ≈ 0.83, within binomial slack; where the guard passes,
+    the noncentral t's power at 1 SE, 0.845, within binomial slack; where the guard passes,
     the claim holds."""
     from bertology.run.rundir import RunDir
     from bertology.study.verdicts import judge
