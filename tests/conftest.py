@@ -80,6 +80,16 @@ def _tokenizer_cache(tmp_path_factory):
     os.environ["BERTOLOGY_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
 
 
+def write_vocab(path: Path, size: int) -> Path:
+    """A WordPiece vocab.txt of `size` tokens (BERT's five specials, then fillers) beside a
+    checkpoint saved without its tokenizer: a model dir must hold one (tokenizer_checks.py),
+    and checks that only read config.json and the weights need no more than this."""
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tokens = specials + [f"tok{i}" for i in range(size - len(specials))]
+    (path / "vocab.txt").write_text("".join(f"{t}\n" for t in tokens))
+    return path
+
+
 def run_cli(*args: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
     """`python -m bertology <args>` in a fresh process, as a user would run it."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}

@@ -11,6 +11,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from conftest import write_vocab
 from omegaconf import OmegaConf
 
 REPO = Path(__file__).resolve().parent.parent
@@ -53,7 +54,7 @@ def mlm_checkpoint() -> Path:
     path = root / "mlm"
     BertForMaskedLM(BertConfig(vocab_size=100, hidden_size=8, num_hidden_layers=1,
                                num_attention_heads=2, intermediate_size=16)).save_pretrained(path)
-    return path
+    return write_vocab(path, 100)
 
 
 def leaves(node, prefix: str = ""):

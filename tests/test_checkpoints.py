@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import compose_config, run_cli
+from conftest import compose_config, run_cli, write_vocab
 from omegaconf import OmegaConf
 from safetensors.torch import load_file, load_model
 from transformers import (
@@ -145,13 +145,14 @@ def test_a_probe_sweep_over_a_runs_checkpoints_runs_through_the_cli(bert_run, tm
 
 
 def tiny_bert_dir(path: Path) -> Path:
-    """A 1-layer BertModel saved as a model dir (no tokenizer: only weights are loaded here)."""
+    """A 1-layer BertModel saved as a model dir, with a bare vocab.txt (only weights are
+    loaded here)."""
     from transformers import BertConfig, BertModel
 
     config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1,
                         num_attention_heads=2, intermediate_size=32)
     BertModel(config).save_pretrained(path)
-    return path
+    return write_vocab(path, 50)
 
 
 def test_a_checkpoint_whose_weights_are_named_otherwise_is_refused_not_random(tmp_path):
@@ -245,3 +246,25 @@ def test_a_damaged_cached_default_pretrain_is_pretrained_again_not_served(tmp_pa
     drop_damaged_pretrain(run)
     assert not run.exists()
     assert take_recomputed() == {"cache/recomputed/pretrained_model": 1.0}
+
+
+def test_weights_copied_without_their_tokenizer_are_refused_before_any_work(tmp_path):
+    """config.json and model.safetensors of all-MiniLM-L6-v2 copied alone (as people copy
+    weights): the probe once ran to the end on a tokenizer that was not the model's (POS at
+    0.31-0.44 against 0.9); now one line naming the folder, exit 2, no run dir."""
+    import shutil
+
+    from bertology.config.path_checks import resolve_checkpoint
+
+    source = Path(resolve_checkpoint("sentence-transformers/all-MiniLM-L6-v2"))
+    bare = tmp_path / "weights"
+    bare.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(source / name, bare / name)
+    done = run_cli("probe", f"model.name_or_path={bare}", "logger=none", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (f"bertology probe: error: model.name_or_path: {bare} has no "
+                                   "tokenizer (no tokenizer.json, tokenizer_config.json or "
+                                   "vocab.txt); copy the tokenizer files saved with these "
+                                   "weights beside them")
+    assert not (tmp_path / "outputs").exists()

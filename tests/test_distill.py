@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import NEGATION, compose_config
+from conftest import NEGATION, compose_config, write_vocab
 from transformers import (
     AutoModelForSequenceClassification,
     AutoTokenizer,
@@ -288,6 +288,7 @@ def test_bad_config_is_a_user_error(overrides, words):
 def test_a_checkpoint_that_is_not_a_task_model_is_refused(tmp_path):
     plain = tmp_path / "plain"
     tiny_teacher().bert.save_pretrained(plain)  # an encoder without a classification head
+    write_vocab(plain, 100)
     with pytest.raises(UserError, match="is not a classification model"):
         run_distill(tmp_path / "run", [f"teacher.name_or_path={plain}"])
 
