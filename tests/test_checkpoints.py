@@ -268,3 +268,14 @@ def test_weights_copied_without_their_tokenizer_are_refused_before_any_work(tmp_
                                    "vocab.txt); copy the tokenizer files saved with these "
                                    "weights beside them")
     assert not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.skipif(not Path("/sys").is_dir(), reason="needs a /sys, where no folder can be made")
+def test_a_run_dir_where_nothing_can_be_made_is_refused_in_one_line(tmp_path):
+    """hydra.run.dir under a folder access() calls writable but where mkdir fails (as root,
+    /sys): one line naming the folder, exit 2, not Hydra's traceback with exit 1."""
+    done = run_cli("pretrain", "hydra.run.dir=/sys/bertology-run", "logger=none", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().startswith("bertology pretrain: error: hydra.run.dir: nothing "
+                                          "can be made in /sys (")
+    assert len(done.stderr.strip().splitlines()) == 1

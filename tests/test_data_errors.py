@@ -102,3 +102,23 @@ def test_a_byte_that_is_not_utf8_names_its_line(read, tmp_path):
     path.write_bytes('<doc id="1" url="u" title="T">\nT\ncaf\xe9\n</doc>\n'.encode("latin-1"))
     with pytest.raises(UserError, match=rf"{path}:3: not UTF-8 text"):
         read(path)
+
+
+@pytest.mark.parametrize("split", ["train", "eval"])
+def test_a_split_file_with_a_header_and_no_rows_is_named_with_its_split(split, tmp_path):
+    """An SST-2 file with its header and no rows: the error names the file and the split
+    (it once said "no training or no eval examples" and neither)."""
+    from dataclasses import replace
+
+    from bertology.data.tasks import load_task
+
+    root = tmp_path / "glue_sst2"
+    root.mkdir()
+    rows = "sentence\tlabel\n" + "".join(f"a fine film {i}\t{i % 2}\n" for i in range(40))
+    (root / "train.tsv").write_text("sentence\tlabel\n" if split == "train" else rows)
+    (root / "dev.tsv").write_text("sentence\tlabel\n" if split == "eval" else rows)
+    task = replace(SST2, path="glue_sst2", train_file="train.tsv", eval_file="dev.tsv",
+                   source="local")
+    empty = root / ("train.tsv" if split == "train" else "dev.tsv")
+    with pytest.raises(UserError, match=f"{empty} \\(the {split} split\\) holds no examples"):
+        load_task(task, tmp_path)

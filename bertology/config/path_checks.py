@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import tempfile
 from pathlib import Path
 
 from bertology.config.data_sets import find_data_file, load_manifest
@@ -232,6 +233,13 @@ def check_writable_folder(path: Path, key: str) -> None:
     require(existing.is_dir(), f"{key}: {existing} is a file, not a folder, so {path} cannot "
             f"be made; {fix}")
     require(os.access(existing, os.W_OK | os.X_OK), f"{key}: {existing} is not writable; {fix}")
+    # access() says yes to root on folders no one can make anything in (/proc, /sys, a
+    # read-only mount seen through some layers): make and remove an empty folder to know
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".bertology-write-check-", dir=existing))
+    except OSError as err:
+        raise UserError(f"{key}: nothing can be made in {existing} ({err.strerror}); "
+                        f"{fix}") from None
 
 
 DATA_FIX = ("set BERTOLOGY_DATA_DIR (paths.data_dir) to the folder that holds the data sets, "

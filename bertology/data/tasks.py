@@ -292,7 +292,13 @@ def load_local(task: TaskConfig, data_dir: Path) -> tuple[list[dict], list[dict]
         return train, evaluation, []
     root = resolve_path(task.path, data_dir, "task.path")
     read = LOCAL_READERS[task.format]
-    return read(root / task.train_file, task), read(root / task.eval_file, task), task.labels
+    splits = []
+    for split, name in (("train", task.train_file), ("eval", task.eval_file)):
+        found = read(root / name, task)
+        require(found, f"task={task.name}: {root / name} (the {split} split) holds no "
+                "examples; check the file (a header and no rows?)")
+        splits.append(found)
+    return splits[0], splits[1], task.labels
 
 
 def subsample(examples: list, limit: int | None, seed: int) -> list:
