@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import DATA_DIR, REPO, fast_sample, write_markdown_table
+from conftest import DATA_DIR, REPO, fast_sample, write_markdown_table, write_vocab
 from transformers import (
     BertConfig,
     BertForSequenceClassification,
@@ -143,7 +143,7 @@ def other_vocab_student(tmp: Path) -> Path:
     target = tmp / "student"
     BertForSequenceClassification(BertConfig(vocab_size=97, num_labels=2, **TINY)) \
         .save_pretrained(target)
-    return target
+    return write_vocab(target, 97)  # its own (smaller) vocabulary, as a saved student has
 
 
 # ---------------------------------------------------------------- the cases
