@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from scipy import stats
+from test_statistics import left_out
 
 from bertology.study.specs import parse_finding
 from bertology.study.stats import TTest, combine_seeds
@@ -30,10 +31,7 @@ def judged(spec, values: np.ndarray) -> FindingResult:
                            p_fails=test.p_fails, replicates=len(values))
     result.raw, result.raw_note = classify(result, 0.05)
     if result.raw in RESOLVED and len(values) >= FIRM_LEAST:
-        for i in range(len(values)):
-            rest = TTest(combine_seeds(list(np.delete(values, i)), [None] * (len(values) - 1)),
-                         0.0, "greater")
-            result.left_out.append((f"seed {i}", rest.p_holds, rest.p_fails))
+        result.left_out = left_out(list(values), None, 0.0, "greater")
     return result
 
 

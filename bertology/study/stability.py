@@ -24,23 +24,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bertology.errors import UserError
+from bertology.study.scale import number
 from bertology.study.summary import read_comparisons
+from bertology.study.verdicts import RESOLVED
 
-RESOLVED = ("holds", "does not hold")
 MOVED_SE = 3.0  # an effect that moved more than this many combined standard errors
 
 
-def number(text: str | None) -> float:
-    try:
-        return float(text) if text not in (None, "") else math.nan
-    except ValueError:
-        return math.nan
+def cell(row: dict[str, str], key: str) -> float:
+    """A findings.csv cell as a number, nan where it is blank or missing."""
+    value = number(row.get(key))
+    return math.nan if value is None else value
 
 
 def moved(a: dict[str, str], b: dict[str, str]) -> float:
     """How many combined standard errors one comparison's effect moved (nan: unmeasured)."""
-    se = math.sqrt(number(a.get("se")) ** 2 + number(b.get("se")) ** 2)
-    gap = abs(number(a.get("effect")) - number(b.get("effect")))
+    se = math.sqrt(cell(a, "se") ** 2 + cell(b, "se") ** 2)
+    gap = abs(cell(a, "effect") - cell(b, "effect"))
     return gap / se if se > 0 else math.inf if gap > 0 else math.nan
 
 
