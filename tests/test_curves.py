@@ -133,3 +133,30 @@ def test_labels_with_a_recorded_interpolation_are_drawn_as_text(tmp_path):
     axis.legend()
     figure.savefig(tmp_path / "curves.png")  # raised ValueError (mathtext) before
     assert (tmp_path / "curves.png").stat().st_size > 0
+
+
+def suite_run(name: str, seed: int, step: int, values: list[float]) -> RunDir:
+    model = {"name_or_path": None, "family": "bert", "suite": "multiberts", "suite_seed": seed,
+             "suite_step": step}
+    return RunDir(Path(f"/s/{name}"), probe_metrics(values),
+                  {"seed": 0, "model": model, "task": {"name": "ud_pos"}})
+
+
+def test_a_suite_sweep_is_drawn_against_the_tokens_seen(tmp_path):
+    """Runs on MultiBERTs seeds 0 and 1 at steps 20k and 2M: each layer's curve has a point per
+    step at step x 131,072 tokens, the mean over the two seeds (std by hand); runs with no
+    token count (a plain checkpoint) are left out, and a figure is drawn."""
+    from bertology.study.curves import compute_token_curves, plot_token_curves
+
+    runs = [suite_run("a", 0, 20000, [0.5, 0.6]), suite_run("b", 1, 20000, [0.7, 0.8]),
+            suite_run("c", 0, 2000000, [0.9, 0.95]), suite_run("d", 1, 2000000, [0.92, 0.97]),
+            RunDir(Path("/r/x"), probe_metrics([0.1, 0.1]), config("/r/model", 0))]
+    curves = compute_token_curves(runs, ACCURACY)
+    assert [c.layer for c in curves] == [0, 1]
+    assert curves[0].tokens == [20000 * 131072, 2000000 * 131072]
+    assert curves[1].mean == pytest.approx([0.7, 0.96])
+    assert curves[0].std[0] == pytest.approx(float(np.std([0.5, 0.7], ddof=1)))
+    path = plot_token_curves(runs, "ud_pos", ACCURACY, "probe accuracy", tmp_path)
+    assert path == "plots/pretraining_accuracy_ud_pos.png" and (tmp_path / path).is_file()
+    # one step: nothing across pretraining to draw
+    assert plot_token_curves(runs[:2], "ud_pos", ACCURACY, "probe accuracy", tmp_path) is None

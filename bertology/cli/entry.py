@@ -35,6 +35,7 @@ from bertology.config.pretrain_config import load_pretrain_config
 from bertology.config.probe_config import load_probe_config
 from bertology.config.prune_config import load_prune_config
 from bertology.config.report_config import load_report_config
+from bertology.config.suites import read_checkpoint_record
 from bertology.errors import (
     EXIT_CTRL_C,
     EXIT_FAILED,
@@ -150,7 +151,7 @@ def _run_job(pipeline: str, cfg: DictConfig) -> None:
                 record_start(out_dir, cfg, changes)
             if owner:  # provenance, whether or not W&B is on
                 write_env(out_dir, ["bertology", pipeline, *sys.argv[1:]],
-                          list(HydraConfig.get().overrides.task))
+                          list(HydraConfig.get().overrides.task), read_checkpoint_record(cfg))
             metrics = load_pipeline(pipeline)(cfg, out_dir)
     except RunInUse as err:  # another process's dir: touch nothing
         sys.exit(fail(pipeline, str(err)))

@@ -38,6 +38,10 @@ PAIR_OBJECTIVES = ("mlm_nsp", "mlm_sop")
 class ModelConfig:
     family: str = "bert"
     name_or_path: str | None = None
+    revision: str | None = None  # a hub checkpoint's branch, tag or commit (hub_revisions.py)
+    suite: str | None = None  # a checkpoint suite, whose (suite_seed, suite_step) names the
+    suite_seed: int | None = None  # checkpoint (suites.py)
+    suite_step: int | None = None  # None: the suite's final model
     # pretrain, random init: a pretrained tokenizer (folder or hub id) instead of one trained
     # on the corpus; the vocabulary is its length, whatever vocab_size says
     tokenizer_name_or_path: str | None = None
@@ -77,6 +81,9 @@ class ModelConfig:
         for key in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             value = getattr(self, key)
             require(0.0 <= value < 1.0, f"model.{key}={value} must lie in [0, 1)")
+        from bertology.config.suites import pin_checkpoint  # reads the hub cache
+
+        pin_checkpoint(self)
 
     def check_tokenizer_name_or_path(self) -> None:
         """A pretrained tokenizer is for a random-initialised model: a checkpoint continued

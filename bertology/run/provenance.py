@@ -116,9 +116,12 @@ def collect_env(command: list[str], overrides: list[str]) -> dict[str, object]:
     }
 
 
-def write_env(run_dir: Path, command: list[str], overrides: list[str]) -> dict[str, object]:
-    """<run dir>/env.json for this start; the records of earlier starts stay inside it."""
-    record = collect_env(command, overrides)
+def write_env(run_dir: Path, command: list[str], overrides: list[str],
+              checkpoint: dict | None = None) -> dict[str, object]:
+    """<run dir>/env.json for this start; the records of earlier starts stay inside it.
+    checkpoint: the pretrained checkpoint the run reads, its revision and commit
+    (config/hub_revisions.checkpoint_record)."""
+    record = {**collect_env(command, overrides), "checkpoint": checkpoint}
     path = run_dir / ENV
     try:
         earlier = read_json(path) if path.exists() else None

@@ -7,6 +7,7 @@ from contextlib import suppress
 from functools import cache
 from pathlib import Path
 
+from bertology.config.suites import load_suite
 from bertology.errors import UserError
 from bertology.run.rundir import RunDir
 
@@ -27,9 +28,14 @@ def checkpoint_of(run: RunDir, depth: int = 0) -> str | None:
     checkpoint that run started from. None where the run records none (random init)."""
     keys = TEACHER_KEYS if run.choice("teacher") is not None else ("model.name_or_path",)
     value = next((v for v in map(run.select, keys) if v not in (None, "")), None)
+    revision = run.select("model.revision") if value == run.select("model.name_or_path") else None
+    if value is None and run.select("model.suite") is not None:  # a suite's (seed, step)
+        value, revision = load_suite(str(run.select("model.suite"))).checkpoint(
+            run.select("model.suite_seed"), run.select("model.suite_step"))
     if value is None:
         return None
-    return traced_checkpoint(str(value), depth)
+    name = traced_checkpoint(str(value), depth)
+    return f"{name}@{revision}" if revision else name
 
 
 @cache

@@ -1,6 +1,8 @@
 """Layer curves across runs: the report's figure of a sweep that probes several checkpoints (or
 models) on one task, one curve per checkpoint, so a probe's accuracy per layer reads across
-pretraining: when, in training and in depth, a property becomes linearly decodable.
+pretraining: when, in training and in depth, a property becomes linearly decodable. Runs on a
+checkpoint suite's steps (model.suite) are drawn a second way too: each layer's value against
+the tokens the checkpoint had seen.
 
 Runs that differ only in their seed are one curve, their mean per layer (a band of ± 1 std
 where there are several seeds); a curve is named by the config values that differ between the
@@ -11,9 +13,12 @@ from __future__ import annotations
 
 import re
 import statistics
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import PurePath
 
+from bertology.config.suites import load_suite
+from bertology.errors import UserError
 from bertology.run.figures import literal
 from bertology.run.rundir import RunDir
 from bertology.study.evidence import layer_keys
@@ -95,6 +100,73 @@ def compute_layer_curves(runs: list[RunDir], metric: str) -> list[Curve]:
     return sorted(curves, key=lambda c: natural_key(c.label))
 
 
+def tokens_seen(run: RunDir) -> int | None:
+    """Tokens the probed checkpoint had seen in pretraining: a checkpoint suite's member
+    (model.suite, its step x the suite's tokens per step); None otherwise."""
+    suite = run.select("model.suite")
+    if suite is None:
+        return None
+    with suppress(UserError):
+        return load_suite(str(suite)).tokens(run.select("model.suite_step"))
+    return None
+
+
+@dataclass
+class TokensCurve:
+    layer: int
+    tokens: list[int]
+    mean: list[float]
+    std: list[float]  # over the runs at those tokens (seeds, and a suite's seeds)
+
+
+def compute_token_curves(runs: list[RunDir], metric: str) -> list[TokensCurve]:
+    """One curve per layer over the tokens seen, each point the mean of every run at that
+    many tokens; runs with no token count are left out."""
+    points: dict[int, dict[int, list[float]]] = {}  # layer -> tokens -> values
+    for run in runs:
+        tokens = tokens_seen(run)
+        layers, keys = layer_keys(run.metrics, metric)
+        if tokens is None or not keys:
+            continue
+        for layer, key in zip(layers, keys):
+            points.setdefault(int(layer), {}).setdefault(tokens, []).append(run.metrics[key])
+    curves = []
+    for layer, by_tokens in sorted(points.items()):
+        tokens = sorted(by_tokens)
+        values = [by_tokens[t] for t in tokens]
+        curves.append(TokensCurve(layer, tokens, [statistics.fmean(v) for v in values],
+                                  [statistics.stdev(v) if len(v) > 1 else 0.0 for v in values]))
+    return curves
+
+
+def plot_token_curves(runs: list[RunDir], task: str, metric: str, name: str, out_dir
+                      ) -> str | None:
+    """plots/pretraining_<metric>_<task>.png: the metric at each layer against the tokens the
+    checkpoint had seen (a suite swept over its steps); None where fewer than two token counts
+    are known."""
+    import matplotlib.pyplot as plt
+
+    from bertology.run.figures import save_figure
+
+    curves = compute_token_curves(runs, metric)
+    if len({t for c in curves for t in c.tokens}) < 2:
+        return None
+    figure, axis = plt.subplots(figsize=(5.2, 3.5))
+    colours = plt.get_cmap("viridis")([i / max(len(curves) - 1, 1) * 0.9
+                                       for i in range(len(curves))])
+    for curve, colour in zip(curves, colours):
+        axis.errorbar(curve.tokens, curve.mean, yerr=curve.std, marker="o", color=colour,
+                      capsize=2, label=f"layer {curve.layer}")
+    axis.set_xscale("symlog", linthresh=max(min(t for c in curves for t in c.tokens if t) / 2, 1))
+    axis.set_xlabel("tokens seen in pretraining")
+    axis.set_ylabel(f"{name} ({task})")
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=7)
+    axis.set_title(f"{name} across pretraining, by layer (mean ± std over runs)")
+    path = save_figure(figure, out_dir, f"pretraining_{metric.split('/')[-1]}_{task}")
+    return str(path.relative_to(out_dir))
+
+
 def task_of(run: RunDir) -> str:
     task = run.config.get("task")
     return str(task.get("name") if isinstance(task, dict) else task)
@@ -111,6 +183,9 @@ def plot_layer_curves(runs: list[RunDir], out_dir) -> dict[str, str]:
     for task in sorted({task_of(r) for r in runs}):
         task_runs = [r for r in runs if task_of(r) == task]
         for metric, name in LAYER_CURVES.items():
+            over_tokens = plot_token_curves(task_runs, task, metric, name, out_dir)
+            if over_tokens is not None:
+                figures[f"{name} across pretraining on {task}"] = over_tokens
             curves = compute_layer_curves(task_runs, metric)
             if len(curves) < 2:
                 continue
