@@ -28,6 +28,7 @@ from bertology.study.specs import FindingSpec, parse_finding
 FINDINGS = CONF_DIR / "findings"
 STUDIES_FILE = "studies.yaml"
 RECIPES_FILE = "recipes.yaml"  # make reproduce's other commands (load_recipes)
+COSTS_FILE = "costs.yaml"  # measured step times, for the cost --checkpoints prints (external.py)
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,8 @@ class Study:
 
 
 def finding_files(folder: Path = FINDINGS) -> list[Path]:
-    return sorted(p for p in folder.glob("*.yaml") if p.name not in (STUDIES_FILE, RECIPES_FILE))
+    other = (STUDIES_FILE, RECIPES_FILE, COSTS_FILE)
+    return sorted(p for p in folder.glob("*.yaml") if p.name not in other)
 
 
 def load_catalog(folder: Path = FINDINGS) -> dict[str, FindingSpec]:

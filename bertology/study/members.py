@@ -193,11 +193,18 @@ def reproduce_population(out: Path, studies: dict[str, dict], lanes: int, size: 
     else:
         steps, members = member_steps(drawn, extra, studies, out, cache, per_member)
         results = run_steps(steps, lanes)
+    # every member drawn, set aside or not: the report states the selection with its scope
+    write_members_table(out / "population", drawn, extra, cache)
+    return judge_population(out, members, studies, results, total)
+
+
+def judge_population(out: Path, members: list[Encoder], studies: dict[str, dict],
+                     results: dict[str, tuple[int, float]], started: float) -> int:
+    """One report over every member's study dirs, which reads the members table written
+    beside them, then the front page's block; the exit status of the whole run."""
     failed = [name for name, (status, _) in results.items() if status]
     report_dir = out / "population" / "report"
     dirs = [str(m.root / s) for m in members for s in studies if (m.root / s).exists()]
-    # every member drawn, set aside or not: the report states the selection with its scope
-    write_members_table(out / "population", drawn, extra, cache)
     table = out / "population" / "tables" / f"{MEMBERS_TABLE}.csv"
     status, _ = runner.bertology(["report", *dirs, f"members_table={table}",
                                   f"hydra.run.dir={report_dir}"],
@@ -205,7 +212,7 @@ def reproduce_population(out: Path, studies: dict[str, dict], lanes: int, size: 
     if status == 0 and (report_dir / "tables" / "findings.csv").exists():
         write_summary(report_dir)
     log.info("population report: %s (exit %d); all steps %.1f min; failed: %s",
-             report_dir / "REPORT.md", status, (time.perf_counter() - total) / 60,
+             report_dir / "REPORT.md", status, (time.perf_counter() - started) / 60,
              failed or "none")
     return 1 if failed or status else 0
 

@@ -48,6 +48,16 @@ section.finding img, figure img { max-width: 100%; height: auto; }
 """
 
 
+def members_rows(selection: Selection) -> str:
+    """The members table's header and rows (Selection.table), a set-aside member in bold."""
+    header, rows = selection.table()
+    cells = ["<tr>" + "".join(f"<th>{escape(h)}</th>" for h in header) + "</tr>"]
+    cells += ["<tr>" + "".join(f"<td><b>{escape(c)}</b></td>" if c == "no: set aside"
+                               else f"<td>{escape(c)}</td>" for c in row) + "</tr>"
+              for row in rows]
+    return "".join(cells)
+
+
 def verdict_cell(verdict: str, fragile: bool = False) -> str:
     mark = ' <span class="fragile">(fragile)</span>' if fragile else ""
     return f'<span class="{escape(verdict.replace(" ", "-"))}">{escape(verdict)}</span>{mark}'
@@ -120,14 +130,8 @@ def write_html(results: list[FindingResult], skipped: list[tuple[str, str]], run
             "runs of that checkpoint: each verdict's scope says which).</p>",
             "<p>" + "<br>".join(escape(line) for line in headline(results)) + "</p>"]
     if selection:
-        body += [f"<p>Members: {escape(selection.words())}. A verdict across them is about "
-                 "this recipe and this selection, not BERT-base.</p>", "<table>",
-                 "<tr><th>member</th><th>held-out MLM accuracy</th><th>floor</th>"
-                 "<th>learned</th></tr>",
-                 *(f"<tr><td>{escape(r['member'])}</td><td>{escape(r.get('mlm_accuracy') or '–')}"
-                   f"</td><td>{escape(r.get('mlm_floor') or '–')}</td><td>"
-                   f"{'yes' if r.get('learned') == 'True' else '<b>no: set aside</b>'}</td></tr>"
-                   for r in selection.rows), "</table>"]
+        body += [f"<p>Members: {escape(selection.words())}. {escape(selection.about())}.</p>",
+                 "<table>", members_rows(selection), "</table>"]
     for kind, group in split_by_kind(results).items():
         if group:
             title, says = KIND_TITLES[kind]

@@ -217,11 +217,12 @@ def headline(results: list[FindingResult]) -> list[str]:
 
 def members_table(selection: Selection) -> list[str]:
     """Every member drawn: its held-out MLM accuracy against its floor, and whether it learned
-    (a member set aside, or whose pretraining did not finish, is a row too)."""
-    lines = ["| member | held-out MLM accuracy | floor | learned |", "|---:|---:|---:|---|"]
-    lines += [f"| {r['member']} | {r.get('mlm_accuracy') or '–'} | {r.get('mlm_floor') or '–'} "
-              f"| {'yes' if r.get('learned') == 'True' else '**no: set aside**'} |"
-              for r in selection.rows]
+    (a member set aside, or whose pretraining did not finish, is a row too); a checkpoint
+    pretrained elsewhere, its revision and commit."""
+    header, rows = selection.table()
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(f"**{c}**" if c == "no: set aside" else c for c in row) + " |"
+              for row in rows]
     return lines
 
 
@@ -274,8 +275,7 @@ def write_report(results: list[FindingResult], skipped: list[tuple[str, str]],
              "(docs/findings.md: \"The verdicts, defined\", \"Unit of replication\").", ""]
     lines += headline(results)
     if selection:
-        lines += ["", f"Members: {selection.words()}. A verdict across them is about this "
-                  "recipe and this selection, not BERT-base; every member drawn:", "",
+        lines += ["", f"Members: {selection.words()}. {selection.about()}; every member:", "",
                   *members_table(selection)]
     if shortfalls:
         lines += ["", "These runs are smaller than their studies state (the sizes `make "

@@ -22,7 +22,8 @@ study dir lands in <out>/report/REPORT.md, with a verdict for every finding. Rer
 `--encoders minilm bert modernbert` also pretrains each encoder named after MiniLM and reruns
 on it the studies that read a model (encoders.py), each judged in its own report, and adds the
 finding x encoder matrix to the report (matrix.py). `--population K` instead pretrains K
-members of one recipe and judges the findings across them (members.py). The steps an encoder
+members of one recipe and judges the findings across them (members.py); `--checkpoints A B ...`
+judges them across checkpoints pretrained elsewhere (external.py). The steps an encoder
 runs are built in steps.py.
 """
 
@@ -37,6 +38,7 @@ from pathlib import Path
 
 from bertology.errors import UserError, require
 from bertology.study import catalog, encoders, runner
+from bertology.study.external import reproduce_checkpoints
 from bertology.study.matrix import write_matrix
 from bertology.study.members import reproduce_population
 from bertology.study.runner import Step, run_steps
@@ -102,6 +104,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="instead: pretrain K BERTs that differ in their seed (cached), "
                              "run the findings that read a model on each, and judge them "
                              "across the K (out/population/report; docs/reproduce.md)")
+    parser.add_argument("--checkpoints", nargs="+", metavar="CHECKPOINT",
+                        help="instead: judge the findings that read a model across these "
+                             "checkpoints, each a population member: hub ids, org/name@revision, "
+                             "local folders, or suite:<name>[:<step>] (conf/suites; the cached "
+                             "seeds); prints the cost first (study/external.py)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="with --checkpoints: check them and print the cost, run nothing")
     parser.add_argument("--member", nargs="*", default=[], metavar="OVERRIDE",
                         help="with --population: pretraining overrides of every member "
                              "(e.g. size=base trainer.max_flops=1e17 on a GPU)")
@@ -122,6 +131,15 @@ def main(argv: list[str] | None = None) -> int:
     try:  # a bad --lanes, --only or --encoders: one line, exit 2, before any step runs
         require(args.lanes >= 1, f"--lanes {args.lanes} must be 1 or more")
         names = tuple(encoders.check_encoders(args.encoders))
+        if args.checkpoints is not None:
+            require(args.population is None and names == (encoders.DEFAULT,) and not args.member
+                    and args.first_member == 0 and not args.replace_failed,
+                    "--checkpoints judges the checkpoints it names: drop --population, "
+                    "--encoders, --member, --first-member and --replace-failed")
+            return reproduce_checkpoints(args.out.resolve(), studies_to_run(args.only),
+                                         args.lanes, args.checkpoints, args.member_seeds,
+                                         dry_run=args.dry_run)
+        require(not args.dry_run, "--dry-run prints the cost of --checkpoints; add them")
         require(args.population is not None or (args.member_seeds is None
                                                  and args.first_member == 0
                                                  and not args.replace_failed),

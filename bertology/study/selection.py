@@ -54,8 +54,41 @@ class Selection:
                    if accuracy else "")
         return f"{shape}{budget}{reached}"
 
+    @property
+    def external(self) -> bool:
+        """Checkpoints pretrained elsewhere (`--checkpoints`): read as they are, none drawn by
+        this run and none set aside for its pretraining."""
+        return bool(self.rows) and "sha" in self.rows[0]
+
+    def about(self) -> str:
+        """What a verdict across the members is about."""
+        if self.external:
+            return ("A verdict across them is about these checkpoints and the recipe that made "
+                    "them")
+        return "A verdict across them is about this recipe and this selection, not BERT-base"
+
+    def table(self) -> tuple[list[str], list[list[str]]]:
+        """(header, rows) of the members table the report shows: a pretrained member's MLM
+        accuracy against its floor and whether it learned; an external checkpoint's revision
+        and the commit it was read at."""
+        if self.external:
+            return (["member", "checkpoint", "revision", "commit"],
+                    [[r["member"], r["checkpoint"], r.get("revision") or "–",
+                      (r.get("sha") or "–")[:12]] for r in self.rows])
+        return (["member", "held-out MLM accuracy", "floor", "learned"],
+                [[r["member"], r.get("mlm_accuracy") or "–", r.get("mlm_floor") or "–",
+                  "yes" if r.get("learned") == "True" else "no: set aside"] for r in self.rows])
+
     def words(self) -> str:
-        """"18 of 25 seeds of <recipe> that left the unigram floor (7 set aside: 201, …)"."""
+        """"18 of 25 seeds of <recipe> that left the unigram floor (7 set aside: 201, …)"; for
+        checkpoints pretrained elsewhere, "5 checkpoints read as they are (<names>; <shape>)"."""
+        if self.external:
+            names = [r["checkpoint"] + (f"@{r['revision']}" if r.get("revision") else "")
+                     for r in self.rows]
+            first = self.rows[0]
+            shape = (f"; {first['layers']}-layer, {first['hidden']}-wide {first['model_type']}"
+                     if first.get("layers") and first.get("hidden") else "")
+            return f"{len(self.rows)} checkpoints read as they are ({', '.join(names)}{shape})"
         aside = self.set_aside
         named = f" ({len(aside)} set aside: {', '.join(aside)})" if aside else ""
         return (f"{len(self.learned)} of {len(self.rows)} seeds drawn of {self.recipe()} that "

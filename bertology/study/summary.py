@@ -200,9 +200,11 @@ def members_line(report: Path) -> list[str]:
     """How well a population's members pretrained, from the members table its run wrote
     (members.write_members_table): how many of those that finished learned, their held-out
     MLM accuracy against their floors, those at their floor by name, and how many ran before
-    the floor was recorded (the verdicts keep those). Empty without the table."""
+    the floor was recorded (the verdicts keep those). Empty without the table, and for
+    checkpoints pretrained elsewhere (their scope names them)."""
     table = report / "tables" / "members.csv"
-    if not table.is_file():
+    selection = Selection.read(table)
+    if selection is None or selection.external:
         return []
     with table.open(newline="") as handle:
         rows = [r for r in csv.DictReader(handle) if r["mlm_accuracy"]]  # blank: crashed
