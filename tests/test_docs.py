@@ -10,8 +10,8 @@ classification elsewhere) or a folder, in a scratch dir the command is checked f
 sweep is checked as `bertology` checks it, every job (the command line's comma lists times
 its experiment's hydra.sweeper.params) before the first starts. A command followed in its
 block by the error line it prints (`bertology X: error: ...`) must be refused with exactly
-that line. `bertology data` and `bertology runs` are checked on a dry path: their arguments
-parsed, the data set names known, the dirs present.
+that line. `bertology data`, `bertology runs` and `bertology convert` are checked on a dry
+path: their arguments parsed, the data set names known, the dirs present.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-from conftest import REPO, fast_sample
+from conftest import REPO, fast_sample, tiny_tokenizer
 
 from bertology.cli.entry import CONFIG_CHECKS, SWEEP_FLAGS, USAGE, precheck, report_overrides
 from bertology.cli.sweep import check_sweep
@@ -202,19 +202,6 @@ def read_paths(args: list[str]) -> list[str]:
     return paths
 
 
-def tiny_tokenizer():
-    """A WordPiece tokenizer over a handful of words (no training: the checks read its files)."""
-    import transformers
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    specials = {"unk_token": "[UNK]", "pad_token": "[PAD]", "cls_token": "[CLS]",
-                "sep_token": "[SEP]", "mask_token": "[MASK]"}
-    words = [*specials.values(), "the", "dog", "cat", "runs", "sleeps", "."]
-    backend = Tokenizer(models.WordPiece({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
-    backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    return transformers.PreTrainedTokenizerFast(tokenizer_object=backend, **specials)
-
-
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory) -> dict[str, Path]:
     """Two tiny checkpoints as transformers saves them: a pretraining BERT (MLM and NSP
@@ -271,6 +258,9 @@ def check_command(args: list[str]) -> None:
         assert not missing, f"bertology runs: {missing} are not dirs"
         return
     if pipeline == "completion":  # the shell script: tests/test_help.py runs it
+        return
+    if pipeline == "convert":  # writes beside a .bin checkpoint: one folder (test_convert.py)
+        assert len(rest) == 1 and not rest[0].startswith("-"), rest
         return
     if "--help" in rest or "-h" in rest:
         assert pipeline in PIPELINES, pipeline

@@ -68,9 +68,13 @@ def read_checkpoint(value: str, key: str) -> dict | None:
     for name in WEIGHT_FILES:
         require(not (path / name).is_dir(), f"{key}: {path / name} is a folder, not a file; "
                 "give a checkpoint dir with safetensors weights (a bertology model/ dir)")
+    require(not (path / "pytorch_model.bin").is_file() or any(
+        (path / name).is_file() for name in WEIGHT_FILES),
+        f"{key}={value!r} has no model.safetensors, only pytorch_model.bin (a pickle, never "
+        f"opened here); convert it once with `bertology convert {path}`")
     require(any((path / name).is_file() for name in WEIGHT_FILES),
             f"{key}={value!r} has no model.safetensors; give a checkpoint dir with safetensors "
-            "weights (a bertology model/ dir), or re-save a .bin checkpoint as safetensors")
+            "weights (a bertology model/ dir)")
     if (path / "model.safetensors").is_file():
         header = check_safetensors(path / "model.safetensors", key)
         check_embedding_shape(path, header, config, key)
