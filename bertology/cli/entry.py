@@ -74,11 +74,13 @@ USAGE = """usage: bertology <pipeline> [key=value ...] [-m key=a,b ...]
 pipelines:
   pretrain   masked-LM pretraining (model=bert|roberta|spanbert|electra|modernbert,
              size=tiny..large, data=synthetic|wikipedia|files|hub)
-  finetune   a checkpoint → a task model (task=sst2|mrpc|conll03|ud_pos|squad|synthetic_*;
+  finetune   a checkpoint → a task model (task=sst2|mrpc|conll03|ud_pos|squad|synthetic_*,
+             or your own files: task=own_classification|own_tagging|own_qa;
              model=minilm or model.name_or_path=<dir>; head.mode=finetune|feature)
   probe      what a checkpoint knows, layer by layer (analysis=linear|mlp|structural|
              attention|geometry|cloze|amnesic|position|numeracy, or a list;
-             task=ud_pos|ud_deps|conll03|synthetic_pos|synthetic_depth|synthetic_agreement)
+             task=ud_pos|ud_deps|conll03|synthetic_pos|synthetic_depth|synthetic_agreement|
+             own_tagging)
   prune      how much of a fine-tuned model is needed (model.name_or_path=<finetune model/>
              or model=minilm to fine-tune first; prune.experiments=[heads,removal,layers,
              magnitude,int8,matrix]; prune.scores=[gradient,random])
