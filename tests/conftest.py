@@ -90,6 +90,19 @@ def write_vocab(path: Path, size: int) -> Path:
     return path
 
 
+def tiny_tokenizer():
+    """A WordPiece tokenizer over a handful of words (no training: the checks read its files)."""
+    import transformers
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    specials = {"unk_token": "[UNK]", "pad_token": "[PAD]", "cls_token": "[CLS]",
+                "sep_token": "[SEP]", "mask_token": "[MASK]"}
+    words = [*specials.values(), "the", "dog", "cat", "runs", "sleeps", "."]
+    backend = Tokenizer(models.WordPiece({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=backend, **specials)
+
+
 def run_cli(*args: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
     """`python -m bertology <args>` in a fresh process, as a user would run it."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}

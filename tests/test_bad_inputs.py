@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import DATA_DIR, REPO, fast_sample, write_markdown_table, write_vocab
+from own_data_files import write_classification, write_tagging
 from transformers import (
     BertConfig,
     BertForSequenceClassification,
@@ -85,6 +86,31 @@ def corpus_file(tmp: Path, content: bytes) -> list[str]:
     return [f"data.files=[{path}]"]
 
 
+def own_files(tmp: Path, train: bytes, dev: bytes | None = None,
+              suffix: str = ".csv") -> list[str]:
+    """A user's own train file of these bytes (dev: a good one) in the working dir, read by
+    task=own_classification (tests/own_data_files.py writes the good files)."""
+    good_train, good_dev = write_classification(tmp / "own", suffix)
+    good_train.write_bytes(train)
+    if dev is not None:
+        good_dev.write_bytes(dev)
+    return [f"task.train_file={good_train}", f"task.eval_file={good_dev}"]
+
+
+def own_typo(tmp: Path) -> list[str]:
+    """task=own_classification's train.csv and dev.csv in the working dir, the train file's
+    name mistyped."""
+    write_classification(tmp)
+    return ["task.train_file=trian.csv"]
+
+
+def own_tagging_files(tmp: Path, train: bytes) -> list[str]:
+    """task=own_tagging's train.jsonl and dev.jsonl in the working dir, train of these bytes."""
+    good_train, _ = write_tagging(tmp)
+    good_train.write_bytes(train)
+    return []
+
+
 def unwritable_run_dir(tmp: Path) -> list[str]:
     """A run dir under a regular file: nothing can be made there, even by root."""
     (tmp / "a_file").write_text("not a folder\n")
@@ -149,6 +175,8 @@ def other_vocab_student(tmp: Path) -> Path:
 # ---------------------------------------------------------------- the cases
 
 TINY_RUN = ["trainer=smoke", "logger=none"]
+OWN = ["task=own_classification", *TINY_RUN]
+CSV_TRAIN = b"text,label\nfine,pos\ndull,neg\n"
 NEG = ["task=synthetic_negation", "task.num_sentences=200", "logger=none"]
 CASES = [
     # config values: out of range, wrong type, unknown keys and options
@@ -313,6 +341,33 @@ CASES = [
          needs_model=True),
     Case("pretrain-resume-nothing", "pretrain", "resume=true with no unfinished run",
          ["resume=true", *TINY_RUN], "resume=true"),
+    # a user's own files (task=own_classification, own_tagging: docs/howto/own-data.md)
+    Case("finetune-own-path-typo", "finetune", "task.train_file=trian.csv (a typo)", OWN,
+         "trian.csv does not exist; give the file's path, absolute or from the working dir",
+         lambda tmp, _: own_typo(tmp)),
+    Case("finetune-own-dev-label", "finetune", "a dev label the train file lacks (line 3)",
+         OWN, "dev.csv:3: label 'meh' is not among the train file's labels (neg, pos)",
+         lambda tmp, _: own_files(tmp, CSV_TRAIN, b"text,label\nfine,pos\nso-so,meh\n")),
+    Case("finetune-own-empty", "finetune", "an empty train.csv", OWN,
+         "train.csv (the train file) is empty", lambda tmp, _: own_files(tmp, b"")),
+    Case("finetune-own-header-only", "finetune", "a train.csv with a header and no rows", OWN,
+         "train.csv (the train file) holds a header and no examples",
+         lambda tmp, _: own_files(tmp, b"text,label\n")),
+    Case("finetune-own-column", "finetune", "a train.csv without the text column", OWN,
+         "train.csv: no column 'text' (header: sentence, label)",
+         lambda tmp, _: own_files(tmp, b"sentence,label\nfine,pos\ndull,neg\n")),
+    Case("finetune-own-latin1", "finetune", "a train.csv that is not UTF-8 (line 3)", OWN,
+         "train.csv:3: not UTF-8 text",
+         lambda tmp, _: own_files(tmp, "text,label\nfine,pos\ncaf\xe9 noir,neg\n"
+                                  .encode("latin-1"))),
+    Case("finetune-own-json-line", "finetune", "a malformed JSON line (line 2)",
+         [*OWN, "task.format=jsonl"], "train.jsonl:2: not JSON",
+         lambda tmp, _: own_files(tmp, b'{"text": "fine", "label": "pos"}\n{"text": "dull", '
+                                  b'"label": neg}\n', suffix=".jsonl")),
+    Case("probe-own-tags", "probe", "a tagging line with fewer tags than tokens (line 2)",
+         ["task=own_tagging", "logger=none"], "train.jsonl:2: 2 tokens but 1 tags",
+         lambda tmp, _: own_tagging_files(tmp, b'{"tokens": ["a"], "tags": ["O"]}\n'
+                                          b'{"tokens": ["a", "b"], "tags": ["O"]}\n')),
 ]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import REPO, compose_config, run_cli
+from own_data_files import PRESET_FILES
 
 from bertology.cli.entry import CONFIG_CHECKS, PIPELINES, main
 from bertology.config.pretrain_config import load_pretrain_config
@@ -53,13 +54,16 @@ def test_every_group_option_composes_and_checks(group):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("group", ["task", "model", "trainer"])
-def test_every_finetune_option_composes_and_checks(group, monkeypatch):
+def test_every_finetune_option_composes_and_checks(group, monkeypatch, tmp_path):
     from bertology.config.finetune_config import load_finetune_config
 
     # some/checkpoint stands for a hub id; offline (as in CI) the check would ask for it in
     # the local cache, which test_bad_inputs covers
     for flag in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
         monkeypatch.delenv(flag, raising=False)
+    monkeypatch.chdir(tmp_path)  # the own_* tasks read their files from the working dir
+    for write in PRESET_FILES.values():
+        write(tmp_path)
     for option in _group_options(group):
         overrides = [f"{group}={option}"]
         if group == "model" and option in ("spanbert", "electra"):

@@ -10,8 +10,9 @@ classification elsewhere) or a folder, in a scratch dir the command is checked f
 sweep is checked as `bertology` checks it, every job (the command line's comma lists times
 its experiment's hydra.sweeper.params) before the first starts. A command followed in its
 block by the error line it prints (`bertology X: error: ...`) must be refused with exactly
-that line. `bertology data` and `bertology runs` are checked on a dry path: their arguments
-parsed, the data set names known, the dirs present.
+that line. `bertology data`, `bertology runs` and `bertology convert` are checked on a dry
+path: their arguments parsed, the data set names known, the dirs present. The own-data files a
+command names (task.train_file, task.eval_file) are written in the scratch dir in their format.
 """
 
 from __future__ import annotations
@@ -22,16 +23,23 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-from conftest import REPO, fast_sample
+from conftest import REPO, fast_sample, tiny_tokenizer
+from own_data_files import write_example
 
 from bertology.cli.entry import CONFIG_CHECKS, SWEEP_FLAGS, USAGE, precheck, report_overrides
 from bertology.cli.sweep import check_sweep
 from bertology.errors import UserError
 from bertology.pipelines import PIPELINES
 
-PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+# the front page, docs/ (each linked from the front page) and docs/howto/ (one task a page,
+# each linked from a page of docs/)
+FRONT_PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+HOWTO_PAGES = sorted((REPO / "docs" / "howto").glob("*.md"))
+PAGES = [*FRONT_PAGES, *HOWTO_PAGES]
 STAMP = "2026-01-01/00-00-00"
-PLACEHOLDERS = {"<date>/<time>": STAMP, "<run>": f"outputs/pretrain/{STAMP}"}
+# <checkpoint>: a checkpoint folder of the reader's (made in the scratch dir as outputs/ paths are)
+PLACEHOLDERS = {"<date>/<time>": STAMP, "<run>": f"outputs/pretrain/{STAMP}",
+                "<checkpoint>": "outputs/checkpoint/model"}
 FENCE = re.compile(r"^(```|~~~)")
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 CODE_SPAN = re.compile(r"`+[^`]*`+")
@@ -125,8 +133,15 @@ def test_the_front_page_is_short_and_has_a_figure_and_contents():
     for image in images:
         assert (REPO / image).stat().st_size < 200_000, f"{image}: keep it under 200 KB"
     linked = {(REPO / t.split("#")[0]).resolve() for t in links(REPO / "README.md")}
-    missing = [p.name for p in PAGES[1:] if p.resolve() not in linked]
+    missing = [p.name for p in FRONT_PAGES[1:] if p.resolve() not in linked]
     assert not missing, f"the front page's contents do not link {missing}"
+
+
+def test_every_howto_page_is_linked_from_another_page():
+    linked = {(page.parent / t.split("#")[0]).resolve() for page in FRONT_PAGES
+              for t in links(page) if not re.match(r"[a-z][a-z0-9+.-]*:", t)}
+    missing = [p.name for p in HOWTO_PAGES if p.resolve() not in linked]
+    assert not missing, f"no page of docs/ links the how-to pages {missing}"
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(REPO).as_posix())
@@ -202,19 +217,6 @@ def read_paths(args: list[str]) -> list[str]:
     return paths
 
 
-def tiny_tokenizer():
-    """A WordPiece tokenizer over a handful of words (no training: the checks read its files)."""
-    import transformers
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    specials = {"unk_token": "[UNK]", "pad_token": "[PAD]", "cls_token": "[CLS]",
-                "sep_token": "[SEP]", "mask_token": "[MASK]"}
-    words = [*specials.values(), "the", "dog", "cat", "runs", "sleeps", "."]
-    backend = Tokenizer(models.WordPiece({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
-    backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    return transformers.PreTrainedTokenizerFast(tokenizer_object=backend, **specials)
-
-
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory) -> dict[str, Path]:
     """Two tiny checkpoints as transformers saves them: a pretraining BERT (MLM and NSP
@@ -235,8 +237,20 @@ def checkpoints(tmp_path_factory) -> dict[str, Path]:
     return made
 
 
+def own_files(args: list[str], folder: Path) -> None:
+    """The user's own task files a command names (relative: from the working dir), written
+    in their format (tests/own_data_files.py), as a reader would have them."""
+    tagging = "task=own_tagging" in args
+    for arg in args:
+        key, _, value = arg.partition("=")
+        if key in ("task.train_file", "task.eval_file") and value not in ("", "null"):
+            write_example(folder / value, tagging)
+
+
 def scratch(tmp_path: Path, args: list[str], checkpoints: dict[str, Path]) -> Path:
-    """A dir to check the command from, holding outputs/ and what its outputs/ paths name."""
+    """A dir to check the command from, holding outputs/, what its outputs/ paths name and
+    the user's own data files it reads."""
+    own_files(args, tmp_path)
     (tmp_path / "outputs").mkdir()
     for name in read_paths(args):
         path = tmp_path / name
@@ -271,6 +285,9 @@ def check_command(args: list[str]) -> None:
         assert not missing, f"bertology runs: {missing} are not dirs"
         return
     if pipeline == "completion":  # the shell script: tests/test_help.py runs it
+        return
+    if pipeline == "convert":  # writes beside a .bin checkpoint: one folder (test_convert.py)
+        assert len(rest) == 1 and not rest[0].startswith("-"), rest
         return
     if "--help" in rest or "-h" in rest:
         assert pipeline in PIPELINES, pipeline

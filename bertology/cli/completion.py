@@ -12,8 +12,9 @@ from bertology.config.compose import CONF_DIR
 from bertology.config.options import EXPERIMENT, group_options, pipeline_groups
 
 FLAGS = ("-m", "--multirun", "--help", "--cfg", "--hydra-help", "--info")
-# the commands beside the pipelines (cli.main dispatches them by name): completed and suggested
-COMMANDS = ("runs", "data", "completion")
+# the commands beside the pipelines (cli.main dispatches them by name): completed and suggested;
+# `convert DIR` completes nothing, so bash's `-o default` completes the folder
+COMMANDS = ("runs", "data", "convert", "completion")
 RUNS_FLAGS = ("--format", "--metrics", "--out", "--help")  # cli/runs_command.py's parser
 RUNS_FORMATS = ("--format=markdown", "--format=csv")
 DATA_VERBS = ("list", "fetch", "verify", "--all")

@@ -9,6 +9,7 @@ bertology/run/rundir.py).
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import re
@@ -74,11 +75,13 @@ USAGE = """usage: bertology <pipeline> [key=value ...] [-m key=a,b ...]
 pipelines:
   pretrain   masked-LM pretraining (model=bert|roberta|spanbert|electra|modernbert,
              size=tiny..large, data=synthetic|wikipedia|files|hub)
-  finetune   a checkpoint → a task model (task=sst2|mrpc|conll03|ud_pos|squad|synthetic_*;
+  finetune   a checkpoint → a task model (task=sst2|mrpc|conll03|ud_pos|squad|synthetic_*,
+             or your own files: task=own_classification|own_tagging|own_qa;
              model=minilm or model.name_or_path=<dir>; head.mode=finetune|feature)
   probe      what a checkpoint knows, layer by layer (analysis=linear|mlp|structural|
              attention|geometry|cloze|amnesic|position|numeracy, or a list;
-             task=ud_pos|ud_deps|conll03|synthetic_pos|synthetic_depth|synthetic_agreement)
+             task=ud_pos|ud_deps|conll03|synthetic_pos|synthetic_depth|synthetic_agreement|
+             own_tagging)
   prune      how much of a fine-tuned model is needed (model.name_or_path=<finetune model/>
              or model=minilm to fine-tune first; prune.experiments=[heads,removal,layers,
              magnitude,int8,matrix]; prune.scores=[gradient,random])
@@ -92,6 +95,8 @@ pipelines:
              (into BERTOLOGY_DATA_DIR, default ~/.cache/bertology/data)
   runs       a table of finished runs: the overrides that differ, headline metrics
              (bertology runs [DIR ...] [--format markdown|csv] [--metrics GLOBS])
+  convert    a checkpoint's pytorch_model.bin → model.safetensors beside it
+             (bertology convert DIR; torch.load with weights_only=True, no code runs)
   completion bash completion: eval "$(bertology completion bash)" (e.g. in ~/.bashrc)
 
 `bertology <pipeline> --help` shows its config groups, each option with a line on it, and its
@@ -271,25 +276,22 @@ def report_overrides(args: list[str]) -> list[str]:
     return [f"runs=[{quoted}]", *rest]
 
 
-def runs_command(args: list[str]) -> int:
-    """`bertology runs [DIR ...]` (cli/runs_command.py): reads run dirs, writes none."""
-    from bertology.cli.runs_command import main as runs_main
+# command -> the module whose main(args) runs it: no Hydra, no run dir; imported on dispatch,
+# so a command that needs no torch loads none. In sync with completion.COMMANDS.
+COMMAND_MODULES = {
+    "runs": "bertology.cli.runs_command",  # reads finished run dirs, writes none
+    "data": "bertology.cli.data_command",  # lists, fetches and verifies the real data sets
+    "convert": "bertology.cli.convert_command",  # pytorch_model.bin -> model.safetensors
+}
 
+
+def run_command(command: str, args: list[str]) -> int:
+    """`bertology <command> ...`: its UserError is one line and exit 2, as a pipeline's."""
+    module = importlib.import_module(COMMAND_MODULES[command])
     try:
-        return runs_main(args)
+        return module.main(args) or 0
     except UserError as err:
-        return fail("runs", str(err))
-
-
-def data_command(args: list[str]) -> int:
-    """`bertology data ...` (bertology/cli/data_command.py): no Hydra, no run dir."""
-    from bertology.cli.data_command import main as data_main
-
-    try:
-        data_main(args)
-    except UserError as err:
-        return fail("data", str(err))
-    return 0
+        return fail(command, str(err))
 
 
 PROGRESS_BARS_OFF = ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS",
@@ -347,10 +349,8 @@ def main(argv: list[str] | None = None) -> int:
     if "-sc" in args or "--shell-completion" in args:  # Hydra's flag: bertology's own script
         return completion(["bash"] if "install=bash" in args else [])
     pipeline, overrides = args[0], args[1:]
-    if pipeline == "data":
-        return data_command(overrides)
-    if pipeline == "runs":
-        return runs_command(overrides)
+    if pipeline in COMMAND_MODULES:
+        return run_command(pipeline, overrides)
     if pipeline == "completion":
         return completion(overrides)
     if pipeline == "report":

@@ -38,7 +38,7 @@ def probe_reads(option: str) -> bool:
     from bertology.config.probe_config import has_word_labels
 
     task = OmegaConf.load(CONF_DIR / "task" / f"{option}.yaml")
-    return has_word_labels(str(task.get("format")), task.get("label_field"))
+    return has_word_labels(str(task.get("format")), task.get("label_field"), task.get("kind"))
 
 
 # (pipeline, group) -> which of the group's options the pipeline can run

@@ -19,6 +19,7 @@ from bertology.config.checks import (
     one_of,
     positive,
 )
+from bertology.config.own_data import OWN_FORMATS, check_own_task
 from bertology.errors import require
 from bertology.families import FAMILIES, objective_names
 
@@ -270,7 +271,7 @@ class LoggerConfig:
 
 
 TASK_KINDS = ("classification", "tagging", "qa")
-TASK_FORMATS = ("glue_tsv", "conll03", "conllu", "squad", "synthetic")
+TASK_FORMATS = ("glue_tsv", "conll03", "conllu", "squad", "synthetic", *OWN_FORMATS)
 LABELLED_FORMATS = ("glue_tsv", "conll03")  # conllu: probes read any tag; finetune checks
 # format -> the annotations a word label can come from (task.label_field)
 LABEL_FIELDS = {
@@ -288,20 +289,25 @@ class TaskConfig:
     name: str = "synthetic_pos"
     kind: str = "tagging"
     format: str = "synthetic"
-    source: str = "auto"  # auto: local files under the data root if present, else the hub
+    # auto: local files under the data root if present, else the hub (csv/tsv/jsonl: local only)
+    source: str = "auto"
     path: str | None = None  # folder under the data root
+    # files inside task.path; csv/tsv/jsonl without task.path: absolute, or from the working dir
     train_file: str | None = None
-    eval_file: str | None = None
+    eval_file: str | None = None  # the dev set (run_glue's --validation_file)
     hub: str | None = None  # datasets.load_dataset(hub, hub_config, revision=, data_dir=)
     hub_config: str | None = None
     hub_revision: str | None = None  # e.g. refs/convert/parquet: the hub's parquet export
     hub_data_dir: str | None = None  # a folder of the repo (a parquet export's config)
     hub_eval_split: str = "validation"
-    text_columns: list[str] = field(default_factory=list)  # glue_tsv: local file columns
-    label_column: str | None = None
+    # glue_tsv: local file columns; csv/tsv/jsonl: [text] or [text,text_pair] if empty
+    # (jsonl tagging: [tokens])
+    text_columns: list[str] = field(default_factory=list)
+    label_column: str | None = None  # csv/tsv/jsonl: label if null (jsonl tagging: tags)
     hub_text_columns: list[str] = field(default_factory=list)
     hub_label_column: str = "label"
-    labels: list[str] = field(default_factory=list)  # classification: the label set, in order
+    # the label set, in order; csv/tsv/jsonl: read from the train file (sorted) if empty
+    labels: list[str] = field(default_factory=list)
     label_field: str = "upos"  # conllu / synthetic: which annotation is the label
     probe_unit: str = "word"  # probe: a word's label, or an edge's (dependent, head) label
     metric: str = "accuracy"  # the metric that picks the best seed
@@ -318,6 +324,8 @@ class TaskConfig:
         one_of(self.kind, TASK_KINDS, "task.kind")
         one_of(self.format, TASK_FORMATS, "task.format")
         one_of(self.source, ("auto", "local", "hub"), "task.source")
+        if self.format in OWN_FORMATS:
+            check_own_task(self)
         one_of(self.metric, METRICS, "task.metric")
         one_of(self.probe_unit, ("word", "edge"), "task.probe_unit")
         require(self.max_seq_length >= 16,

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 from bertology.config.data_sets import find_data_file, load_manifest
+from bertology.config.own_data import OWN_FORMATS, check_own_files, own_file
 from bertology.config.tokenizer_checks import check_tokenizer_files
 from bertology.errors import UserError, require
 
@@ -68,9 +69,13 @@ def read_checkpoint(value: str, key: str) -> dict | None:
     for name in WEIGHT_FILES:
         require(not (path / name).is_dir(), f"{key}: {path / name} is a folder, not a file; "
                 "give a checkpoint dir with safetensors weights (a bertology model/ dir)")
+    require(not (path / "pytorch_model.bin").is_file() or any(
+        (path / name).is_file() for name in WEIGHT_FILES),
+        f"{key}={value!r} has no model.safetensors, only pytorch_model.bin (a pickle, never "
+        f"opened here); convert it once with `bertology convert {path}`")
     require(any((path / name).is_file() for name in WEIGHT_FILES),
             f"{key}={value!r} has no model.safetensors; give a checkpoint dir with safetensors "
-            "weights (a bertology model/ dir), or re-save a .bin checkpoint as safetensors")
+            "weights (a bertology model/ dir)")
     if (path / "model.safetensors").is_file():
         header = check_safetensors(path / "model.safetensors", key)
         check_embedding_shape(path, header, config, key)
@@ -297,16 +302,30 @@ def hub_offline() -> bool:
 
 def reads_local_files(task, data_dir: Path) -> bool:
     """Whether a task reads files under the data root (source=local, or auto with task.path
-    present) rather than the hub; data/tasks.py loads by the same rule."""
+    present) rather than the hub; data/tasks.py loads by the same rule. A user's own files
+    (csv, tsv, jsonl) are always local: a typo must not fall back to a hub data set."""
+    if task.format in OWN_FORMATS:
+        return True
     if task.source != "auto":
         return task.source == "local"
     return task.path is not None and under_root(task.path, data_dir).exists()
+
+
+def task_file(task, key: str, data_dir: Path) -> Path:
+    """The file task.<key> names: inside task.path (under the data root) where that is set,
+    else absolute or from the working dir, as a user's own files are (own_data.own_file)."""
+    if task.path is None:
+        return own_file(getattr(task, key))
+    return under_root(task.path, data_dir) / getattr(task, key)
 
 
 def check_task_files(task, data_dir: Path) -> None:
     """A task's local folder and files (TaskConfig), or the hub it falls back to: the same
     choice data/tasks.py makes (source=auto: local files when task.path is present)."""
     if task.format == "synthetic":
+        return
+    if task.path is None and reads_local_files(task, data_dir):
+        check_own_files(task)  # absolute, or from the working dir
         return
     root = under_root(task.path, data_dir) if task.path is not None else None
     fix = data_fix(root, data_dir) if root else DATA_FIX
@@ -317,7 +336,6 @@ def check_task_files(task, data_dir: Path) -> None:
         require(not hub_offline(), f"{missing} and the hub is offline (HF_HUB_OFFLINE=1), so "
                 f"task.hub={task.hub!r} cannot be fetched; {fix}")
         return
-    require(root is not None, f"task.source=local needs task.path; {DATA_FIX}")
     check_folder(root, "task.path", fix)
     for key in ("train_file", "eval_file"):
         name = getattr(task, key)

@@ -107,23 +107,28 @@ class ProbeConfig:
                 "analysis=[linear,structural]")
         refuse_tokenizer_name_or_path(self.model, "probe")
         # before Hydra makes a run dir (the CLI's pre-check runs this): not after the data load
-        require(has_word_labels(self.task.format, self.task.label_field), f"task={self.task.name} "
+        require(has_word_labels(self.task.format, self.task.label_field, self.task.kind),
+                f"task={self.task.name} "
                 f"({self.task.format}) has no word labels to probe; use a tagging task: "
                 f"{PROBE_TASKS}")
 
 
 # Task formats whose sentences carry word labels to probe (bertology/data/probe_sentences.py),
 # and the synthetic grammar's word annotations among its fields
-PROBE_FORMATS = ("synthetic", "conllu", "conll03")
+PROBE_FORMATS = ("synthetic", "conllu", "conll03", "jsonl")
 SYNTHETIC_PROBE_FIELDS = ("upos", "depths", "agreement", "deprel")
 
 
-def has_word_labels(task_format: str, label_field: str | None) -> bool:
-    """Whether a task gives the probe word labels (a synthetic task: a word annotation)."""
-    return task_format in PROBE_FORMATS and (task_format != "synthetic"
-                                             or label_field in SYNTHETIC_PROBE_FIELDS)
+def has_word_labels(task_format: str, label_field: str | None, kind: str | None) -> bool:
+    """Whether a task gives the probe word labels (a synthetic task: a word annotation; JSON
+    lines: tokens and tags, task.kind=tagging)."""
+    if task_format == "synthetic":
+        return label_field in SYNTHETIC_PROBE_FIELDS
+    return task_format in PROBE_FORMATS and (task_format != "jsonl" or kind == "tagging")
+
+
 PROBE_TASKS = ("ud_pos, ud_deps, conll03, synthetic_pos, synthetic_depth, "
-               "synthetic_agreement")
+               "synthetic_agreement, own_tagging")
 
 
 def load_probe_config(cfg: DictConfig) -> ProbeConfig:

@@ -15,12 +15,12 @@ form, a candidate) can be put in its place and its sub-words replaced by one mas
 from __future__ import annotations
 
 import csv
-import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
 
 from bertology.config.path_checks import data_fix
+from bertology.data.corpora import parse_json_lines
 from bertology.data.tasks import read_lines
 from bertology.errors import UserError, require
 
@@ -120,22 +120,8 @@ class LamaFact:
 
 def read_jsonl(path: Path, keys: tuple[str, ...]) -> list[dict]:
     """One JSON object per line, each with `keys`."""
-    records = []
-    for number, line in enumerate(read_lines(path), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise UserError(f"{path}:{number}: not JSON ({err.msg}); restore the file (see "
-                            f"{path.parent}/README.md)") from err
-        require(isinstance(record, dict), f"{path}:{number}: a JSON {type(record).__name__}, "
-                f"not an object; restore the file (see {path.parent}/README.md)")
-        missing = [key for key in keys if key not in record]
-        require(not missing, f"{path}:{number}: no field {missing[:1]}; restore the file (see "
-                f"{path.parent}/README.md)")
-        records.append(record)
-    return records
+    fix = f"restore the file (see {path.parent}/README.md)"
+    return [record for _, record in parse_json_lines(path, read_lines(path), fix, keys)]
 
 
 def read_tsv(path: Path, columns: tuple[str, ...], quoting: int = csv.QUOTE_NONE) -> list[dict]:

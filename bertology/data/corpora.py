@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import html
+import json
 import logging
 import re
 from collections.abc import Callable, Iterator
@@ -71,6 +72,27 @@ def read_text(path: Path, encoding: str = "utf-8") -> str:
         line = data[:err.start].count(b"\n") + 1
         raise UserError(f"{path}:{line}: not UTF-8 text (byte {err.start}); convert it to "
                         "UTF-8") from err
+
+
+def parse_json_lines(path: Path, lines: list[str], fix: str, keys: tuple[str, ...] = ()
+                     ) -> list[tuple[int, dict]]:
+    """(line number, object) of every non-blank line; the first line that is not a JSON
+    object (with `keys`) is a UserError naming it, ending in `fix`."""
+    records = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise UserError(f"{path}:{number}: not JSON ({err.msg}, column {err.colno}); "
+                            f"{fix}") from err
+        require(isinstance(record, dict), f"{path}:{number}: a JSON {type(record).__name__}, "
+                f"not an object; {fix}")
+        missing = [key for key in keys if key not in record]
+        require(not missing, f"{path}:{number}: no field {missing[:1]}; {fix}")
+        records.append((number, record))
+    return records
 
 
 # ---------------------------------------------------------------- synthetic

@@ -1,8 +1,9 @@
 """Probe data: sentences of words with a label per word and, where the data has them, gold
 dependency trees (for structural probes, attention-to-head accuracy and edge probing).
 
-Sources: UD English-EWT (CoNLL-U: UPOS, heads, relations), CoNLL-2003 (NER tags) and the
-embedded synthetic grammar (UPOS, depth, heads, agreement), whose gold labels validate probes.
+Sources: UD English-EWT (CoNLL-U: UPOS, heads, relations), CoNLL-2003 (NER tags), a user's
+own JSON lines of tokens and tags (data/own_files.py) and the embedded synthetic grammar (UPOS,
+depth, heads, agreement), whose gold labels validate probes.
 """
 
 from __future__ import annotations
@@ -14,8 +15,14 @@ from pathlib import Path
 from bertology.config.groups import TaskConfig
 from bertology.config.probe_config import PROBE_TASKS, SYNTHETIC_PROBE_FIELDS
 from bertology.data import synthetic
-from bertology.data.corpora import resolve_path
-from bertology.data.tasks import check_conllu_lines, conllu_error, read_lines, subsample
+from bertology.data.own_files import load_own
+from bertology.data.tasks import (
+    check_conllu_lines,
+    conllu_error,
+    read_lines,
+    split_files,
+    subsample,
+)
 from bertology.errors import UserError, require
 
 log = logging.getLogger(__name__)
@@ -87,8 +94,13 @@ def conllu_sentence(path: Path, sentence, label_field: str, known: list[str] | N
 def load_conll03_sentences(path: Path, task: TaskConfig) -> list[ProbeSentence]:
     from bertology.data.tasks import load_conll03
 
-    return [ProbeSentence(tuple(e["words"]), tuple(task.labels[t] for t in e["tags"]))
-            for e in load_conll03(path, task)]
+    return tagged_sentences(load_conll03(path, task), task.labels)
+
+
+def tagged_sentences(examples: list[dict], labels: list[str]) -> list[ProbeSentence]:
+    """Tagging examples (words, tag indices) as probe sentences with their tags' names."""
+    return [ProbeSentence(tuple(e["words"]), tuple(labels[t] for t in e["tags"]))
+            for e in examples]
 
 
 def synthetic_labels(sentence: synthetic.Sentence, field: str) -> tuple[str | None, ...]:
@@ -128,19 +140,23 @@ def load_probe_sentences(task: TaskConfig, data_dir: Path, max_train: int | None
         splits = ProbeSplits(subsample(full.train, max_train, seed),
                              subsample(full.eval, max_eval, seed + 1), len(full.eval))
     elif task.format == "conllu":
-        root = resolve_path(task.path, data_dir, "task.path")
+        train_path, eval_path = split_files(task, data_dir)
         splits = ProbeSplits(
-            load_conllu_sentences(root / task.train_file, task.label_field, max_train, seed,
+            load_conllu_sentences(train_path, task.label_field, max_train, seed, task.labels),
+            load_conllu_sentences(eval_path, task.label_field, max_eval, seed + 1,
                                   task.labels),
-            load_conllu_sentences(root / task.eval_file, task.label_field, max_eval, seed + 1,
-                                  task.labels),
-            len(split_conllu_blocks(root / task.eval_file)))
+            len(split_conllu_blocks(eval_path)))
     elif task.format == "conll03":
-        root = resolve_path(task.path, data_dir, "task.path")
-        evaluation = load_conll03_sentences(root / task.eval_file, task)
+        train_path, eval_path = split_files(task, data_dir)
+        evaluation = load_conll03_sentences(eval_path, task)
         splits = ProbeSplits(
-            subsample(load_conll03_sentences(root / task.train_file, task), max_train, seed),
+            subsample(load_conll03_sentences(train_path, task), max_train, seed),
             subsample(evaluation, max_eval, seed + 1), len(evaluation))
+    elif task.format == "jsonl" and task.kind == "tagging":
+        train, evaluation, labels = load_own(task, data_dir)
+        splits = ProbeSplits(subsample(tagged_sentences(train, labels), max_train, seed),
+                             subsample(tagged_sentences(evaluation, labels), max_eval,
+                                       seed + 1), len(evaluation))
     else:
         raise UserError(f"task={task.name} ({task.format}) has no word labels to probe; use a "
                         f"tagging task: {PROBE_TASKS}")

@@ -1,6 +1,7 @@
 """Labelled task data: train and eval examples with their label set, from local files under
-the data root (GLUE TSV, CoNLL-2003, CoNLL-U, SQuAD JSON), the Hugging Face hub
-(data/hub_tasks.py), or the embedded synthetic corpus.
+the data root (GLUE TSV, CoNLL-2003, CoNLL-U, SQuAD JSON), a user's own CSV, TSV or JSON lines
+(data/own_files.py), the Hugging Face hub (data/hub_tasks.py), or the embedded synthetic
+corpus.
 
 Examples are plain dicts, one shape per task kind:
     classification  {"text": str, "text_pair": str | None, "label": int}
@@ -21,10 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bertology.config.groups import TaskConfig
-from bertology.config.path_checks import data_fix, missing_data, reads_local_files
+from bertology.config.own_data import OWN_FORMATS
+from bertology.config.path_checks import data_fix, missing_data, reads_local_files, task_file
 from bertology.data import synthetic
 from bertology.data.corpora import read_text, resolve_path
 from bertology.data.hub_tasks import load_hub
+from bertology.data.own_files import load_own
 from bertology.errors import UserError, require
 from bertology.run.replicates import MIN_BOOTSTRAP_ITEMS
 
@@ -241,11 +244,11 @@ def check_answers(where: str, question: dict) -> None:
 def split_squad(task: TaskConfig, data_dir: Path) -> tuple[list[dict], list[dict]]:
     """Only the dev set is available here, so it is split by article: the last
     `task.eval_articles` articles are eval, the rest train; no context is in both."""
-    root = resolve_path(task.path, data_dir, "task.path")
-    if task.train_file:
-        train = [q for a in load_squad_articles(root / task.train_file) for q in a]
-        return train, [q for a in load_squad_articles(root / task.eval_file) for q in a]
-    articles = load_squad_articles(root / task.eval_file)
+    train_path, eval_path = split_files(task, data_dir)
+    if train_path is not None:
+        train = [q for a in load_squad_articles(train_path) for q in a]
+        return train, [q for a in load_squad_articles(eval_path) for q in a]
+    articles = load_squad_articles(eval_path)
     require(0 < task.eval_articles < len(articles),
             f"task.eval_articles={task.eval_articles} must leave train articles; the file has "
             f"{len(articles)}")
@@ -287,18 +290,29 @@ LOCAL_READERS: dict[str, Callable[[Path, TaskConfig], list[dict]]] = {
 
 
 def load_local(task: TaskConfig, data_dir: Path) -> tuple[list[dict], list[dict], list[str]]:
+    if task.format in OWN_FORMATS:
+        return load_own(task, data_dir)
     if task.format == "squad":
         train, evaluation = split_squad(task, data_dir)
         return train, evaluation, []
-    root = resolve_path(task.path, data_dir, "task.path")
     read = LOCAL_READERS[task.format]
     splits = []
-    for split, name in (("train", task.train_file), ("eval", task.eval_file)):
-        found = read(root / name, task)
-        require(found, f"task={task.name}: {root / name} (the {split} split) holds no "
+    for split, path in zip(("train", "eval"), split_files(task, data_dir)):
+        found = read(path, task)
+        require(found, f"task={task.name}: {path} (the {split} split) holds no "
                 "examples; check the file (a header and no rows?)")
         splits.append(found)
     return splits[0], splits[1], task.labels
+
+
+def split_files(task: TaskConfig, data_dir: Path) -> tuple[Path | None, Path]:
+    """The task's train file (None: squad splits its eval file) and eval file: inside
+    task.path, whose folder must be there, or with no task.path absolute or from the working
+    dir (config/path_checks.task_file)."""
+    if task.path is not None:
+        resolve_path(task.path, data_dir, "task.path")
+    train = task_file(task, "train_file", data_dir) if task.train_file else None
+    return train, task_file(task, "eval_file", data_dir)
 
 
 def subsample(examples: list, limit: int | None, seed: int) -> list:

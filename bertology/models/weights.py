@@ -1,8 +1,9 @@
 """The one way weights are saved and loaded: safetensors only, no remote code.
 
 A `.bin`/`.pt` checkpoint is a pickle, which can run code when loaded, so it is refused rather
-than opened; a hub model's `trust_remote_code` stays off (a user who wants either converts the
-checkpoint first). A missing, truncated or corrupted weights file is a one-line UserError.
+than opened (`bertology convert <dir>` re-saves one as safetensors, models/convert.py); a hub
+model's `trust_remote_code` stays off. A missing, truncated or corrupted weights file is a
+one-line UserError.
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ def load_safetensors_model(auto_class: Any, name_or_path: Any, **kwargs: Any) ->
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UserError(f"cannot load weights from {str(name_or_path)!r} ({reason}); give a "
                         "checkpoint dir with an intact model.safetensors (a bertology model/ "
-                        "dir or a hub id), or re-save a .bin checkpoint as safetensors") from err
+                        "dir or a hub id); a pytorch_model.bin converts with `bertology "
+                        "convert <dir>`") from err
     check_encoder_loaded(model, info, name_or_path)
     prefix = model.base_model_prefix + "."
     heads = sorted({k.removeprefix(prefix).split(".")[0] for k in info.get("missing_keys", [])})

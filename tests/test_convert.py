@@ -1,0 +1,126 @@
+"""`bertology convert DIR`: a checkpoint with only pytorch_model.bin gets a model.safetensors
+that plain transformers loads to the same weights (tied ones included) and every pipeline
+reads; a .bin-only checkpoint given to a pipeline is refused with the command to run; a bad
+folder or a .bin that is no state dict is one line, exit 2."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+import transformers
+from conftest import compose_config, tiny_tokenizer
+
+from bertology.cli import entry as cli
+from bertology.cli.completion import COMMANDS
+
+
+def bin_checkpoint(folder: Path) -> tuple[Path, dict[str, torch.Tensor]]:
+    """A tiny BERT with its MLM head saved the pre-safetensors way: config.json, tokenizer
+    and torch.save(state_dict) as pytorch_model.bin (the decoder shares the embeddings)."""
+    tokenizer = tiny_tokenizer()
+    config = transformers.BertConfig(vocab_size=len(tokenizer), hidden_size=32,
+                                     num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=64, max_position_embeddings=64)
+    torch.manual_seed(0)
+    model = transformers.BertForMaskedLM(config)
+    folder.mkdir()
+    config.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    state = model.state_dict()
+    torch.save(state, folder / "pytorch_model.bin")
+    return folder, {name: tensor.clone() for name, tensor in state.items()}
+
+
+def run_cli(args: list[str], capsys) -> tuple[int, str, str]:
+    try:
+        status = cli.main(args)
+    except SystemExit as stop:
+        status = stop.code if isinstance(stop.code, int) else 1
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def test_convert_writes_safetensors_that_transformers_loads_to_the_same_weights(tmp_path,
+                                                                                capsys):
+    folder, state = bin_checkpoint(tmp_path / "bin")
+    before = (folder / "pytorch_model.bin").read_bytes()
+    status, out, err = run_cli(["convert", str(folder)], capsys)
+    assert status == 0, err
+    assert "2 shared or tied tensors stored as copies" in out  # decoder weight and bias
+    assert sorted(p.name for p in folder.iterdir() if p.name.startswith(".")) == []  # no temp
+    assert (folder / "pytorch_model.bin").read_bytes() == before
+    loaded = transformers.AutoModelForMaskedLM.from_pretrained(folder, use_safetensors=True)
+    weights = loaded.state_dict()
+    assert set(weights) == set(state)
+    assert all(torch.equal(weights[name], tensor) for name, tensor in state.items())
+    encoder = transformers.AutoModel.from_pretrained(folder, use_safetensors=True).state_dict()
+    assert all(torch.equal(encoder[name], state[f"bert.{name}"]) for name in encoder
+               if f"bert.{name}" in state) and len(encoder) > 30
+
+
+def test_a_bin_only_checkpoint_is_refused_with_the_command_then_finetunes_once_converted(
+        tmp_path, capsys, monkeypatch, fresh_logging, one_thread):
+    folder, _ = bin_checkpoint(tmp_path / "bin")
+    monkeypatch.chdir(tmp_path)
+    args = ["finetune", f"model.name_or_path={folder}", "task=synthetic_negation",
+            "task.num_sentences=200", "trainer=smoke", "logger=none",
+            f"hydra.run.dir={tmp_path / 'run'}"]
+    status, _, err = run_cli(args, capsys)
+    assert status == 2 and err.strip().count("\n") == 0
+    assert f"only pytorch_model.bin (a pickle, never opened here); convert it once with " \
+           f"`bertology convert {folder}`" in err
+    assert not (tmp_path / "run").exists()
+    assert run_cli(["convert", str(folder)], capsys)[0] == 0
+    from bertology.pipelines import finetune
+
+    metrics = finetune.run(compose_config("finetune", args[1:-1]), tmp_path / "run")
+    assert metrics["train/steps"] == 12 and 0.0 <= metrics["eval/accuracy"] <= 1.0
+
+
+def not_a_state_dict(folder: Path) -> None:
+    folder.mkdir()
+    torch.save({"step": 3, "model": {"w": torch.zeros(2)}}, folder / "pytorch_model.bin")
+
+
+def garbage_bin(folder: Path) -> None:
+    folder.mkdir()
+    (folder / "pytorch_model.bin").write_bytes(os.urandom(512))
+
+
+def converted_before(folder: Path) -> None:
+    folder.mkdir()
+    torch.save({"w": torch.zeros(2)}, folder / "pytorch_model.bin")
+    (folder / "model.safetensors").write_bytes(b"")
+
+
+@pytest.mark.parametrize("make, expected", [
+    (None, "does not exist; give the checkpoint folder that holds pytorch_model.bin"),
+    (lambda f: f.mkdir(), "has no pytorch_model.bin"),
+    (not_a_state_dict, "'step' is not a tensor (int), so this is no model's state dict"),
+    (garbage_bin, "not a plain state dict torch.load can read with weights_only=True"),
+    (converted_before, "model.safetensors exists already; nothing to convert"),
+], ids=["missing", "no-bin", "not-a-state-dict", "garbage", "converted-before"])
+def test_a_bad_folder_is_one_line_exit_2(tmp_path, capsys, make, expected):
+    folder = tmp_path / "checkpoint"
+    if make is not None:
+        make(folder)
+    status, _, err = run_cli(["convert", str(folder)], capsys)
+    assert status == 2, err
+    assert err.startswith("bertology convert: error: ") and err.strip().count("\n") == 0
+    assert expected in err
+    assert not (folder / ".model.safetensors.tmp").exists()
+
+
+def test_convert_takes_one_folder(capsys):
+    assert run_cli(["convert"], capsys)[0] == 2
+    assert run_cli(["convert", "a", "b"], capsys)[0] == 2
+    status, out, _ = run_cli(["convert", "--help"], capsys)
+    assert status == 0 and "usage: bertology convert DIR" in out
+
+
+def test_every_command_is_dispatched_and_completed():
+    assert set(cli.COMMAND_MODULES) | {"completion"} == set(COMMANDS)
+    assert all(f"\n  {name}" in cli.USAGE for name in COMMANDS)
