@@ -17,8 +17,9 @@ MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
 
 def tiny_bert(folder: Path, seed: int) -> Path:
-    """A 6-layer (as MiniLM: the studies freeze its lower half), 32-wide BERT of random weights drawn with `seed`, with MiniLM's uncased
-    WordPiece tokenizer (so the real data sets tokenize as for MiniLM)."""
+    """A 6-layer, 32-wide BERT of random weights drawn with `seed` (6 layers, as MiniLM: the
+    studies freeze the lower half), with MiniLM's uncased WordPiece tokenizer (so the real
+    data sets tokenize as for MiniLM)."""
     torch.manual_seed(seed)
     tokenizer = AutoTokenizer.from_pretrained(resolve_checkpoint(MINILM))
     config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=6,
@@ -69,3 +70,20 @@ def branch_suite(cache: Path, repo: str, steps: tuple[int, ...], work: Path) -> 
             if seed == 0:
                 shas[step] = sha
     return shas
+
+
+# The hub checkpoints docs/howto/checkpoint-suites.md names, {repo: refs}: MultiBERTs' seeds 0
+# and 1 at step 20k and their final models, and a branch-style repo at two steps.
+DOCUMENTED = {**{f"google/multiberts-seed_{s}": ["main"] for s in (0, 1)},
+              **{f"google/multiberts-seed_{s}-step_20k": ["main"] for s in (0, 1)},
+              "org/encoder": ["step1000", "step2000", "main"]}
+
+
+def documented_cache(cache: Path, work: Path) -> Path:
+    """A hub cache holding every checkpoint the how-to pages name (one tiny BERT's files
+    under each; each ref of a repo its own commit)."""
+    model = tiny_bert(work / "documented", 0)
+    for repo, refs in DOCUMENTED.items():
+        for ref in refs:
+            cache_commit(cache, repo, model, [ref])
+    return cache

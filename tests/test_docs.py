@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, fast_sample, tiny_tokenizer
+from hub_cache import documented_cache
 from own_data_files import write_example
 
 from bertology.cli.entry import CONFIG_CHECKS, SWEEP_FLAGS, USAGE, precheck, report_overrides
@@ -218,6 +219,13 @@ def read_paths(args: list[str]) -> list[str]:
 
 
 @pytest.fixture(scope="module")
+def hub(tmp_path_factory) -> Path:
+    """A local hub cache with the checkpoints the how-to pages name (hub_cache.DOCUMENTED)."""
+    root = tmp_path_factory.mktemp("hub")
+    return documented_cache(root / "cache", root / "work")
+
+
+@pytest.fixture(scope="session")
 def checkpoints(tmp_path_factory) -> dict[str, Path]:
     """Two tiny checkpoints as transformers saves them: a pretraining BERT (MLM and NSP
     heads) and a sentence classifier, with one tokenizer."""
@@ -314,7 +322,8 @@ def test_the_pages_show_commands():
 
 @pytest.mark.parametrize("page,args,error", fast_sample(
     documented_commands(), 6, ids=[f"{p}:{' '.join(a)[:60]}" for p, a, _ in documented_commands()]))
-def test_every_command_composes(page, args, error, tmp_path, monkeypatch, checkpoints):
+def test_every_command_composes(page, args, error, tmp_path, monkeypatch, checkpoints, hub):
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub))  # the hub checkpoints the pages name
     args = fill(args)
     monkeypatch.chdir(scratch(tmp_path, args, checkpoints))
     if error is None:

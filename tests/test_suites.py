@@ -292,3 +292,28 @@ def test_one_command_judges_a_branch_suite_on_every_model_reading_finding(in_cac
     assert record["sha"] == cached_refs("org/encoder-seed1")["step2000"]
     assert (report / "SUMMARY.md").read_text().startswith("**Pretraining claims, across 3 "
                                                            "checkpoints read as they are")
+
+
+def test_the_how_to_pages_reproduce_commands_check_and_price(tmp_path, monkeypatch):
+    """Every `python -m bertology.reproduce` line of docs/howto/checkpoint-suites.md, with
+    --dry-run, against a cache holding what it names: its checkpoints are found and checked,
+    the cost printed, nothing run."""
+    import shlex
+
+    from conftest import REPO
+    from hub_cache import documented_cache
+
+    from bertology.study import schedule
+
+    page = (REPO / "docs" / "howto" / "checkpoint-suites.md").read_text()
+    lines = [line.split("  #")[0].strip() for line in page.splitlines()
+             if line.startswith("python -m bertology.reproduce")]
+    assert len(lines) == 5
+    monkeypatch.setenv("HF_HUB_CACHE", str(documented_cache(tmp_path / "cache", tmp_path)))
+    tiny_bert(tmp_path / "ckpts" / "mine" / "model", 3)
+    monkeypatch.chdir(tmp_path)
+    for line in lines:
+        args = shlex.split(line)[3:]
+        args += [] if "--dry-run" in args else ["--dry-run"]
+        assert schedule.main([*args, "--out", str(tmp_path / "out")]) == 0, line
+    assert not (tmp_path / "out").exists()

