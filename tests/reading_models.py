@@ -1,7 +1,8 @@
-"""Tiny random checkpoints of the reading-only model types (families.py's READING), each with a
-tokenizer of its own kind learnt from the synthetic corpus (WordPiece for DistilBERT and MPNet, a
-SentencePiece-style Unigram for ALBERT, DeBERTa-v3 and XLM-R), saved as the model dir a user
-would give the pipelines: config.json, model.safetensors, tokenizer.json and its config."""
+"""Tiny random models of every model type bertology reads, and checkpoints of the reading-only
+ones (families.py's READING), each with a tokenizer of its own kind learnt from the synthetic
+corpus (WordPiece for DistilBERT and MPNet, a SentencePiece-style Unigram for ALBERT, DeBERTa-v3
+and XLM-R), saved as the model dir a user would give the pipelines: config.json,
+model.safetensors, tokenizer.json and its config."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ MAX_POSITIONS = 130  # task.max_seq_length 128, plus XLM-R's and MPNet's two unu
 # models' settings where they change the architecture: DeBERTa-v3-base's disentangled
 # attention over 256 log buckets, shared q/k projections, no absolute positions or segments)
 ARCHITECTURE = {
+    "bert": {}, "roberta": {}, "electra": {},
+    "modernbert": {"cls_token_id": 2, "sep_token_id": 3, "bos_token_id": 2, "eos_token_id": 3},
     "distilbert": {},
     "albert": {"embedding_size": 16},  # factorised: narrower than the hidden size
     "deberta-v2": {"relative_attention": True, "pos_att_type": ["p2c", "c2p"],
@@ -60,8 +63,8 @@ def synthetic_sentences(count: int = 2000) -> list[str]:
 
 def train_tokenizer(model_type: str, sentences: list[str], vocab_size: int = 400):
     """The type's own tokenizer class over a vocabulary learnt from the sentences."""
-    from bertology.data.tokenizers import train_tokenizer as train_bertology
     from bertology.data.corpora import text_corpus
+    from bertology.data.tokenizers import train_tokenizer as train_bertology
 
     name, kind = TOKENIZERS[model_type]
     cls = getattr(transformers, name)
