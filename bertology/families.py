@@ -49,7 +49,10 @@ class Family:
     model_type: str  # transformers' model_type of the family's checkpoints
     config_class: str  # transformers config class of a random-initialised model
     mlm_class: str  # the pretraining model: encoder + masked-LM head
-    mlm_head: str  # the MLM head (transform + decoder) inside mlm_class, as an attribute path
+    # the MLM head (transform + decoder) inside mlm_class, as an attribute path; where the
+    # head is several modules (DistilBERT's), the first: a checkpoint has a head if it has its
+    # weights
+    mlm_head: str
     objectives: tuple[str, ...]  # the objectives (conf/objective) it trains with
     pair_class: str | None = None  # MLM + a sentence-pair head (NSP/SOP); None: no pair head
     pair_head: str | None = None  # the 2-way pair classifier inside pair_class
@@ -226,6 +229,7 @@ READING = {
 def every_family() -> dict[str, Family]:
     """The pretraining families, then the reading-only rows."""
     return FAMILIES | READING
+
 
 def model_types(rows: dict[str, Family]) -> list[str]:
     return list(dict.fromkeys(f.model_type for f in rows.values()))

@@ -195,8 +195,9 @@ def test_pretraining_refuses_a_reading_only_checkpoint(checkpoints, tmp_path):
 
 def test_the_model_code_refuses_what_the_architecture_cannot():
     """Beside the config checks (a hub id is only known when it loads): ALBERT's shared layer
-    is never gated, pruned, dropped, frozen or copied per layer; MPNet's heads are gated
+    is never gated, pruned, dropped, frozen, projected or copied per layer; MPNet's heads are gated
     (a gated-off head is a head whose values are zero) but never removed."""
+    from bertology.analysis.amnesic import layer_module
     from bertology.config.distill_config import StudentConfig
     from bertology.config.groups import HeadConfig, SizeConfig
     from bertology.models.student import build_student
@@ -207,6 +208,7 @@ def test_the_model_code_refuses_what_the_architecture_cannot():
     for call, what in ((lambda: HeadGates(albert), "gating heads"),
                        (lambda: prune_heads(albert, {0: [1]}), "removing heads"),
                        (lambda: drop_layers(albert, [0]), "dropping layers"),
+                       (lambda: layer_module(albert, 1), "analysis.amnesic.layer=1"),
                        (lambda: TaskModel(albert, "classification", HeadConfig(freeze_layers=1)),
                         "head.freeze_layers=1"),
                        (lambda: build_student(albert, "classification", StudentConfig(),
