@@ -9,6 +9,7 @@ import random
 
 import pytest
 import torch
+from reading_models import READING_TYPES, tiny_config
 from transformers import (
     AutoModel,
     AutoModelForSequenceClassification,
@@ -18,6 +19,7 @@ from transformers import (
 )
 
 from bertology.errors import UserError
+from bertology.families import family_of_checkpoint, why_not
 from bertology.pruning.heads import (
     HeadGates,
     build_gates,
@@ -31,13 +33,25 @@ from bertology.pruning.heads import (
 
 CONFIGS = {"bert": BertConfig, "roberta": RobertaConfig, "electra": ElectraConfig}
 HEADS = 4
+# the reading-only types whose rows can remove heads (families.py's READING), and DeBERTa-v2
+# with its own position projections (share_att_key=false), which removal slices too
+READING_REMOVABLE = [t for t in READING_TYPES
+                     if why_not(family_of_checkpoint(t), "head_removal") is None]
+OWN_POSITION_PROJECTIONS = {"share_att_key": False}
+REMOVABLE = [*CONFIGS, *READING_REMOVABLE, "deberta-v2/own-position-projections"]
 
 
 def tiny_model(family: str = "bert", layers: int = 2, auto=AutoModelForSequenceClassification):
     torch.manual_seed(0)
-    config = CONFIGS[family](hidden_size=32, num_hidden_layers=layers, num_attention_heads=HEADS,
-                             intermediate_size=64, vocab_size=100, num_labels=2,
-                             initializer_range=0.2)  # larger weights: heads matter visibly
+    model_type, _, variant = family.partition("/")
+    shape = dict(num_labels=2, initializer_range=0.2)  # larger weights: heads matter visibly
+    if model_type in CONFIGS:
+        config = CONFIGS[model_type](hidden_size=32, num_hidden_layers=layers,
+                                     num_attention_heads=HEADS, intermediate_size=64,
+                                     vocab_size=100, **shape)
+    else:
+        extra = OWN_POSITION_PROJECTIONS if variant else {}
+        config = tiny_config(model_type, 100, 1, layers=layers, heads=HEADS, **shape, **extra)
     return auto.from_config(config, attn_implementation="eager").eval()
 
 
@@ -112,7 +126,7 @@ def random_heads(seed: int, layers: int) -> dict[int, list[int]]:
     return heads
 
 
-@pytest.mark.parametrize("family", list(CONFIGS))
+@pytest.mark.parametrize("family", REMOVABLE)
 @pytest.mark.parametrize("seed", [0, 1])
 def test_pruned_equals_masked(family, seed):
     model = tiny_model(family, layers=3)
@@ -146,7 +160,7 @@ def test_gates_on_a_pruned_model_use_original_head_numbers():
     torch.testing.assert_close(gated, logits(further), rtol=0, atol=1e-5)
 
 
-@pytest.mark.parametrize("family", list(CONFIGS))
+@pytest.mark.parametrize("family", REMOVABLE)
 def test_pruned_checkpoint_reloads(family, tmp_path):
     model = tiny_model(family)
     prune_heads(model, {0: [0, 3], 1: list(range(HEADS))})

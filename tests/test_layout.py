@@ -15,7 +15,7 @@ import pytest
 from conftest import REPO
 from setuptools import find_packages
 
-from bertology.families import FAMILIES, Family, objective_names
+from bertology.families import FAMILIES, READING, Family, every_family, objective_names
 
 PACKAGE = REPO / "bertology"
 
@@ -239,7 +239,7 @@ def string_constants(node: ast.AST) -> list[str]:
 def test_no_code_outside_the_table_branches_on_a_family_name():
     """No `family == "roberta"`, no literal tuple of family names: the table is the one place.
     (Objective names that equal a family's, e.g. electra, are objectives, not families.)"""
-    names = set(FAMILIES) - set(objective_names())
+    names = set(every_family()) - set(objective_names())
     offenders = []
     for path in PACKAGE.rglob("*.py"):
         if path.name == "families.py":
@@ -259,10 +259,26 @@ def test_the_table_names_real_classes_and_heads():
 
     assert set(objective_names()) == set(OBJECTIVES)
     assert {p.stem for p in (REPO / "conf" / "objective").glob("*.yaml")} == set(OBJECTIVES)
-    for name, family in FAMILIES.items():
+    for name, family in every_family().items():
         for cls in (family.config_class, family.mlm_class, family.pair_class):
             assert cls is None or hasattr(transformers, cls), f"{name}: no transformers.{cls}"
         assert (family.pair_class is None) == (family.pair_head is None), name
+
+
+def test_reading_rows_are_read_only():
+    """READING's model types are read, never pretrained: no objective, no conf/model/*.yaml,
+    not a model.family choice, and no name shared with a pretraining family."""
+    from bertology.config.groups import ModelConfig
+    from bertology.errors import UserError
+
+    assert not set(READING) & set(FAMILIES)
+    assert not {f.model_type for f in READING.values()} & {f.model_type for f in FAMILIES.values()}
+    models = {p.stem for p in (REPO / "conf" / "model").glob("*.yaml")}
+    for name, family in READING.items():
+        assert family.objectives == () and family.pair_class is None, name
+        assert name not in models, f"conf/model/{name}.yaml makes {name} a pretraining family"
+        with pytest.raises(UserError, match="model.family"):
+            ModelConfig(family=name)
 
 
 # ERNIE (Sun et al., 2019): a BERT-family encoder transformers knows, which bertology does not

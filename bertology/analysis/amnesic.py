@@ -41,7 +41,7 @@ from bertology.config.analysis_settings import AmnesicSettings
 from bertology.data.encode import IGNORE
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.errors import require
-from bertology.families import family_of_checkpoint, mlm_transform_path
+from bertology.families import family_of_checkpoint, mlm_transform_path, require_capability
 from bertology.run.figures import GREY, PALETTE, save_figure, tie
 from bertology.run.tables import write_table
 
@@ -62,6 +62,8 @@ def layer_module(model: PreTrainedModel, layer: int) -> torch.nn.Module:
     embeddings_project (embedding size → hidden size). ModernBERT's state L is its last
     layer's output after the final norm, which this module's output is not; projection_site
     reads state L at the MLM head's transform instead."""
+    require_capability(model.config.model_type, "layer_modules",
+                       f"analysis.amnesic.layer={layer}")  # ALBERT: one module for all layers
     base = model.base_model
     if layer == 0:
         return getattr(base, "embeddings_project", base.embeddings)

@@ -22,7 +22,7 @@ from bertology.config.probe_config import ProbeConfig
 from bertology.data.long_inputs import left_out_metrics
 from bertology.data.probe_sentences import ProbeSentence, ProbeSplits
 from bertology.errors import UserError, require
-from bertology.families import family_of_checkpoint
+from bertology.families import attention_kernel, family_of_checkpoint
 from bertology.models.build import draw_random_encoder, load_checkpoint_config, twin_seed
 from bertology.models.weights import load_safetensors_model
 
@@ -52,8 +52,8 @@ def load_encoder(name_or_path: str, attention: bool) -> tuple[PreTrainedModel,
     path = resolve_checkpoint(name_or_path)
     config = load_checkpoint_config(path)
     family_of_checkpoint(config.model_type, f"model.name_or_path={name_or_path!r}")
-    model = load_safetensors_model(AutoModel, path,
-                                   attn_implementation="eager" if attention else "sdpa")
+    kernel = attention_kernel(config.model_type, "eager" if attention else "sdpa")
+    model = load_safetensors_model(AutoModel, path, attn_implementation=kernel)
     tokenizer = load_pretrained_tokenizer(path, **tokenizer_options(config.model_type))
     return model, tokenizer
 

@@ -23,6 +23,7 @@ from bertology.config.checks import (
     resolve_container,
     resolve_paths,
 )
+from bertology.config.family_checks import check_uses, distill_uses
 from bertology.config.finetune_config import build_finetune_cfg, load_finetune_config
 from bertology.config.groups import (
     LoggerConfig,
@@ -33,6 +34,7 @@ from bertology.config.groups import (
 )
 from bertology.config.path_checks import check_task_architecture, check_task_files, read_checkpoint
 from bertology.errors import require
+from bertology.families import config_value
 
 STUDENT_INITS = ("teacher_layers", "random")
 # first: drop the top layers (Sajjad et al., 2020's best strategy); alternate: one layer out of
@@ -203,7 +205,12 @@ def teacher_shape(config: DistillConfig, teacher: dict) -> tuple[int, int] | Non
         found = teacher["size"]
     if found is None:
         return None
-    return int(found["num_hidden_layers"]), int(found["num_attention_heads"])
+    if "model_type" in found:  # a checkpoint's config.json, not size=
+        key = "teacher.name_or_path" if config.teacher_path else "teacher.model.name_or_path"
+        check_uses(found, distill_uses(config.student, config.kd), key,
+                   config.teacher_path or teacher["model"]["name_or_path"])
+    return (int(config_value(found, "num_hidden_layers")),
+            int(config_value(found, "num_attention_heads")))
 
 
 def check_student_shape(config: DistillConfig, teacher_layers: int, teacher_heads: int) -> None:

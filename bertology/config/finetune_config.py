@@ -18,6 +18,7 @@ from bertology.config.checks import (
     resolve_container,
     resolve_paths,
 )
+from bertology.config.family_checks import check_uses, finetune_uses
 from bertology.config.groups import (
     HeadConfig,
     LoggerConfig,
@@ -30,6 +31,7 @@ from bertology.config.groups import (
 )
 from bertology.config.path_checks import check_task_files, read_checkpoint
 from bertology.errors import require
+from bertology.families import config_value
 
 
 @dataclass
@@ -110,6 +112,8 @@ def load_finetune_config(cfg: DictConfig) -> FinetuneConfig:
     checkpoint = None
     if config.model.name_or_path is not None:
         checkpoint = read_checkpoint(config.model.name_or_path, "model.name_or_path")
+        check_uses(checkpoint, finetune_uses(config.head), "model.name_or_path",
+                   config.model.name_or_path)
     check_freeze_layers(config, checkpoint)
     check_task_files(config.task, data_dir)
     return config
@@ -121,7 +125,7 @@ def check_freeze_layers(config: FinetuneConfig, checkpoint: dict | None) -> None
     if config.model.name_or_path is None:
         layers = config.size.num_hidden_layers
     else:
-        layers = (checkpoint or {}).get("num_hidden_layers")
+        layers = config_value(checkpoint or {}, "num_hidden_layers")
     k = config.head.freeze_layers
     require(not isinstance(layers, int) or k <= layers,
             f"head.freeze_layers={k} exceeds the model's {layers} layers; freeze at most "

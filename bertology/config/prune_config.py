@@ -23,6 +23,7 @@ from bertology.config.checks import (
     resolve_container,
 )
 from bertology.config.distill_config import KDConfig, StudentConfig, load_distill_config
+from bertology.config.family_checks import check_uses, prune_uses
 from bertology.config.finetune_config import (
     FinetuneConfig,
     build_finetune_cfg,
@@ -143,6 +144,7 @@ def check_student(path: str, finetune: FinetuneConfig) -> None:
         return
     check_task_architecture(student, finetune.task.kind, "compression.student_path", path,
                             finetune.task.name)
+    check_uses(student, prune_uses(["matrix"]), "compression.student_path", path)
     pruned = finetune.model.name_or_path
     original = read_checkpoint(pruned, "model.name_or_path") if pruned else None
     if original is not None:
@@ -181,6 +183,10 @@ def load_prune_config(cfg: DictConfig) -> PruneConfig:
     compression = build_group(CompressionConfig, container["compression"], "compression")
     build_group(StudentConfig, compression.student, "student", within="compression")
     build_group(KDConfig, compression.kd, "kd", within="compression")
+    if finetune.model.name_or_path is not None:
+        path = finetune.model.name_or_path
+        check_uses(read_checkpoint(path, "model.name_or_path"),
+                   prune_uses(settings.experiments), "model.name_or_path", path)
     if compression.student_path is not None:
         check_student(compression.student_path, finetune)
     distill_cfg = None

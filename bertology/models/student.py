@@ -19,7 +19,12 @@ from transformers import PretrainedConfig, PreTrainedModel
 from bertology.config.distill_config import StudentConfig, choose_layers
 from bertology.config.groups import SizeConfig
 from bertology.errors import require
-from bertology.families import family_of_checkpoint
+from bertology.families import (
+    attention_kernel,
+    config_names_of,
+    family_of_checkpoint,
+    require_capability,
+)
 from bertology.models.task_model import AUTO_CLASSES
 
 log = logging.getLogger(__name__)
@@ -40,9 +45,11 @@ def student_config(teacher_config: PretrainedConfig, num_layers: int,
     config = copy.deepcopy(teacher_config)
     config.num_hidden_layers = num_layers
     if size is not None:
-        for key, value in vars(size).items():
-            setattr(config, key, value)
-        config.intermediate_size = round(size.intermediate_size * family.intermediate_fraction)
+        shape = vars(size) | {
+            "intermediate_size": round(size.intermediate_size * family.intermediate_fraction)}
+        for key, value in shape.items():  # under the config's names (DistilBERT: hidden_dim)
+            for name in config_names_of(family, key):
+                setattr(config, name, value)
         if family.embedding_size_is_hidden:
             config.embedding_size = size.hidden_size
     kinds = getattr(teacher_config, "layer_types", None)
@@ -76,9 +83,12 @@ def build_student(teacher: PreTrainedModel, kind: str, cfg: StudentConfig, size:
                   attn_implementation: str) -> tuple[PreTrainedModel, list[int] | None]:
     """(student AutoModelFor<kind>, the teacher layers it copies; None for random init)."""
     auto = AUTO_CLASSES[kind]
+    attn_implementation = attention_kernel(teacher.config.model_type, attn_implementation)
     if cfg.init == "random":
         config = student_config(teacher.config, size.num_hidden_layers, size)
         return auto.from_config(config, attn_implementation=attn_implementation), None
+    require_capability(teacher.config.model_type, "layer_modules",
+                       "student.init=teacher_layers", "the teacher")
     layers = choose_layers(teacher.config.num_hidden_layers, cfg)
     student = auto.from_config(student_config(teacher.config, len(layers), layers=layers),
                                attn_implementation=attn_implementation)

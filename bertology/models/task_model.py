@@ -27,7 +27,7 @@ from transformers import (
 
 from bertology.config.groups import HeadConfig
 from bertology.errors import UserError, require
-from bertology.families import family_of_checkpoint
+from bertology.families import attention_kernel, family_of_checkpoint, require_capability
 from bertology.models.build import draw_random_encoder, twin_seed
 from bertology.models.weights import load_safetensors_model
 from bertology.run.atomic import write_dir_atomic
@@ -118,6 +118,9 @@ class TaskModel(nn.Module):
         outputs = 2 if kind == "qa" else config.num_labels
         self.head = None if head.standard else FeatureHead(
             head, kind, config.num_hidden_layers + 1, config.hidden_size, outputs)
+        if head.layer_lr_decay != 1.0:  # layer_lr_scale reads each layer's own weights
+            require_capability(config.model_type, "layer_modules",
+                               f"head.layer_lr_decay={head.layer_lr_decay}")
         if head.mode == "feature":
             self.encoder.requires_grad_(False)
         elif head.freeze_layers:
@@ -148,6 +151,7 @@ class TaskModel(nn.Module):
 
 def freeze_lower_layers(encoder: nn.Module, k: int) -> None:
     """Embeddings and layers 1..k stop training (the survey's 'freeze the lower layers')."""
+    require_capability(encoder.config.model_type, "layer_modules", f"head.freeze_layers={k}")
     layers = attrgetter(family_of_checkpoint(encoder.config.model_type).layers)(encoder)
     if k > len(layers):
         raise UserError(f"head.freeze_layers={k} exceeds the model's {len(layers)} layers")
@@ -178,6 +182,7 @@ def build_task_model(name_or_path: str | None, config, kind: str, labels: list[s
     """From a checkpoint (or a config, for random init); the task head is newly initialised.
     random_init: the encoder is the random-init twin of seed `seed` (load_twin_encoder)."""
     auto = AUTO_CLASSES[kind]
+    attn_implementation = attention_kernel(config.model_type, attn_implementation)
     if kind != "qa":
         config.num_labels = len(labels)
         config.id2label = dict(enumerate(labels))

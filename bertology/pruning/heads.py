@@ -14,6 +14,10 @@ config.num_attention_heads), and a removed head's gate has no effect. v5 no long
 from `config.pruned_heads` when it loads, so a head-pruned checkpoint loads with `load_pruned`
 (a layer-dropped one with plain `from_pretrained`).
 
+A family whose architecture cannot have one layer's heads gated or removed alone (families.py's
+`cannot`: ALBERT's shared layer, MPNet's per-head position bias shared by every layer) is refused
+here too, not only by the config checks, so no caller gates or prunes it wrongly.
+
 A layer may lose all of its heads: its attention then adds only the output projection's bias
 (Michel et al. prune whole layers' heads this way). v5's attention forward cannot reshape zero
 heads, so such a layer's self-attention skips its computation (`forward_without_heads`).
@@ -35,7 +39,12 @@ from transformers import AutoConfig, PretrainedConfig, PreTrainedModel
 from transformers.pytorch_utils import prune_linear_layer
 
 from bertology.errors import UserError, require
-from bertology.families import Attention, family_of_checkpoint
+from bertology.families import (
+    Attention,
+    attention_kernel,
+    family_of_checkpoint,
+    require_capability,
+)
 from bertology.models.weights import load_safetensors_model
 
 log = logging.getLogger(__name__)
@@ -114,6 +123,7 @@ class HeadGates:
     """
 
     def __init__(self, model: nn.Module, gates: torch.Tensor | None = None):
+        require_capability(model.config.model_type, "head_gates", "gating heads")
         self.model = model
         self.gates = build_gates(model) if gates is None else gates
         expected = (len(encoder_layers(model)), model.config.num_attention_heads)
@@ -166,6 +176,14 @@ def slice_linear(layer: nn.Linear, index: torch.Tensor, dim: int) -> nn.Linear:
     return pruned.requires_grad_(layer.weight.requires_grad)
 
 
+def has_path(root: nn.Module, path: str) -> bool:
+    try:
+        attrgetter(path)(root)
+    except AttributeError:
+        return False
+    return True
+
+
 def set_path(root: nn.Module, path: str, module: nn.Module) -> None:
     parent, _, name = path.rpartition(".")
     setattr(attrgetter(parent)(root) if parent else root, name, module)
@@ -185,7 +203,7 @@ def prune_attention(layer: nn.Module, layout: Attention, positions: list[int]) -
     index = (torch.tensor(positions, dtype=torch.long)[:, None] * head_dim
              + torch.arange(head_dim)).flatten()  # (kept * head_dim,) rows of the kept heads
     rows = index if len(layout.qkv) > 1 else fused_rows(index, present * head_dim, 3)
-    for path in layout.qkv:
+    for path in (*layout.qkv, *(p for p in layout.per_head_rows if has_path(layer, p))):
         set_path(layer, path, slice_linear(attrgetter(path)(layer), rows, dim=0))
     set_path(layer, layout.output, slice_linear(attrgetter(layout.output)(layer), index, dim=1))
     if layout.head_count is not None:
@@ -201,6 +219,7 @@ def prune_attention(layer: nn.Module, layout: Attention, positions: list[int]) -
 def prune_heads(model: nn.Module, heads: dict[int, list[int]]) -> None:
     """Remove heads for good: {layer: [original head numbers]}, as transformers v4's
     prune_heads. Heads already removed are skipped; config.pruned_heads records the union."""
+    require_capability(model.config.model_type, "head_removal", "removing heads")
     config, layers, layout = model.config, encoder_layers(model), attention_layout(model)
     current, pruned = kept_heads(model), read_pruned_heads(config)
     for layer, remove in ((int(k), set(v)) for k, v in heads.items()):
@@ -248,7 +267,8 @@ def load_pruned(path: str | Path, auto_class, attn_implementation: str | None = 
     path = Path(path)
     config = AutoConfig.from_pretrained(path)
     pruned = read_pruned_heads(config)
-    kwargs = {"attn_implementation": attn_implementation} if attn_implementation else {}
+    kwargs = ({"attn_implementation": attention_kernel(config.model_type, attn_implementation)}
+              if attn_implementation else {})
     if not pruned:
         return load_safetensors_model(auto_class, path, **kwargs)
     config.pruned_heads = {}
@@ -264,6 +284,7 @@ def drop_layers(model: nn.Module, keep: list[int]) -> None:
     kind (ModernBERT's global or local, config.layer_types). Plain from_pretrained reloads the
     result, except where layer 0 was dropped from a ModernBERT: transformers builds its first
     layer without an attention norm, so the new first layer's norm would not be read back."""
+    require_capability(model.config.model_type, "layer_modules", "dropping layers")
     layers = encoder_layers(model)
     keep = list(keep)
     valid = bool(keep) and keep == sorted(set(keep)) and keep[0] >= 0 and keep[-1] < len(layers)

@@ -27,7 +27,7 @@ import torch
 
 from bertology.config.groups import FLOPS_CONVENTIONS
 from bertology.errors import require
-from bertology.families import family_of_checkpoint
+from bertology.families import config_names_of, family_of_checkpoint
 from bertology.models.windows import local_reach
 
 IGNORE = -100
@@ -41,9 +41,12 @@ def encoder_flops(config, lengths: torch.Tensor) -> float:
     every pair and mask the rest, so a local layer costs them as much as a global one)."""
     layers, hidden = config.num_hidden_layers, config.hidden_size
     tokens = float(lengths.sum())
-    ffn = 3 if family_of_checkpoint(config.model_type).glu else 2  # H x (1 or 2) I, I x H
+    family = family_of_checkpoint(config.model_type)
+    ffn = 3 if family.glu else 2  # H x (1 or 2) I, I x H
+    # the FFN width under the config's name for it (DistilBERT: hidden_dim)
+    width = getattr(config, config_names_of(family, "intermediate_size")[0])
     # Per token and layer: q, k, v and output projections (4 H^2) and the FFN (2 or 3 H I).
-    dense = 6.0 * layers * (4 * hidden * hidden + ffn * hidden * config.intermediate_size) * tokens
+    dense = 6.0 * layers * (4 * hidden * hidden + ffn * hidden * width) * tokens
     # Per sequence and layer: scores Q K^T and the mix A V, each H multiply-adds per pair.
     pairs = sum(attended_pairs(lengths, reach) for reach in local_reach(config))
     return dense + 12.0 * hidden * pairs
