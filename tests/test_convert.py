@@ -114,13 +114,76 @@ def test_a_bad_folder_is_one_line_exit_2(tmp_path, capsys, make, expected):
     assert not (folder / ".model.safetensors.tmp").exists()
 
 
-def test_convert_takes_one_folder(capsys):
+def test_convert_takes_folders_or_hub_ids(capsys):
     assert run_cli(["convert"], capsys)[0] == 2
-    assert run_cli(["convert", "a", "b"], capsys)[0] == 2
+    assert run_cli(["convert", "--all"], capsys)[0] == 2
+    status, _, err = run_cli(["convert", "a", "b"], capsys)  # two folders, neither there
+    assert status == 2 and "a does not exist" in err
     status, out, _ = run_cli(["convert", "--help"], capsys)
-    assert status == 0 and "usage: bertology convert DIR" in out
+    assert status == 0 and "usage: bertology convert DIR|ORG/NAME[@REVISION]" in out
+
+
+def test_a_hub_commit_with_only_a_bin_is_refused_then_read_from_its_converted_copy(
+        tmp_path, monkeypatch, capsys):
+    """A cached hub commit that ships only pytorch_model.bin (as the MultiBERTs do): a run
+    that names it is refused with `bertology convert <id>`; that writes a copy of the
+    snapshot with model.safetensors into bertology's cache (same SHA, same files), which the
+    run then reads, to the same weights; the hub cache is left as it was."""
+    from hub_cache import cache_commit
+
+    from bertology.config.groups import ModelConfig
+    from bertology.config.hub_revisions import checkpoint_record, converted_snapshot
+    from bertology.errors import UserError
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("BERTOLOGY_CACHE_DIR", str(tmp_path / "cache"))
+    folder, state = bin_checkpoint(tmp_path / "pickled")
+    sha = cache_commit(tmp_path / "hub", "google/multiberts-seed_9", folder, ["main"])
+    with pytest.raises(UserError, match="ships only pytorch_model.bin .* convert it once: "
+                       "bertology convert google/multiberts-seed_9$"):
+        ModelConfig(name_or_path="google/multiberts-seed_9")
+    status, out, err = run_cli(["convert", "google/multiberts-seed_9"], capsys)
+    assert status == 0, err
+    target = converted_snapshot("google/multiberts-seed_9", sha)
+    assert str(target / "model.safetensors") in out and target.name == sha
+    assert sorted(p.name for p in target.iterdir()) == sorted(
+        [*(p.name for p in folder.iterdir() if p.name != "pytorch_model.bin"),
+         "model.safetensors"])
+    model = ModelConfig(name_or_path="google/multiberts-seed_9")
+    assert model.name_or_path == str(target)
+    assert checkpoint_record(model.name_or_path, None)["sha"] == sha
+    loaded = transformers.BertForMaskedLM.from_pretrained(target)
+    assert all(torch.equal(loaded.state_dict()[k], v) for k, v in state.items())
+    snapshot = tmp_path / "hub" / "models--google--multiberts-seed_9" / "snapshots" / sha
+    assert not (snapshot / "model.safetensors").exists()
+    assert run_cli(["convert", "google/multiberts-seed_9"], capsys)[0] == 2  # done already
 
 
 def test_every_command_is_dispatched_and_completed():
     assert set(cli.COMMAND_MODULES) | {"completion"} == set(COMMANDS)
     assert all(f"\n  {name}" in cli.USAGE for name in COMMANDS)
+
+
+def test_checkpoints_that_ship_only_a_bin_are_named_in_one_convert_command(tmp_path,
+                                                                           monkeypatch):
+    """`--checkpoints` over two pickled hub commits is refused before any work with the one
+    command that converts both; once converted, the cost is printed from their copies."""
+    from hub_cache import cache_commit
+
+    from bertology.errors import UserError
+    from bertology.models.convert import convert_hub_checkpoint
+    from bertology.study import external, schedule
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("BERTOLOGY_CACHE_DIR", str(tmp_path / "cache"))
+    folder, _ = bin_checkpoint(tmp_path / "pickled")
+    names = [f"google/multiberts-seed_{s}" for s in (0, 1)]
+    for name in names:
+        cache_commit(tmp_path / "hub", name, folder, ["main"])
+    with pytest.raises(UserError, match="2 of the checkpoints ship only pytorch_model.bin .* "
+                       f"convert them once: bertology convert {' '.join(names)}$"):
+        external.reproduce_checkpoints(tmp_path / "out", {}, 1, names, dry_run=True)
+    for name in names:
+        convert_hub_checkpoint(name)
+    args = ["--out", str(tmp_path / "out"), "--checkpoints", *names, "--dry-run"]
+    assert schedule.main(args) == 0 and not (tmp_path / "out").exists()

@@ -105,7 +105,10 @@ def test_a_suite_names_its_checkpoints_and_their_tokens(in_cache):
 
 def test_model_suite_keys_pick_the_checkpoint(in_cache):
     model = ModelConfig(suite="multiberts", suite_seed=1, suite_step=20000)
-    assert (model.name_or_path, model.revision) == ("google/multiberts-seed_1-step_20k", None)
+    # a cached hub id is read from its snapshot: the commit the run records
+    assert model.name_or_path.endswith(
+        f"models--google--multiberts-seed_1-step_20k/snapshots/{in_cache['multi'][1, 20000]}")
+    assert model.revision is None
     own = ModelConfig(suite=str(in_cache["suite_file"]), suite_step=2000)
     assert own.name_or_path.endswith(f"snapshots/{in_cache['branches'][2000]}")
     assert own.revision == "step2000"

@@ -13,6 +13,7 @@ from typing import Any, Union
 from omegaconf import DictConfig, OmegaConf
 
 from bertology.config.data_sets import DEFAULT_DATA_DIR
+from bertology.config.hub_revisions import default_cache_dir
 from bertology.config.options import did_you_mean
 from bertology.config.path_checks import check_writable_folder
 from bertology.errors import UserError, require
@@ -124,12 +125,6 @@ def resolve_container(cfg: DictConfig) -> dict:
     except Exception as err:  # omegaconf raises several types for missing or bad interpolations
         raise UserError(f"config: {str(err).splitlines()[0]}; fix the value on the command "
                         "line") from err
-
-
-def default_cache_dir() -> Path:
-    """Where trained tokenizers and other per-machine results go unless paths.cache_dir (or
-    BERTOLOGY_CACHE_DIR, its default) says otherwise."""
-    return Path.home() / ".cache" / "bertology"
 
 
 @dataclass

@@ -25,6 +25,12 @@ SHA = re.compile(r"[0-9a-f]{40}")
 CHECKPOINT_FILES = ["*.json", "*.safetensors", "*.txt", "*.model"]
 
 
+def default_cache_dir() -> Path:
+    """Where trained tokenizers, converted checkpoints and other per-machine results go unless
+    paths.cache_dir (or BERTOLOGY_CACHE_DIR, its default) says otherwise."""
+    return Path.home() / ".cache" / "bertology"
+
+
 def hub_cache() -> Path:
     """The Hugging Face hub cache, read from the environment at call time (HF_HUB_CACHE, else
     HF_HOME/hub, else huggingface_hub's default), so a run and its tests agree on it."""
@@ -77,6 +83,11 @@ def cached_snapshot(repo_id: str, revision: str) -> Path | None:
     return folder if (folder / "config.json").is_file() else None
 
 
+def hub_label(repo_id: str, revision: str | None) -> str:
+    """How a user names a hub checkpoint at a revision: org/name or org/name@revision."""
+    return f"{repo_id}@{revision}" if revision else repo_id
+
+
 def snapshot_sha(path: str | Path) -> str | None:
     """The commit SHA of a path inside the hub cache's snapshots/<sha>/; None elsewhere."""
     parts = Path(path).parts
@@ -125,6 +136,42 @@ def download_revision(repo_id: str, revision: str, key: str) -> Path:
         raise UserError(f"{key}={repo_id!r} at revision {revision!r} could not be downloaded "
                         f"({str(err).splitlines()[0]}); retry, or download it once where the "
                         "hub can be reached") from None
+
+
+# Weights files a snapshot may hold: safetensors (what bertology loads) or a pickle, which is
+# converted once into bertology's cache (`bertology convert <org/name>`) and read from there
+SAFE_WEIGHTS = ("model.safetensors", "model.safetensors.index.json")
+PICKLED_WEIGHTS = "pytorch_model.bin"
+
+
+def converted_snapshot(repo_id: str, sha: str) -> Path:
+    """Where `bertology convert <repo_id>` writes the safetensors copy of a commit whose
+    snapshot ships only pytorch_model.bin: <BERTOLOGY_CACHE_DIR>/converted/models--org--name/
+    snapshots/<sha>, a snapshot folder of its own (same SHA, same config and tokenizer)."""
+    root = Path(os.environ.get("BERTOLOGY_CACHE_DIR") or default_cache_dir()).expanduser()
+    return root / "converted" / repo_folder(repo_id).name / "snapshots" / sha
+
+
+def needs_conversion(repo_id: str, snapshot: Path) -> bool:
+    """A snapshot that ships pytorch_model.bin and no safetensors, with no converted copy."""
+    return (not any((snapshot / name).is_file() for name in SAFE_WEIGHTS)
+            and (snapshot / PICKLED_WEIGHTS).is_file()
+            and not (converted_snapshot(repo_id, snapshot.name) / "model.safetensors").is_file())
+
+
+def weights_folder(repo_id: str, snapshot: Path, key: str, label: str) -> Path:
+    """The folder a run reads a hub snapshot from: the snapshot where it ships safetensors,
+    its converted copy where it ships only pytorch_model.bin and one was made, else one line
+    naming the command that makes it (label: how the user names the checkpoint)."""
+    if any((snapshot / name).is_file() for name in SAFE_WEIGHTS):
+        return snapshot
+    converted = converted_snapshot(repo_id, snapshot.name)
+    if (converted / "model.safetensors").is_file():
+        return converted
+    require(not needs_conversion(repo_id, snapshot), f"{key}={label!r} ships only "
+            f"{PICKLED_WEIGHTS} (a pickle, never opened by a run); convert it once: "
+            f"bertology convert {label}")
+    return snapshot
 
 
 def checkpoint_record(name_or_path: str | None, revision: str | None) -> dict | None:

@@ -29,14 +29,18 @@ from omegaconf import OmegaConf
 from bertology.config.checks import one_of
 from bertology.config.hub_revisions import (
     cached_refs,
+    cached_snapshot,
     check_revision_target,
     checkpoint_record,
     hub_cache,
+    hub_label,
     models_offline,
     repo_folder,
     resolve_revision,
     snapshot_sha,
+    weights_folder,
 )
+from bertology.config.path_checks import LOCAL_MIRRORS, is_path
 from bertology.errors import UserError, require
 
 LAYOUTS = ("repos", "revisions", "folders")
@@ -168,8 +172,8 @@ def load_suite(name: str) -> Suite:
 def same_checkpoint(name_or_path: str, name: str) -> bool:
     """Whether name_or_path is the checkpoint `name`, or its snapshot folder in the hub cache."""
     path = Path(name_or_path)
-    if snapshot_sha(path) is not None:
-        return path.parent.parent == repo_folder(name)
+    if snapshot_sha(path) is not None:  # the cache's snapshot, or its converted copy
+        return path.parent.parent.name == repo_folder(name).name
     return name_or_path == name
 
 
@@ -191,9 +195,25 @@ def pin_checkpoint(model) -> None:
                 f"the checkpoint ({name}); drop model.name_or_path={model.name_or_path!r}")
     if model.revision is not None:
         check_revision_target(model.name_or_path, model.revision)
-        if snapshot_sha(model.name_or_path) is None:
-            model.name_or_path = str(resolve_revision(model.name_or_path, model.revision,
-                                                      "model.name_or_path", models_offline()))
+    model.name_or_path = pinned_folder(model.name_or_path, model.revision)
+
+
+def pinned_folder(name_or_path: str | None, revision: str | None,
+                  key: str = "model.name_or_path") -> str | None:
+    """The local folder a hub checkpoint is read from, where the cache holds it (a revision:
+    downloaded first when the hub can be reached), its safetensors or their converted copy
+    (hub_revisions.weights_folder); a path, a mirrored id or an uncached id unchanged."""
+    if name_or_path is None or snapshot_sha(name_or_path) is not None or is_path(name_or_path):
+        return name_or_path
+    if revision is None:
+        if name_or_path in LOCAL_MIRRORS:
+            return name_or_path
+        snapshot = cached_snapshot(name_or_path, "main")
+        if snapshot is None:
+            return name_or_path  # transformers reads or downloads it (offline: checked later)
+    else:
+        snapshot = resolve_revision(name_or_path, revision, key, models_offline())
+    return str(weights_folder(name_or_path, snapshot, key, hub_label(name_or_path, revision)))
 
 
 def read_checkpoint_record(cfg) -> dict | None:

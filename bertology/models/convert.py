@@ -1,5 +1,7 @@
 """`bertology convert <dir>`: a checkpoint saved as pytorch_model.bin (a pickle) re-saved as
-model.safetensors beside it, the one weights format bertology loads (models/weights.py).
+model.safetensors beside it, the one weights format bertology loads (models/weights.py);
+`bertology convert org/name[@revision]`: a hub commit that ships only pytorch_model.bin (the
+MultiBERTs do) converted into a copy of its snapshot in bertology's cache.
 
 torch.load(weights_only=True) unpickles tensors and plain containers only, so a crafted file
 cannot run code here. safetensors stores every tensor once and refuses tensors that share
@@ -13,11 +15,19 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
 
+from bertology.config.hub_revisions import (
+    CHECKPOINT_FILES,
+    cached_snapshot,
+    converted_snapshot,
+    hub_cache,
+    models_offline,
+)
 from bertology.errors import UserError, require
 from bertology.run.write_errors import writing
 
@@ -106,3 +116,46 @@ def convert_checkpoint(folder: Path) -> str:
         "; the folder has no config.json, which transformers needs beside the weights")
     return (f"wrote {folder / SAFETENSORS} ({len(tensors)} tensors, {size:.1f} MB{tied}); "
             f"{BIN} is left as it was{config}")
+
+
+def convert_hub_checkpoint(label: str) -> str:
+    """`bertology convert org/name[@revision]`: the commit's snapshot in the hub cache (read
+    offline, downloaded with its pytorch_model.bin where the hub can be reached) copied into
+    bertology's cache with model.safetensors written from its .bin
+    (hub_revisions.converted_snapshot), where every run that names it then reads it; one line
+    saying what was written."""
+    repo_id, _, revision = label.partition("@")
+    snapshot = hub_snapshot(repo_id, revision or "main", label)
+    target = converted_snapshot(repo_id, snapshot.name)
+    require(not (target / SAFETENSORS).is_file(), f"{label} is converted already ({target}); "
+            "remove that folder to convert it again")
+    require((snapshot / BIN).is_file(), f"{label}: its snapshot {snapshot} has no {BIN}; "
+            "nothing to convert (it ships safetensors, or no weights)")
+    staging = target.with_name(f".{target.name}.tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    try:  # config and tokenizer files as the commit has them, then the weights, then rename
+        for path in snapshot.iterdir():
+            if path.is_file() and path.name != BIN and not path.name.endswith((".h5", ".msgpack")):
+                shutil.copyfile(path, staging / path.name)
+        tensors, _ = own_storage(load_bin(snapshot / BIN))
+        write_checked(tensors, staging / SAFETENSORS)
+        os.replace(staging, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return f"wrote {target / SAFETENSORS} ({len(tensors)} tensors) from {label}'s {BIN}; runs " \
+           f"that name {label} read it"
+
+
+def hub_snapshot(repo_id: str, revision: str, label: str) -> Path:
+    """The snapshot folder of a hub commit, with its pytorch_model.bin: from the cache, or
+    downloaded where the hub can be reached."""
+    folder = cached_snapshot(repo_id, revision)
+    if folder is not None or models_offline():
+        require(folder is not None, f"{label} is not in the local Hugging Face cache and the "
+                "hub is offline; download it once where the hub can be reached")
+        return folder
+    from huggingface_hub import snapshot_download
+
+    return Path(snapshot_download(repo_id, revision=revision, cache_dir=hub_cache(),
+                                  allow_patterns=[*CHECKPOINT_FILES, BIN]))

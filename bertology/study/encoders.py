@@ -25,8 +25,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from bertology.config.checks import default_cache_dir
 from bertology.config.compose import CONF_DIR
+from bertology.config.hub_revisions import default_cache_dir
 from bertology.config.options import group_options
 from bertology.errors import require
 from bertology.study.catalog import load_recipes

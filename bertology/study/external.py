@@ -31,10 +31,11 @@ from bertology.config.hub_revisions import (
     cached_snapshot,
     checkpoint_record,
     models_offline,
+    needs_conversion,
     resolve_revision,
 )
 from bertology.config.path_checks import is_path, read_checkpoint, resolve_checkpoint
-from bertology.config.suites import load_suite
+from bertology.config.suites import load_suite, pinned_folder
 from bertology.errors import require
 from bertology.run.tables import write_table
 from bertology.study import catalog
@@ -65,12 +66,19 @@ class Checkpoint:
         return f"{self.name}@{self.revision}" if self.revision else self.name
 
     def local_folder(self) -> Path | None:
-        """The folder its config.json lies in (a hub id: its cached snapshot); None where a
-        hub id is not cached yet (online, the run downloads it)."""
-        if self.revision:
-            return resolve_revision(self.name, self.revision, "--checkpoints", models_offline())
-        name = resolve_checkpoint(self.name)
-        return Path(name).expanduser() if is_path(name) else cached_snapshot(name, "main")
+        """The folder its runs read (a hub id: its cached snapshot, or the converted copy of
+        one that ships only pytorch_model.bin); None where a hub id is not cached yet (online,
+        the run downloads it)."""
+        name = pinned_folder(resolve_checkpoint(self.name), self.revision, "--checkpoints")
+        return Path(name).expanduser() if is_path(name) else None
+
+    def pickled(self) -> bool:
+        """Whether it is a hub commit that ships only pytorch_model.bin, not converted yet."""
+        if is_path(resolve_checkpoint(self.name)):
+            return False
+        snapshot = (resolve_revision(self.name, self.revision, "--checkpoints", models_offline())
+                    if self.revision else cached_snapshot(self.name, "main"))
+        return snapshot is not None and needs_conversion(self.name, snapshot)
 
 
 def parse_checkpoints(entries: list[str]) -> list[Checkpoint]:
@@ -157,6 +165,10 @@ def reproduce_checkpoints(out: Path, studies: dict[str, dict], lanes: int,
     """The studies that read a model on each checkpoint, then one report across them; the exit
     status. dry_run: the checkpoints checked and the cost printed, nothing run."""
     checkpoints = parse_checkpoints(entries)
+    pickled = [c.label for c in checkpoints if c.pickled()]
+    require(not pickled, f"{len(pickled)} of the checkpoints ship only pytorch_model.bin (a "
+            f"pickle, never opened by a run); convert them once: bertology convert "
+            f"{' '.join(pickled)}")
     configs = [checkpoint_config(c) for c in checkpoints]
     reading = model_reading(studies)
     members = [Encoder(out / "population" / f"member_{i}", out / "logs", f"member{i}_",
