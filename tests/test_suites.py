@@ -320,3 +320,27 @@ def test_the_how_to_pages_reproduce_commands_check_and_price(tmp_path, monkeypat
         args += [] if "--dry-run" in args else ["--dry-run"]
         assert schedule.main([*args, "--out", str(tmp_path / "out")]) == 0, line
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_a_sweep_over_a_suites_steps_is_drawn_against_tokens_seen(in_cache, tmp_path):
+    """`bertology probe -m model.suite=<row> model.suite_step=1000,2000,3000`, then `bertology
+    report` over the sweep: a figure with tokens seen on its x axis, each job's env.json with
+    its step's revision, commit and tokens."""
+    from conftest import run_cli
+
+    sweep = tmp_path / "sweep"
+    probe = run_cli("probe", "-m", f"model.suite={in_cache['suite_file']}",
+                    "model.suite_step=1000,2000,3000", "task=synthetic_pos", "analysis=linear",
+                    "analysis.linear.random_init=false", "seeds=[0]", "max_train_sentences=60",
+                    "max_eval_sentences=30", "logger=none", f"hydra.sweep.dir={sweep}",
+                    cwd=tmp_path)
+    assert probe.returncode == 0, probe.stderr[-2000:]
+    records = [json.loads((sweep / str(i) / "env.json").read_text())["checkpoint"]
+               for i in range(3)]
+    assert [(r["revision"], r["sha"], r["tokens_seen"]) for r in records] == [
+        (f"step{s}", in_cache["branches"][s], s * 4096) for s in (1000, 2000, 3000)]
+    report = run_cli("report", str(sweep), f"hydra.run.dir={tmp_path / 'report'}",
+                     cwd=tmp_path)
+    assert report.returncode == 0, report.stderr[-2000:]
+    assert (tmp_path / "report" / "plots" / "pretraining_accuracy_synthetic_pos.png").is_file()
