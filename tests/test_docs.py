@@ -33,9 +33,11 @@ from bertology.errors import UserError
 from bertology.pipelines import PIPELINES
 
 # the front page, docs/ (each linked from the front page) and docs/howto/ (one task a page,
-# each linked from a page of docs/)
+# each linked from a page of docs/): the manual, whose commands are checked; and docs/history/
+# (each earlier run's dated account, each linked from a page), whose links are checked
 FRONT_PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 HOWTO_PAGES = sorted((REPO / "docs" / "howto").glob("*.md"))
+HISTORY_PAGES = sorted((REPO / "docs" / "history").glob("*.md"))
 PAGES = [*FRONT_PAGES, *HOWTO_PAGES]
 STAMP = "2026-01-01/00-00-00"
 # <checkpoint>: a checkpoint folder of the reader's (made in the scratch dir as outputs/ paths are)
@@ -138,17 +140,101 @@ def test_the_front_page_is_short_and_has_a_figure_and_contents():
     assert not missing, f"the front page's contents do not link {missing}"
 
 
+def linked_from(pages: list[Path]) -> set[Path]:
+    return {(page.parent / t.split("#")[0]).resolve() for page in pages
+            for t in links(page) if not re.match(r"[a-z][a-z0-9+.-]*:", t)}
+
+
 def test_every_howto_page_is_linked_from_another_page():
-    linked = {(page.parent / t.split("#")[0]).resolve() for page in FRONT_PAGES
-              for t in links(page) if not re.match(r"[a-z][a-z0-9+.-]*:", t)}
-    missing = [p.name for p in HOWTO_PAGES if p.resolve() not in linked]
+    missing = [p.name for p in HOWTO_PAGES if p.resolve() not in linked_from(FRONT_PAGES)]
     assert not missing, f"no page of docs/ links the how-to pages {missing}"
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(REPO).as_posix())
+def test_every_history_page_is_linked():
+    """A run's dated record is reached from the manual (docs/reproduce.md links the history's
+    index) or from another record."""
+    linked = linked_from([*FRONT_PAGES, *HISTORY_PAGES])
+    missing = [p.name for p in HISTORY_PAGES if p.resolve() not in linked]
+    assert not missing, f"no page links the history pages {missing}"
+    assert (REPO / "docs" / "history" / "README.md").resolve() in linked_from(FRONT_PAGES)
+
+
+@pytest.mark.parametrize("page", [*PAGES, *HISTORY_PAGES],
+                         ids=lambda p: p.relative_to(REPO).as_posix())
 def test_every_relative_link_resolves(page):
     problems = [why for target in links(page) if (why := broken_link(page, target))]
     assert not problems, "\n".join(problems)
+
+
+# ------------------------------------------------------------------ the manual is not a diary
+
+PAGE_CAP = 40_000  # bytes: a page of docs/ above it is a page to split by topic
+# pages of docs/ allowed over PAGE_CAP for now, each with why it cannot be cut yet: none
+OVER_CAP: dict[str, str] = {}
+# what belongs in a dated record of docs/history/, not in the manual
+HISTORY_MARKS = {
+    "an issue stub": re.compile(r"<!--\s*issue", re.I),
+    "an issue number": re.compile(r"\bissues?\s+#?\d+", re.I),
+    # 7 to 40 hex digits with a letter and a digit among them (not a number, not a word)
+    "a commit hash": re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b"),
+    "a machine path": re.compile(r"(?<![\w.~<>-])/(?:work|tmp|home|root|scratch|mnt)/"),
+}
+# a run's provenance names its commit: the `| commit |` row of a results page's run header
+# (docs/reproduce.md) and the stamps that bench/default_runs.py and tests/reliability_tables.py
+# write above the tables they generate
+PROVENANCE = re.compile(
+    r"^(\| commit \||Measured at [0-9a-f]+ on |\*Tables written by the tests at )")
+
+
+def over_cap(text: str) -> bool:
+    return len(text.encode()) > PAGE_CAP
+
+
+def history_marks(text: str, marks: tuple[str, ...] = tuple(HISTORY_MARKS)) -> list[str]:
+    """'line n: what' for each of the marks (issue stubs, issue numbers, commit hashes, machine
+    paths) outside a provenance line."""
+    return [f"line {n}: {what} ({match.group(0)!r})"
+            for n, line in enumerate(text.splitlines(), 1) if not PROVENANCE.match(line)
+            for what in marks if (match := HISTORY_MARKS[what].search(line))]
+
+
+def test_no_page_of_docs_is_over_40_kb():
+    """A page of docs/ over PAGE_CAP (reproduce.md had grown to 145 KB of superseded runs) is
+    split by topic, or its history moved to docs/history/."""
+    big = {p.name: p.stat().st_size for p in FRONT_PAGES[1:]
+           if over_cap(p.read_text()) and p.name not in OVER_CAP}
+    assert not big, f"pages over {PAGE_CAP:,} bytes: {big}; split them by topic"
+
+
+@pytest.mark.parametrize("page", [*FRONT_PAGES, *HOWTO_PAGES],
+                         ids=lambda p: p.relative_to(REPO).as_posix())
+def test_the_manual_keeps_no_history(page):
+    """No issue stub, issue number, commit hash or machine path in the manual: each run's
+    account is a dated record in docs/history/, which may keep them."""
+    # a how-to's example shows a reader's own files (/home/me/films/train.csv)
+    kinds = tuple(k for k in HISTORY_MARKS if page in FRONT_PAGES or k != "a machine path")
+    marks = history_marks(page.read_text(), kinds)
+    assert not marks, f"{page.name}: move these to docs/history/ or drop them: {marks}"
+
+
+def test_the_history_checks_catch_what_they_are_for():
+    """Each check fails on a planted violation and passes what looks like one but is not."""
+    assert over_cap("x" * (PAGE_CAP + 1)) and not over_cap("x" * PAGE_CAP)
+    assert over_cap("é" * (PAGE_CAP // 2 + 1))  # bytes, not characters
+    planted = {"<!-- issue 30 point 2: more goes here -->": "an issue stub",
+               "what changed (issue 21)": "an issue number", "Issues 38 and 39": "an issue number",
+               "a clean worktree at 3dd5052": "a commit hash",
+               "judged at e92bfc8f, 2026-11-26": "a commit hash",
+               "`--out /work/confirm/run`": "a machine path",
+               "run dir: /tmp/x/outputs": "a machine path"}
+    for text, what in planted.items():
+        assert [m for m in history_marks(text) if what in m], text
+    for text in ("| commit | 3dd5052, a clean worktree |", "Measured at 0241cb7 on 2026-11-28",
+                 "*Tables written by the tests at ec8a5ff, 2026-12-06.*",
+                 "4.0e13 FLOPs over 1,000,000 tokens, 2026-12-06 03:55", "a decade, deadbeef",
+                 "the issue's random-init twin", "<tmp>/run/checkpoints", "~/.cache/bertology",
+                 "bench/RESULTS.md#bf16-issue-40", "seeds 2209, 211, 2213"):
+        assert not history_marks(text), text
 
 
 def test_slugs_follow_github():

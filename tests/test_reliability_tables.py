@@ -1,4 +1,4 @@
-"""tests/reliability_tables.py puts the tables the tests wrote into docs/reliability.md."""
+"""tests/reliability_tables.py puts the tables the tests wrote into their pages of docs/."""
 
 import sys
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from reliability_tables import FILES, PAGE, splice, table_span  # noqa: E402
+from reliability_tables import FILES, PAGES, STAMP, scrub, splice, table_span  # noqa: E402
 
 PAGE_LINES = ["# Reliability", "", "| fault | pipeline | outcome |", "|---|---|---|",
               "| old | pretrain | typed by hand |", "", "text after"]
@@ -22,13 +22,20 @@ def test_a_table_is_replaced_whole_by_its_header_and_the_rest_kept():
 
 def test_a_table_whose_header_the_page_lacks_is_refused():
     assert table_span(PAGE_LINES, "| data | analysis |") is None
-    with pytest.raises(SystemExit, match="no table with the header"):
-        splice(PAGE_LINES, ["| data | analysis |", "|---|---|"])
+    with pytest.raises(SystemExit, match="bad-input.md: no table with the header"):
+        splice(PAGE_LINES, ["| data | analysis |", "|---|---|"], "docs/bad-input.md")
 
 
-def test_every_table_the_tests_write_has_its_place_in_the_page():
-    """The header each test writes (its first call's) is in docs/reliability.md."""
-    page = PAGE.read_text().splitlines()
+def test_the_machines_home_folder_is_written_as_a_tilde():
+    line = "| x | not in the local cache (/home/ci/.cache/huggingface/hub) |"
+    assert scrub(line, "/home/ci") == "| x | not in the local cache (~/.cache/huggingface/hub) |"
+    assert scrub("/root/.cache and /rooted/x", "/root/") == "~/.cache and /rooted/x"
+    assert scrub("/a/b", "/") == "/a/b"
+
+
+def test_every_table_the_tests_write_has_its_place_in_its_page():
+    """The header each test writes (its first call's) is in the page PAGES names, and each of
+    those pages has the stamp line that says when its tables were written."""
     headers = {"schema_inputs.md": "| pipeline | leaf keys | generated cases | refused (exit 2) "
                                    "| accepted on purpose |",
                "bad_inputs.md": "| pipeline | bad input | exit | the error line |",
@@ -37,4 +44,6 @@ def test_every_table_the_tests_write_has_its_place_in_the_page():
                "damage_walk.md": "| file | damage | outcome (measured) |"}
     assert set(headers) == set(FILES)
     for name, header in headers.items():
-        assert table_span(page, header) is not None, name
+        assert table_span(PAGES[name].read_text().splitlines(), header) is not None, name
+    for page in set(PAGES.values()):
+        assert len(STAMP.findall(page.read_text())) == 1, page.name
