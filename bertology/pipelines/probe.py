@@ -147,7 +147,7 @@ def pretrain_default_model(config: ProbeConfig) -> None:
 
 def drop_damaged_pretrain(run_dir: Path) -> None:
     """A cached default pretrain whose model/ fails the checkpoint checks (a file missing,
-    empty or cut short) is pretrained again, never served (issue 41)."""
+    empty or cut short) is pretrained again, never served."""
     if not RunDir(run_dir).finished:
         return
     try:

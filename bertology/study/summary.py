@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def population_table(comparisons: dict[str, list[dict[str, str]]]) -> list[str]:
-    """A population report's findings one by one (issue 39: the front page's procedure-level
+    """A population report's findings one by one (the front page's procedure-level
     table): how many of its pretraining claims resolve after Holm, then each finding's effect
     with its two-level interval and Sellam et al.'s multi-bootstrap beside it, a cell part per
     comparison, both verdicts and the note (what would resolve an open one). Empty for a

@@ -1,0 +1,104 @@
+"""The house rules that are not the floor plan (tests/test_layout.py has that): the code says why,
+not when or where it was measured; a public name means one thing; one reader of run dirs; a docs
+page a reader can take in. Each rule is a checker function run on bertology/ (or docs/), and on
+a planted violation, so a checker that stopped finding anything would fail here too."""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import tokenize
+
+import pytest
+from conftest import REPO
+
+PACKAGE = REPO / "bertology"
+
+
+def sources() -> dict[str, str]:
+    """bertology/'s modules by path (relative to the repository), with their text."""
+    return {str(p.relative_to(REPO)): p.read_text() for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def docstring_nodes(tree: ast.AST) -> list[ast.Constant]:
+    return [node.body[0].value for node in ast.walk(tree)
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.body and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)
+            and isinstance(node.body[0].value.value, str)]
+
+
+def prose(source: str) -> list[tuple[int, str]]:
+    """(line, text) of a module's docstrings and comments: what the code says about itself."""
+    comments = [(t.start[0], t.string) for t in
+                tokenize.generate_tokens(io.StringIO(source).readline)
+                if t.type == tokenize.COMMENT]
+    docstrings = [(node.lineno, node.value) for node in docstring_nodes(ast.parse(source))]
+    return sorted(comments + docstrings)
+
+
+# ---------------------------------------------------------------- no history in the code
+
+# What was measured, on which machine, when, and under which issue is history: it goes stale the
+# day it is written, and it belongs in docs/ or bench/RESULTS.md, which say when and where. The
+# code says why. A paper's year, "(Devlin et al., 2019)", is a citation, not history; so is a
+# date inside a path (Hydra names its run dirs by date) and a number that is all digits.
+DURATION = r"\d[\d.,]*\s?(?:ns|µs|us|ms|s|sec|seconds?|mins?|minutes?|hours?)\b(?!\.d\.)"
+HISTORY = {
+    "an issue number": re.compile(r"\b(?:issues?|PR|pull request)\s*#?\d+|\(#\d+\)", re.I),
+    # 7 to 40 hex digits, at least one digit and one letter (not 1e10000): a git SHA
+    "a commit hash": re.compile(r"(?<![\w.-])(?!\d+e\d+\b)(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])"
+                                r"[0-9a-f]{7,40}(?![\w-])"),
+    "a date": re.compile(r"(?<![\w/])(?:19|20)\d\d-[01]\d-[0-3]\d(?![\w/])"),
+    "a machine": re.compile(r"\b(?:EPYC|Xeon|Ryzen|Threadripper)\b"
+                            r"|\b(?:this|our|my) (?:machine|box|host|laptop|server)\b", re.I),
+    # a duration as measured (~, about) or measured somewhere (N s on the ...), a speed-up on
+    # some hardware (N x faster than fp32 on ...)
+    "a timing": re.compile(rf"(?:~|≈|\babout |\baround |\broughly ){DURATION}"
+                           rf"|{DURATION}[^.;:]{{0,40}}?\bon (?:the|a|an|this|one|\d+)\b"
+                           r"|\b\d[\d.]*x (?:faster|slower|fewer|more|less)\b[^.;]{0,60}?\bon\b",
+                           re.I),
+}
+
+
+def history_in(source: str) -> list[str]:
+    """'line: what: the words' for each piece of history in a module's docstrings and comments."""
+    return [f"{line}: {what}: {found.group(0)!r}" for line, text in prose(source)
+            for what, pattern in HISTORY.items() for found in pattern.finditer(text)]
+
+
+def test_no_history_in_the_code():
+    found = [f"{path}:{hit}" for path, text in sources().items() for hit in history_in(text)]
+    assert not found, ("history in docstrings and comments (move it to docs/ or "
+                       "bench/RESULTS.md; say why, not when or where):\n" + "\n".join(found))
+
+
+@pytest.mark.parametrize("planted", [
+    '"""Inputs longer than the model can read (issue 41)."""\n',
+    "x = 1  # see Issue #42 for the cut\n",
+    "x = 1  # refused since (#17)\n",
+    'def f():\n    """Reads the floor, as ceb2259 wrote it."""\n',
+    "# judged again at 84984ca0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6\n",
+    '"""The default run, as of 2026-11-29."""\n',
+    'class A:\n    """bernoulli_ is 9.7% of a step on the Xeon."""\n',
+    "x = 1  # 3 lanes fit on an AMD EPYC\n",
+    "x = 1  # fast enough on this machine\n",
+    'def f():\n    """Hashes the weights: about 0.2 s for MiniLM."""\n',
+    "x = 1  # remembered: ~0.1 ms a call\n",
+    "x = 1  # measured 4.2 s on the AMD, alone\n",
+    '"""int8 runs ~1.5x faster than fp32 on an AVX2 CPU."""\n',
+    '"""14x fewer random-number cycles, measured\non 2 cores."""\n',
+])
+def test_history_is_found_where_planted(planted):
+    assert history_in(planted), planted
+
+
+def test_citations_formats_and_reasons_are_not_history():
+    clean = ('"""Masked LM (Devlin et al., 2019, §3.1 Task #1): a band of ±1 s.d. over seeds;\n'
+             "durations print as 1h 02m / 3m 05s / 42s, into multirun/2026-11-22/10-00-00.\n"
+             '"""\n'
+             "SEED = 20191107  # a date-like seed: all digits, no commit\n"
+             "EPS = 1e10000  # added to a decade of facade, no hash\n"
+             "x = 1  # a quarter of the draws, so the step spends less on them\n")
+    assert history_in(clean) == []
