@@ -102,3 +102,58 @@ def test_citations_formats_and_reasons_are_not_history():
              "EPS = 1e10000  # added to a decade of facade, no hash\n"
              "x = 1  # a quarter of the draws, so the step spends less on them\n")
     assert history_in(clean) == []
+
+
+# ---------------------------------------------------------------- one reader of run dirs
+
+# A run's files are named in run/ (rundir.py: METRICS_FILE, HYDRA_DIR) and read through RunDir;
+# a module that spells them itself reads run dirs beside RunDir and drifts from it.
+RUN_FILES = ("metrics.json", ".hydra")
+# the modules that spell a run file themselves, each with its reason above it
+SPELLS_RUN_FILES = {
+    # config/ sits below run/ (LAYERS in tests/test_layout.py): it checks a fine-tuned twin's
+    # recorded config (<model dir>/../.hydra/config.yaml) before any run starts, so it cannot
+    # import RunDir or its constants
+    "bertology/config/twin_checks.py",
+}
+
+
+def run_file_literals(source: str) -> list[str]:
+    """'line: literal' for each string in the code (docstrings aside) naming a run file as a
+    path part: "metrics.json", ".hydra/config.yaml"; not prose that mentions one."""
+    tree = ast.parse(source)
+    docstrings = {id(node) for node in docstring_nodes(tree)}
+    return [f"{node.lineno}: {node.value!r}" for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and id(node) not in docstrings
+            and any(part in RUN_FILES for part in node.value.split("/"))]
+
+
+def test_run_files_are_named_in_run_only():
+    texts = sources()
+    found = [f"{path}:{hit}" for path, text in texts.items()
+             if not path.startswith("bertology/run/") and path not in SPELLS_RUN_FILES
+             for hit in run_file_literals(text)]
+    assert not found, ("run files spelt outside run/ (read through RunDir, or name "
+                       "rundir.METRICS_FILE / HYDRA_DIR):\n" + "\n".join(found))
+    stale = [path for path in SPELLS_RUN_FILES if not run_file_literals(texts[path])]
+    assert not stale, f"these no longer spell a run file; drop them from SPELLS_RUN_FILES: {stale}"
+
+
+@pytest.mark.parametrize("planted", [
+    'metrics = json.loads((run_dir / "metrics.json").read_text())\n',
+    'record = run_dir / ".hydra" / "config.yaml"\n',
+    'record = f"{run_dir}/.hydra/overrides.yaml"\n',
+    'done = [p for p in root.rglob("metrics.json")]\n',
+])
+def test_run_file_literals_are_found_where_planted(planted):
+    assert run_file_literals(planted), planted
+
+
+def test_prose_about_run_files_is_not_a_literal():
+    clean = ('"""Reads metrics.json and .hydra/config.yaml through RunDir."""\n'
+             'log.info("each such sentence counted in metrics.json: data/split_long")\n'
+             'status = "damaged (no metrics.json)"\n'
+             'log_path = run_dir / "metrics.jsonl"\n'
+             "done = (run_dir / METRICS_FILE).is_file()\n")
+    assert run_file_literals(clean) == []

@@ -21,6 +21,7 @@ from omegaconf import DictConfig
 from bertology.config.report_config import load_report_config
 from bertology.errors import UserError
 from bertology.run.atomic import write_json_atomic
+from bertology.run.rundir import METRICS_FILE
 from bertology.run.tables import write_table
 from bertology.study.catalog import (
     check_presuppositions,
@@ -85,7 +86,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
                **verdict_metrics("report", results)}
     for kind, group in split_by_kind(results).items():  # pretraining and checkpoint apart
         metrics.update(verdict_metrics(f"report/{kind}", group))
-    write_json_atomic(out_dir / "metrics.json", metrics)
+    write_json_atomic(out_dir / METRICS_FILE, metrics)
     return metrics
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from bertology.config.suites import load_suite
 from bertology.errors import UserError
-from bertology.run.rundir import RunDir
+from bertology.run.rundir import HYDRA_DIR, RunDir
 
 TEACHER_KEYS = ("teacher.name_or_path", "teacher.model.name_or_path")  # a distill run's model
 MAX_TRACE = 3  # fine-tuned from a fine-tuned model: how far back a local dir is followed
@@ -45,7 +45,7 @@ def traced_checkpoint(value: str, depth: int) -> str:
     several tables of the report) read the same few fine-tuned dirs, whose configs would be
     read again each time."""
     origin = Path(value).parent
-    if depth < MAX_TRACE and (origin / ".hydra" / "config.yaml").is_file():
+    if depth < MAX_TRACE and (origin / HYDRA_DIR / "config.yaml").is_file():
         with suppress(UserError):
             base = checkpoint_of(RunDir(origin), depth + 1)
             if base is not None:

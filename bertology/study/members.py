@@ -4,7 +4,6 @@ judges the findings across the members (population.py) and the members' pretrain
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Sequence
@@ -12,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bertology.errors import require
-from bertology.run.rundir import RunDir
+from bertology.run.atomic import read_json
+from bertology.run.rundir import HYDRA_DIR, METRICS_FILE, RunDir
 from bertology.run.tables import write_table
 from bertology.run.tracking import read_log
 from bertology.study import catalog, encoders, runner
@@ -155,7 +155,7 @@ def member_learned(run_dir: Path) -> bool:
     (population.below_floor); a crashed or unfinished run did not learn."""
     if not encoders.is_pretrained(run_dir):
         return False
-    return not below_floor(json.loads((run_dir / "metrics.json").read_text()))
+    return not below_floor(RunDir(run_dir).metrics)
 
 
 def check_paired_member_seeds(studies: dict[str, dict]) -> None:
@@ -227,13 +227,13 @@ def write_members_table(report_dir: Path, seeds: Sequence[int], extra: tuple[str
     rows = []
     for seed in seeds:
         run_dir = encoders.member_dir(seed, extra, cache)
-        done = (run_dir / "metrics.json").is_file()  # a member whose pretraining failed: blank
-        metrics = json.loads((run_dir / "metrics.json").read_text()) if done else {}
+        done = (run_dir / METRICS_FILE).is_file()  # a member whose pretraining failed: blank
+        metrics = read_json(run_dir / METRICS_FILE) if done else {}  # as written: 670 steps
         first = first_eval_accuracy(run_dir)
         last, floor = metrics.get("eval/mlm_accuracy"), metrics.get("eval/mlm_majority_accuracy")
         baseline = floor if floor is not None else first
         # a run without its config (made by hand) has no recipe to state
-        recipe = RunDir(run_dir) if (run_dir / ".hydra" / "config.yaml").is_file() else None
+        recipe = RunDir(run_dir) if (run_dir / HYDRA_DIR / "config.yaml").is_file() else None
         rows.append({"member": seed, "checkpoint": str(run_dir / "model"),
                      "steps": metrics.get("train/steps"), "first_mlm_accuracy": first,
                      "mlm_accuracy": last, "mlm_floor": floor,

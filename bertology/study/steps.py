@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bertology.errors import require
-from bertology.run.rundir import RunDir
+from bertology.run.rundir import METRICS_FILE, RunDir
 from bertology.study import encoders
 from bertology.study.catalog import load_recipes
 from bertology.study.runner import Step
@@ -103,7 +103,7 @@ def made_before(run_dir: Path, args: list[str]) -> bool:
     """Whether run_dir holds a finished model made by this command (the overrides Hydra
     recorded). One made by another command (an older recipe) is an error, not a silent reuse:
     the studies would read a model their command does not describe."""
-    if not (run_dir / "metrics.json").exists():
+    if not (run_dir / METRICS_FILE).exists():
         return False
     made = RunDir(run_dir).recorded_overrides
     require(made == args[1:], f"{run_dir} holds an SST-2 model made by another command "
