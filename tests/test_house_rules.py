@@ -9,6 +9,7 @@ import ast
 import io
 import re
 import tokenize
+from pathlib import Path
 
 import pytest
 from conftest import REPO
@@ -157,3 +158,35 @@ def test_prose_about_run_files_is_not_a_literal():
              'log_path = run_dir / "metrics.jsonl"\n'
              "done = (run_dir / METRICS_FILE).is_file()\n")
     assert run_file_literals(clean) == []
+
+
+# ---------------------------------------------------------------- docs pages a reader takes in
+
+PAGE_CAP = 40_000  # bytes: past this a page is several pages, and wants splitting
+# pages over the cap while they are being cut down; each leaves this list when it fits
+OVER_THE_CAP = {
+    "reproduce.md",  # the full record of `make reproduce`, being split into pages
+    "reliability.md",  # being cut down to what a reader needs, the rest to the record
+    "findings.md",  # likewise
+}
+
+
+def pages_over(docs: Path, cap: int = PAGE_CAP) -> dict[str, int]:
+    """docs/'s Markdown pages (relative path -> bytes) larger than the cap."""
+    sizes = {str(p.relative_to(docs)): p.stat().st_size for p in sorted(docs.rglob("*.md"))}
+    return {page: size for page, size in sizes.items() if size > cap}
+
+
+def test_no_docs_page_over_the_cap():
+    over = pages_over(REPO / "docs")
+    new = {page: size for page, size in over.items() if page not in OVER_THE_CAP}
+    assert not new, f"split these pages (over {PAGE_CAP} bytes): {new}"
+    fits = OVER_THE_CAP - set(over)
+    assert not fits, f"these fit now; take them off OVER_THE_CAP: {sorted(fits)}"
+
+
+def test_a_page_over_the_cap_is_found(tmp_path):
+    (tmp_path / "howto").mkdir()
+    (tmp_path / "short.md").write_text("# A page\n")
+    (tmp_path / "howto" / "long.md").write_text("# A long page\n" + "word " * 9_000)
+    assert pages_over(tmp_path) == {"howto/long.md": 45_014}
