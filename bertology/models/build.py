@@ -83,7 +83,7 @@ def load_checkpoint_config(name_or_path: str, key: str = "model.name_or_path") -
                         "or a hub id") from err
 
 
-def checkpoint_family(name_or_path: str, requested: str) -> str:
+def load_checkpoint_family(name_or_path: str, requested: str) -> str:
     """The family a checkpoint continues as (families.checkpoint_family)."""
     model_type = load_checkpoint_config(name_or_path).model_type
     try:

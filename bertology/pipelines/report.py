@@ -29,7 +29,7 @@ from bertology.study.catalog import (
     load_catalog,
     studies_guide,
 )
-from bertology.study.curves import plot_layer_curves
+from bertology.study.curves import plot_layer_curves_across_runs
 from bertology.study.report_html import write_html
 from bertology.study.reporting import (
     FINDING_COLUMNS,
@@ -70,7 +70,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     write_table(out_dir, "metrics", metric_rows(runs))
     write_table(out_dir, "findings", finding_rows(results, selection), FINDING_COLUMNS)
     figures = {r.id: plot_finding(r, out_dir) for r in results}
-    curves = plot_layer_curves(runs, out_dir)  # a checkpoint sweep's probe curves
+    curves = plot_layer_curves_across_runs(runs, out_dir)  # a checkpoint sweep's probe curves
     guide = None
     if not results:
         guide = studies_guide(catalog)

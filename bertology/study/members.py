@@ -21,7 +21,7 @@ from bertology.study.runner import Step, run_steps
 from bertology.study.selection import MEMBERS_TABLE
 from bertology.study.steps import (
     SEED_STRIDE,
-    Encoder,
+    EncoderSteps,
     encoder_steps,
     model_reading,
     pretraining_step,
@@ -33,7 +33,7 @@ log = logging.getLogger("bertology.reproduce")
 
 def member_steps(seeds: Sequence[int], extra: tuple[str, ...], studies: dict[str, dict],
                  out: Path, cache: Path | None, per_member: int | None = None
-                 ) -> tuple[list[Step], list[Encoder]]:
+                 ) -> tuple[list[Step], list[EncoderSteps]]:
     """`--population K`: member s of seeds (first..first+K-1, `--first-member` giving first)
     pretrained with seed s (encoders.member_args; none when cached), then the studies of
     encoders.ENCODER_STUDIES on it (member_encoder). The pretraining steps come first: the
@@ -51,14 +51,14 @@ def member_steps(seeds: Sequence[int], extra: tuple[str, ...], studies: dict[str
 
 
 def member_encoder(seed: int, extra: tuple[str, ...], out: Path, cache: Path | None,
-                   per_member: int | None, after: tuple[str, ...] = ()) -> Encoder:
+                   per_member: int | None, after: tuple[str, ...] = ()) -> EncoderSteps:
     """Member seed's studies, on its model, with its own seeds (member_seeds: its own
     sentences, SST-2 subsamples and twins), into out/population/member_<seed>. More than one
     seed a member (per_member, `--member-seeds`, else each study's member_seeds) averages out
     the probe and fine-tuning noise within it, where that and not the spread of pretraining
     keeps a verdict open (docs/reproduce.md)."""
     run_dir = encoders.member_dir(seed, extra, cache)
-    return Encoder(out / "population" / f"member_{seed}", out / "logs", f"member{seed}_",
+    return EncoderSteps(out / "population" / f"member_{seed}", out / "logs", f"member{seed}_",
                    (f"model.name_or_path={run_dir / 'model'}",), after, member=seed,
                    per_member=per_member,
                    settings=catalog.load_recipes().member_finetuning)
@@ -108,7 +108,7 @@ class Draws:
     cache: Path | None
     per_member: int | None = None
     drawn: list[int] = field(default_factory=list)
-    learned: dict[int, Encoder] = field(default_factory=dict)
+    learned: dict[int, EncoderSteps] = field(default_factory=dict)
     pretraining: dict[str, int] = field(default_factory=dict)  # step name -> its seed
 
     def start(self) -> list[Step]:
@@ -140,7 +140,7 @@ class Draws:
         seed = self.pretraining.get(step.name)
         return [] if seed is None else self.followed(seed)
 
-    def members(self) -> list[Encoder]:
+    def members(self) -> list[EncoderSteps]:
         """The members that learned, by seed; says how many of those drawn did."""
         if len(self.learned) < self.size:
             log.warning("%d of %d members drawn learned (%d asked for): the population is "
@@ -198,7 +198,7 @@ def reproduce_population(out: Path, studies: dict[str, dict], lanes: int, size: 
     return judge_population(out, members, studies, results, total)
 
 
-def judge_population(out: Path, members: list[Encoder], studies: dict[str, dict],
+def judge_population(out: Path, members: list[EncoderSteps], studies: dict[str, dict],
                      results: dict[str, tuple[int, float]], started: float) -> int:
     """One report over every member's study dirs, which reads the members table written
     beside them, then the front page's block; the exit status of the whole run."""
