@@ -190,3 +190,54 @@ def test_a_page_over_the_cap_is_found(tmp_path):
     (tmp_path / "short.md").write_text("# A page\n")
     (tmp_path / "howto" / "long.md").write_text("# A long page\n" + "word " * 9_000)
     assert pages_over(tmp_path) == {"howto/long.md": 45_014}
+
+
+# ---------------------------------------------------------------- a public name means one thing
+
+# Names defined in several modules on purpose: each module's instance of one protocol, which a
+# caller reaches through the module.
+SHARED_NAMES = {
+    "run",  # a pipeline's or an analysis's entry: pipelines.PIPELINES, probe's ANALYSES
+    "main",  # a command's entry (cli/entry.py COMMAND_MODULES) or a `python -m` module's
+    "build",  # an objective module's constructor (objectives.OBJECTIVES for pretraining)
+    "log",  # the module's own logger, logging.getLogger(__name__)
+}
+
+
+def public_names(source: str) -> set[str]:
+    """The names a module defines at its top level (functions, classes, constants, type
+    aliases), less the private ones (_name) and what it imports."""
+    names: set[str] = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return {name for name in names if not name.startswith("_")}
+
+
+def names_defined_twice(texts: dict[str, str]) -> dict[str, list[str]]:
+    """name -> the modules that define it, for each public name defined in more than one."""
+    where: dict[str, list[str]] = {}
+    for path, text in texts.items():
+        for name in public_names(text):
+            where.setdefault(name, []).append(path)
+    return {name: paths for name, paths in sorted(where.items()) if len(paths) > 1}
+
+
+def test_a_public_name_means_one_thing():
+    twice = names_defined_twice(sources())
+    found = {name: paths for name, paths in twice.items() if name not in SHARED_NAMES}
+    assert not found, ("one name, several things (rename, or import the one definition):\n"
+                       + "\n".join(f"{name}: {', '.join(paths)}" for name, paths in found.items()))
+    unused = SHARED_NAMES - set(twice)
+    assert not unused, f"no longer shared; take them off SHARED_NAMES: {sorted(unused)}"
+
+
+def test_a_name_defined_twice_is_found():
+    planted = {"a.py": "def describe(x):\n    return x\n\nREPLICATES = 400\n_cache = {}\n",
+               "b.py": "from a import describe\n\nREPLICATES: dict = {}\n_cache = {}\n",
+               "c.py": "class describe:\n    pass\n"}
+    assert names_defined_twice(planted) == {"REPLICATES": ["a.py", "b.py"],
+                                            "describe": ["a.py", "c.py"]}
