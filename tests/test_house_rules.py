@@ -75,7 +75,8 @@ def test_no_history_in_the_code():
                        "bench/RESULTS.md; say why, not when or where):\n" + "\n".join(found))
 
 
-@pytest.mark.parametrize("planted", [
+# each kind of history, planted (test_each_checker_finds_what_is_planted)
+PLANTED_HISTORY = [
     '"""Inputs longer than the model can read (issue 41)."""\n',
     "x = 1  # see Issue #42 for the cut\n",
     "x = 1  # refused since (#17)\n",
@@ -90,19 +91,13 @@ def test_no_history_in_the_code():
     "x = 1  # measured 4.2 s on the AMD, alone\n",
     '"""int8 runs ~1.5x faster than fp32 on an AVX2 CPU."""\n',
     '"""14x fewer random-number cycles, measured\non 2 cores."""\n',
-])
-def test_history_is_found_where_planted(planted):
-    assert history_in(planted), planted
-
-
-def test_citations_formats_and_reasons_are_not_history():
-    clean = ('"""Masked LM (Devlin et al., 2019, §3.1 Task #1): a band of ±1 s.d. over seeds;\n'
-             "durations print as 1h 02m / 3m 05s / 42s, into multirun/2026-11-22/10-00-00.\n"
-             '"""\n'
-             "SEED = 20191107  # a date-like seed: all digits, no commit\n"
-             "EPS = 1e10000  # added to a decade of facade, no hash\n"
-             "x = 1  # a quarter of the draws, so the step spends less on them\n")
-    assert history_in(clean) == []
+]
+NOT_HISTORY = ('"""Masked LM (Devlin et al., 2019, §3.1 Task #1): a band of ±1 s.d. over seeds;\n'
+               "durations print as 1h 02m / 3m 05s / 42s, into multirun/2026-11-22/10-00-00.\n"
+               '"""\n'
+               "SEED = 20191107  # a date-like seed: all digits, no commit\n"
+               "EPS = 1e10000  # added to a decade of facade, no hash\n"
+               "x = 1  # a quarter of the draws, so the step spends less on them\n")
 
 
 # ---------------------------------------------------------------- one reader of run dirs
@@ -141,23 +136,18 @@ def test_run_files_are_named_in_run_only():
     assert not stale, f"these no longer spell a run file; drop them from SPELLS_RUN_FILES: {stale}"
 
 
-@pytest.mark.parametrize("planted", [
+# run files spelt by hand, planted (test_each_checker_finds_what_is_planted)
+PLANTED_RUN_FILES = [
     'metrics = json.loads((run_dir / "metrics.json").read_text())\n',
     'record = run_dir / ".hydra" / "config.yaml"\n',
     'record = f"{run_dir}/.hydra/overrides.yaml"\n',
     'done = [p for p in root.rglob("metrics.json")]\n',
-])
-def test_run_file_literals_are_found_where_planted(planted):
-    assert run_file_literals(planted), planted
-
-
-def test_prose_about_run_files_is_not_a_literal():
-    clean = ('"""Reads metrics.json and .hydra/config.yaml through RunDir."""\n'
-             'log.info("each such sentence counted in metrics.json: data/split_long")\n'
-             'status = "damaged (no metrics.json)"\n'
-             'log_path = run_dir / "metrics.jsonl"\n'
-             "done = (run_dir / METRICS_FILE).is_file()\n")
-    assert run_file_literals(clean) == []
+]
+NOT_RUN_FILES = ('"""Reads metrics.json and .hydra/config.yaml through RunDir."""\n'
+                 'log.info("each such sentence counted in metrics.json: data/split_long")\n'
+                 'status = "damaged (no metrics.json)"\n'
+                 'log_path = run_dir / "metrics.jsonl"\n'
+                 "done = (run_dir / METRICS_FILE).is_file()\n")
 
 
 # ---------------------------------------------------------------- docs pages a reader takes in
@@ -241,3 +231,18 @@ def test_a_name_defined_twice_is_found():
                "c.py": "class describe:\n    pass\n"}
     assert names_defined_twice(planted) == {"REPLICATES": ["a.py", "b.py"],
                                             "describe": ["a.py", "c.py"]}
+
+
+# ---------------------------------------------------------------- the checkers find what they must
+
+
+@pytest.mark.parametrize("checker, planted", [*((history_in, p) for p in PLANTED_HISTORY),
+                                              *((run_file_literals, p) for p in PLANTED_RUN_FILES)])
+def test_each_checker_finds_what_is_planted(checker, planted):
+    assert checker(planted), planted
+
+
+@pytest.mark.parametrize("checker, allowed", [(history_in, NOT_HISTORY),
+                                              (run_file_literals, NOT_RUN_FILES)])
+def test_each_checker_passes_what_is_allowed(checker, allowed):
+    assert checker(allowed) == []
