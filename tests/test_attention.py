@@ -357,7 +357,7 @@ def test_paired_replicates_are_the_statistic_on_each_resample_by_hand():
     puncts = [np.zeros(n, dtype=bool) for n in lengths]
     indices = bootstrap_indices(len(lengths), replicates=20)
     columns = {}
-    for which, prefix in attention.KEY_PREFIX.items():
+    for which, prefix in attention.ATTENTION_PREFIX.items():
         sums, rows = attention.collect_sentence_sums(maps[which], puncts)
         columns.update(attention.compute_stat_replicates(sums, rows, indices, prefix))
         columns.update(compute_head_distances(StackedMaps(maps[which]), len(lengths), indices,
@@ -402,11 +402,11 @@ TWIN_RUN = ["analysis=attention", "task=synthetic_pos", "logger=none", "init=ran
 def probe_twin(tmp_path) -> tuple[dict, object]:
     """A tiny attention probe run, then its context rebuilt on the run's feature cache."""
     from bertology.config.probe_config import load_probe_config
-    from bertology.pipelines.probe import build_context, run
+    from bertology.pipelines.probe import build_probe_context, run
 
     cfg = compose_config("probe", [*TWIN_RUN, f"paths.cache_dir={tmp_path / 'cache'}"])
     metrics = run(cfg, tmp_path / "run")
-    return metrics, build_context(load_probe_config(cfg), tmp_path / "again")
+    return metrics, build_probe_context(load_probe_config(cfg), tmp_path / "again")
 
 
 def test_the_twin_writes_attention_metrics_on_the_models_resamples(tmp_path):

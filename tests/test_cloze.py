@@ -204,9 +204,11 @@ def test_missing_and_malformed_files_are_user_errors(tmp_path):
 
 def test_sample_is_seeded_capped_and_in_file_order():
     items = list(range(50))
-    drawn = data.sample(items, 10, "x", 0)
-    assert len(drawn) == 10 and drawn == sorted(drawn) and drawn == data.sample(items, 10, "x", 0)
-    assert drawn != data.sample(items, 10, "x", 1) and data.sample(items, 60, "x", 0) == items
+    drawn = data.sample_items(items, 10, "x", 0)
+    assert len(drawn) == 10 and drawn == sorted(drawn)
+    assert drawn == data.sample_items(items, 10, "x", 0)
+    assert drawn != data.sample_items(items, 10, "x", 1)
+    assert data.sample_items(items, 60, "x", 0) == items
 
 
 # ---------------------------------------------------------------- the pipeline

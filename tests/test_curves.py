@@ -16,7 +16,7 @@ from bertology.run.rundir import RunDir
 from bertology.study.curves import (
     compute_layer_curves,
     differing_labels,
-    plot_layer_curves,
+    plot_layer_curves_across_runs,
     shorten_paths,
 )
 
@@ -86,7 +86,7 @@ def test_runs_without_the_metric_make_no_curve():
 
 def test_a_figure_per_task_with_two_curves_or_more(tmp_path):
     alone = RunDir(Path("/r/n"), probe_metrics([0.2, 0.3, 0.4]), config("/r/m", 0, task="ner"))
-    figures = plot_layer_curves([*sweep_runs(), alone], tmp_path)
+    figures = plot_layer_curves_across_runs([*sweep_runs(), alone], tmp_path)
     assert figures == {"probe accuracy per layer on synthetic_pos":
                        "plots/layers_accuracy_synthetic_pos.png"}  # ner has one curve: none
     assert (tmp_path / "plots" / "layers_accuracy_synthetic_pos.png").stat().st_size > 0

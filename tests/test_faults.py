@@ -29,7 +29,7 @@ from bertology.pipelines import report
 from bertology.run import tracking
 from bertology.run.rundir import is_finished, read_status, run_status
 from bertology.run.tracking import without_wall_clock
-from bertology.run.write_errors import FIXES, describe, errno_of
+from bertology.run.write_errors import FIXES, describe_write_error, errno_of
 from bertology.training import checkpoint
 from bertology.training.checkpoint import find_damage, list_checkpoints
 
@@ -464,7 +464,7 @@ def test_describe_names_the_error_the_path_and_the_fix(code, path, expected, tmp
     (run_dir / "checkpoints" / "step_00000006").mkdir(parents=True)
     (run_dir / "checkpoints" / "step_00000006" / "state.json").write_text("{}")
     path = str(run_dir / path) if not path.startswith("/") else path
-    line = describe(OSError(code, os.strerror(code), path), run_dir)
+    line = describe_write_error(OSError(code, os.strerror(code), path), run_dir)
     if expected is None:
         assert line is None
         return

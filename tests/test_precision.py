@@ -195,7 +195,7 @@ def test_every_precision_line_fits_the_log_contract(monkeypatch, tmp_path):
     monkeypatch.setattr(torch.cuda, "get_device_name",
                         lambda device=None: "NVIDIA H100 80GB HBM3 with a long marketing name")
     gpu = precision.choose("auto", torch.device("cuda"), None, deep)
-    lines = [precision.describe(c) for c in (timed, cached, several, untimed, gpu)]
+    lines = [precision.describe_choice(c) for c in (timed, cached, several, untimed, gpu)]
     assert "fp32 0.0259 s/step, bf16 0.0477 s/step" in lines[0] and "cached" in lines[1]
     for line in lines:
         assert LOG_PREFIX + len(line) < 200, line

@@ -32,7 +32,7 @@ from bertology.study.members import (
     member_steps,
     write_members_table,
 )
-from bertology.study.steps import Encoder, encoder_steps, model_reading, sst2_model_steps
+from bertology.study.steps import EncoderSteps, encoder_steps, model_reading, sst2_model_steps
 from bertology.study.summary import write_summary
 
 
@@ -189,7 +189,7 @@ def test_population_members_fine_tune_on_sst2_at_their_own_rate_and_size(tmp_pat
     fine-tuning (CoNLL) and MiniLM's own stay the studies'."""
     studies = reproduce.studies_to_run(None)
     steps, _ = population_steps(2, (), studies, tmp_path / "out", tmp_path / "cache")
-    minilm = encoder_steps(studies, Encoder(tmp_path / "m", tmp_path / "l"))
+    minilm = encoder_steps(studies, EncoderSteps(tmp_path / "m", tmp_path / "l"))
     conll_trainers = set()
     for label, step_list, rate, phrases in (("member", steps, 3e-4, 4000),
                                             ("MiniLM", minilm, 1e-4, 1500)):
@@ -312,7 +312,7 @@ def test_an_sst2_model_is_reused_only_where_its_command_made_it(tmp_path):
     """A rerun into the same --out keeps a finished SST-2 model made by the same command (the
     overrides Hydra recorded); one an older recipe made is a one-line error naming the dir,
     not a model the studies would read under a command that does not describe it."""
-    encoder = Encoder(tmp_path, tmp_path / "logs")
+    encoder = EncoderSteps(tmp_path, tmp_path / "logs")
     seeds = {"sst2_model": (0,), "sst2_twin": ()}
     [step] = sst2_model_steps(encoder, seeds)
     run_dir = tmp_path / "sst2_model" / "seed_0"

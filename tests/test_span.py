@@ -31,7 +31,7 @@ from bertology.config.pretrain_config import load_pretrain_config
 from bertology.data.corpora import build_corpus
 from bertology.data.formats import Specials, build_examples, count_tokens
 from bertology.errors import UserError
-from bertology.models.build import build_model, checkpoint_family
+from bertology.models.build import build_model, load_checkpoint_family
 from bertology.models.spanbert import SpanBoundaryHead, load_sbo_head
 from bertology.objectives import OBJECTIVES, span
 from bertology.objectives.mlm import IGNORE, MaskingSpec
@@ -332,9 +332,9 @@ def test_a_bert_checkpoint_continues_as_spanbert_with_a_new_head(synthetic_token
     model = spanbert(synthetic_tokenizer)
     del model.sbo_head
     model.save_pretrained(tmp_path)  # a plain BertForMaskedLM
-    assert checkpoint_family(str(tmp_path), "spanbert") == "spanbert"
-    assert checkpoint_family(str(tmp_path), "bert") == "bert"
-    assert checkpoint_family(str(tmp_path), "roberta") == "bert"  # the checkpoint decides
+    assert load_checkpoint_family(str(tmp_path), "spanbert") == "spanbert"
+    assert load_checkpoint_family(str(tmp_path), "bert") == "bert"
+    assert load_checkpoint_family(str(tmp_path), "roberta") == "bert"  # the checkpoint decides
     assert isinstance(spanbert(synthetic_tokenizer, str(tmp_path)).sbo_head, SpanBoundaryHead)
 
 

@@ -14,8 +14,8 @@ from bertology.data.synthetic import (
     GRAMMAR_VERSION,
     UPOS_TAGS,
     Agreement,
-    Document,
     Sentence,
+    SyntheticDocument,
     generate_corpus,
     iter_documents,
 )
@@ -28,12 +28,12 @@ CONTENT_UPOS = {"NOUN", "VERB", "ADJ"}
 
 
 @pytest.fixture(scope="module")
-def corpus() -> list[Document]:
+def corpus() -> list[SyntheticDocument]:
     return generate_corpus(3000, seed=123)
 
 
 @pytest.fixture(scope="module")
-def sentences(corpus: list[Document]) -> list[Sentence]:
+def sentences(corpus: list[SyntheticDocument]) -> list[Sentence]:
     return [s for doc in corpus for s in doc.sentences]
 
 
@@ -193,7 +193,7 @@ def test_text_round_trips_words(sentences: list[Sentence]) -> None:
         assert [w.lower() for w in text[:-1].split()] == [w.lower() for w in s.words[:-1]]
 
 
-def test_document_text_joins_sentences(corpus: list[Document]) -> None:
+def test_document_text_joins_sentences(corpus: list[SyntheticDocument]) -> None:
     for doc in corpus[:50]:
         assert doc.text == " ".join(s.text for s in doc.sentences)
         assert doc.topic in lx.TOPICS and doc.sentences
@@ -285,7 +285,7 @@ def _jaccard(a: set[str], b: set[str]) -> float:
     return len(a & b) / len(a | b) if a | b else 0.0
 
 
-def test_topic_coherence(corpus: list[Document]) -> None:
+def test_topic_coherence(corpus: list[SyntheticDocument]) -> None:
     docs = [[_content_lemmas(s) for s in d.sentences] for d in corpus if len(d.sentences) >= 2]
     same = statistics.mean(
         _jaccard(a, b) for sents in docs for a, b in itertools.combinations(sents, 2)
@@ -298,7 +298,7 @@ def test_topic_coherence(corpus: list[Document]) -> None:
     assert same > 3 * different and same - different > 0.05, (same, different)
 
 
-def test_documents_mostly_use_their_topic_lexicon(corpus: list[Document]) -> None:
+def test_documents_mostly_use_their_topic_lexicon(corpus: list[SyntheticDocument]) -> None:
     hits = total = 0
     for doc in corpus:
         lex = lx.TOPICS[doc.topic]

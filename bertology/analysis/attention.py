@@ -63,8 +63,8 @@ KOVALEVA_MIN_WORDS = 6
 # near uniform (initializer_range 0.02 keeps q·k small), so e.g. its mass on [CLS], [SEP] and
 # punctuation is about their share of the sentence's tokens, and its best "dependency head" is
 # near chance; Clark et al. (2019) report no such null, as position.py's Lin et al. report none
-ENCODERS = ("model", "random")
-KEY_PREFIX = {"model": "attention", "random": "attention/random"}
+ATTENTION_ENCODERS = ("model", "random")
+ATTENTION_PREFIX = {"model": "attention", "random": "attention/random"}
 TABLE_SCOPE = {"model": "", "random": "random_"}  # the model's tables keep their names
 TWIN_LINE = (("special_heads_fraction", "special heads"), ("deps/nsubj/accuracy", "nsubj head"),
              ("head_divergence/across_minus_within", "JS across − within"))
@@ -244,7 +244,7 @@ def run_head_stats(ctx, settings: AttentionSettings, which: str, features, sente
     change with compare_to: (metrics, their replicates over the resamples `indices`, the
     per-layer table rows). `keep`: the eval sentences read (windows.within_windows), None for
     the first len(sentences)."""
-    task, count, prefix = ctx.config.task.name, len(sentences), KEY_PREFIX[which]
+    task, count, prefix = ctx.config.task.name, len(sentences), ATTENTION_PREFIX[which]
     puncts = [build_punctuation_mask(s) for s in sentences]
     maps = iter_attention_maps(features, range(count), f"attention stats ({which})")
     sums, word_rows = collect_sentence_sums(maps, puncts)
@@ -333,7 +333,7 @@ def run(ctx, settings: AttentionSettings) -> dict[str, float]:
     random-init twin, Kovaleva classes (and the change with compare_to) of the model, on the
     first max_sentences eval sentences."""
     task = ctx.config.task.name
-    features = {which: ctx.features(which, "eval") for which in ENCODERS}
+    features = {which: ctx.features(which, "eval") for which in ATTENTION_ENCODERS}
     sentences = ctx.sentences("eval")[: settings.max_sentences]
     encoder = ctx.encoder("model")  # the twin has its config, so the same windows
     keep, line = within_windows(encoder.model.config, encoder.tokenizer, sentences,
@@ -352,7 +352,7 @@ def run(ctx, settings: AttentionSettings) -> dict[str, float]:
     resamples = (bootstrap_indices(len(sentences)),
                  bootstrap_indices(len(sentences) // 2) if len(sentences) > 1 else None)
     metrics, replicates, rows = {}, {}, []
-    for which in ENCODERS:
+    for which in ATTENTION_ENCODERS:
         encoder_metrics, columns, layer_rows = run_encoder(ctx, settings, which,
                                                            features[which], sentences,
                                                            resamples, keep)
@@ -385,7 +385,7 @@ def run_encoder(ctx, settings: AttentionSettings, which: str, features, sentence
                                                  indices, keep)
     deps, dep_columns = run_dependencies(ctx, settings, features, sentences, which, held_out)
     distances, distance_columns = compute_head_distances(features, len(sentences), indices,
-                                                         KEY_PREFIX[which])
+                                                         ATTENTION_PREFIX[which])
     columns = {"attention": stat_columns, "attention_deps": dep_columns,
                "head_similarity": distance_columns}
     return {**metrics, **deps, **distances}, columns, rows

@@ -92,7 +92,7 @@ def run_blimp(scorer: Scorer, data_dir: Path, settings: ClozeSettings, seed: int
     terms, groups = {}, {}
     for paradigm in data.blimp_paradigms(data_dir, settings.blimp_paradigms):
         terms[paradigm], pairs = data.load_blimp(data_dir, paradigm)
-        groups[paradigm] = data.sample(pairs, settings.max_items, f"blimp/{paradigm}", seed)
+        groups[paradigm] = data.sample_items(pairs, settings.max_items, f"blimp/{paradigm}", seed)
     results = score_pair_groups(scorer, groups, "cloze: BLiMP PLL")
     by_term = defaultdict(list)
     for paradigm, result in results.items():
@@ -112,7 +112,7 @@ def run_marvin_linzen(scorer: Scorer, data_dir: Path, settings: ClozeSettings, s
         for construction in constructions:
             for condition, pairs in data.load_marvin_linzen(data_dir, construction).items():
                 key = f"{construction}/{condition}"
-                groups[key] = data.sample(pairs, settings.max_items, f"ml/{key}", seed)
+                groups[key] = data.sample_items(pairs, settings.max_items, f"ml/{key}", seed)
                 members[(phenomenon, construction)].append(key)
     results = score_pair_groups(scorer, groups, "cloze: Marvin & Linzen PLL")
     rows = [result_row("agreement", f"marvin_linzen/{k}", "accuracy", *r)
@@ -141,8 +141,8 @@ def run_colorless_green(scorer: Scorer, data_dir: Path, settings: ClozeSettings,
             skipped[item.kind] += 1
             continue
         by_pattern[item.pattern].append((item, encoded, list(ids)))
-    chosen = [entry for pattern, entries in by_pattern.items()
-              for entry in data.sample(entries, settings.max_items, f"gulordava/{pattern}", seed)]
+    chosen = [entry for pattern, entries in by_pattern.items() for entry in
+              data.sample_items(entries, settings.max_items, f"gulordava/{pattern}", seed)]
     _, scores = compute_mask_scores(scorer, [e[1] for e in chosen], [e[2] for e in chosen],
                                     "cloze: colorless green")
     outcomes = defaultdict(list)
@@ -285,7 +285,7 @@ def run_lama(scorer: Scorer, data_dir: Path, settings: ClozeSettings, seed: int
         facts = data.load_google_re(data_dir, relation)
         ids = {name: token_id(scorer.tokenizer, name) for name in {f.object for f in facts}}
         single = [fact for fact in facts if ids[fact.object] is not None]
-        chosen = data.sample(single, settings.max_items, f"lama/{relation}", seed)
+        chosen = data.sample_items(single, settings.max_items, f"lama/{relation}", seed)
         encoded = [encode_cloze(scorer, fact.cloze, fact.object) for fact in chosen]
         kept = [(e, ids[fact.object]) for fact, e in zip(chosen, encoded) if e is not None]
         tops, _ = compute_mask_scores(scorer, [e for e, _ in kept], [[t] for _, t in kept],

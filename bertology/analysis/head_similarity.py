@@ -16,12 +16,12 @@ import numpy as np
 from bertology.analysis.features import Features
 from bertology.run.replicates import compute_mean_replicates
 
-EPS = 1e-12
+LOG_EPS = 1e-12
 
 
 def entropy(p: np.ndarray) -> np.ndarray:
     """Entropy in nats over the last axis."""
-    return -(p * np.log(p + EPS)).sum(axis=-1)
+    return -(p * np.log(p + LOG_EPS)).sum(axis=-1)
 
 
 def compute_pair_divergence(maps: np.ndarray) -> np.ndarray:

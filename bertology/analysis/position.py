@@ -36,11 +36,11 @@ from bertology.run.tables import write_table
 
 log = logging.getLogger(__name__)
 
-# The model, and the same architecture with fresh weights (context.ENCODERS' "random"): a
+# The model, and the same architecture with fresh weights (probe_context.ENCODERS' "random"): a
 # claim about what pretraining put in the model is a contrast with this twin, which already
 # knows some position from its position embeddings (Hewitt & Liang's point for probes, 2019)
-ENCODERS = ("model", "random")
-KEY_PREFIX = {"model": "position", "random": "position/random"}
+POSITION_ENCODERS = ("model", "random")
+POSITION_PREFIX = {"model": "position", "random": "position/random"}
 
 
 def position_units(ctx, split: str, max_position: int) -> tuple[Units, np.ndarray]:
@@ -81,8 +81,8 @@ def run(ctx, settings: PositionSettings) -> dict[str, float]:
     # the same sentences, so model − twin is a paired contrast resample by resample
     indices = bootstrap_indices(len(ctx.sentences("eval")))
     rows, columns = [], {}
-    for which in ENCODERS:
-        encoder_rows, encoder_columns = probe_encoder(ctx, which, settings, train,
+    for which in POSITION_ENCODERS:
+        encoder_rows, encoder_columns = fit_position_probes(ctx, which, settings, train,
                                                       (evaluation, sentence_of), indices)
         rows.extend(encoder_rows)
         columns.update(encoder_columns)
@@ -97,10 +97,10 @@ def run(ctx, settings: PositionSettings) -> dict[str, float]:
                       baselines=[{"model": "majority position", "accuracy": majority}],
                       keys=encoder_keys("position", **{
                           "majority position": "position/majority_accuracy"}))
-    return summarise(rows, majority)
+    return summarise_position(rows, majority)
 
 
-def probe_encoder(ctx, which: str, settings: PositionSettings, train: Units,
+def fit_position_probes(ctx, which: str, settings: PositionSettings, train: Units,
                   evaluation: tuple[Units, np.ndarray], indices: np.ndarray
                   ) -> tuple[list[dict], dict[str, np.ndarray]]:
     """One encoder's table rows (a row per layer and seed) and replicate columns (a column
@@ -109,7 +109,7 @@ def probe_encoder(ctx, which: str, settings: PositionSettings, train: Units,
     units, sentence_of = evaluation
     sentences = indices.shape[1]
     train_features, eval_features = ctx.features(which, "train"), ctx.features(which, "eval")
-    prefix = KEY_PREFIX[which]
+    prefix = POSITION_PREFIX[which]
     rows, columns = [], {}
     for layer in tqdm(range(train_features.num_layers + 1), desc=f"position probes ({which})"):
         x_eval = unit_features(eval_features.layer(layer), units.rows)
@@ -129,12 +129,12 @@ def probe_encoder(ctx, which: str, settings: PositionSettings, train: Units,
     return rows, columns
 
 
-def summarise(rows: list[dict], majority: float) -> dict[str, float]:
+def summarise_position(rows: list[dict], majority: float) -> dict[str, float]:
     """Means over seeds: position/layer_LL/accuracy, position/random/layer_LL/accuracy."""
     metrics = {"position/majority_accuracy": majority}
     groups: dict[str, list[float]] = {}
     for row in rows:
-        key = f"{KEY_PREFIX[row['model']]}/layer_{row['layer']:02d}/accuracy"
+        key = f"{POSITION_PREFIX[row['model']]}/layer_{row['layer']:02d}/accuracy"
         groups.setdefault(key, []).append(row["accuracy"])
     metrics.update({key: float(np.mean(values)) for key, values in groups.items()})
     return metrics

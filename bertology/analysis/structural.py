@@ -30,8 +30,8 @@ from tqdm.auto import tqdm
 from bertology.analysis.features import Features
 from bertology.analysis.probe_context import device
 from bertology.analysis.tree_scores import (
-    METRICS,
     PARTS,
+    TREE_METRICS,
     compute_depths,
     compute_tree_distances,
     linear_baseline_parts,
@@ -89,7 +89,7 @@ def compute_probe_loss(pred: torch.Tensor, gold: torch.Tensor, lengths: torch.Te
     return (error / lengths.float() ** (pred.dim() - 1)).mean()
 
 
-def pad_batch(xs: list[torch.Tensor], ys: list[torch.Tensor]):
+def pad_probe_batch(xs: list[torch.Tensor], ys: list[torch.Tensor]):
     """Padded (b, n, dim) inputs, (b, n[, n]) targets and (b,) lengths on the device."""
     lengths = torch.tensor([len(x) for x in xs])
     n = int(lengths.max())
@@ -104,7 +104,7 @@ def pad_batch(xs: list[torch.Tensor], ys: list[torch.Tensor]):
 def compute_heldout_loss(probe: StructuralProbe, xs, ys, batch_size: int) -> float:
     total = 0.0
     for start in range(0, len(xs), batch_size):
-        hidden, gold, lengths = pad_batch(xs[start: start + batch_size],
+        hidden, gold, lengths = pad_probe_batch(xs[start: start + batch_size],
                                           ys[start: start + batch_size])
         total += float(compute_probe_loss(probe(hidden), gold, lengths)) * len(lengths)
     return total / len(xs)
@@ -133,7 +133,7 @@ def fit_probe(kind: str, train: tuple[list, list], heldout: tuple[list, list],
         indices = order.permutation(len(train[0]))
         for start in range(0, len(indices), settings.batch_size):
             batch = indices[start: start + settings.batch_size]
-            hidden, gold, lengths = pad_batch([train[0][i] for i in batch],
+            hidden, gold, lengths = pad_probe_batch([train[0][i] for i in batch],
                                               [train[1][i] for i in batch])
             loss = compute_probe_loss(probe(hidden), gold, lengths)
             optimizer.zero_grad()
@@ -199,7 +199,7 @@ def split_heldout(count: int) -> tuple[np.ndarray, np.ndarray]:
     return np.sort(order[cut:]), np.sort(order[:cut])
 
 
-def probe_encoder(ctx, which: str, settings: StructuralSettings,
+def fit_structural_probes(ctx, which: str, settings: StructuralSettings,
                   targets: dict[str, dict[str, list]], weights: np.ndarray
                   ) -> tuple[list[dict], dict[str, np.ndarray]]:
     """A row per (layer, seed, probe) of one encoder: fit on train, score on eval; and the
@@ -230,7 +230,7 @@ def probe_encoder(ctx, which: str, settings: StructuralSettings,
     return rows, {key: np.mean(seeds, axis=0) for key, seeds in replicates.items()}
 
 
-def summarise(rows: list[dict], metrics: list[str]) -> dict[str, float]:
+def summarise_structural(rows: list[dict], metrics: list[str]) -> dict[str, float]:
     """Means over seeds per layer (model, random), the baseline, and the model's best layer
     (best_layer/<metric> is its index, best/<metric> its score)."""
     out: dict[str, float] = {}
@@ -259,7 +259,8 @@ def run(ctx, settings: StructuralSettings) -> dict[str, float]:
     weights = resample_counts(bootstrap_indices(len(evaluation)))  # (resamples, sentences)
     rows, columns = [], {}
     for which in encoders:
-        encoder_rows, encoder_columns = probe_encoder(ctx, which, settings, targets, weights)
+        encoder_rows, encoder_columns = fit_structural_probes(ctx, which, settings, targets,
+                                                              weights)
         prefix = "structural" if which == "model" else f"structural/{which}"
         rows += encoder_rows
         columns.update({f"{prefix}/{key}": reps for key, reps in encoder_columns.items()})
@@ -269,7 +270,7 @@ def run(ctx, settings: StructuralSettings) -> dict[str, float]:
                                                  targets["eval"]).items():
             columns.update({f"structural/linear_baseline/{metric}": reps for metric, reps in
                             score_parts(kind, parts, weights).items()})
-    metrics = [m for kind in settings.probes for m in METRICS[kind]]
+    metrics = [m for kind in settings.probes for m in TREE_METRICS[kind]]
     write_table(ctx.out_dir, f"structural_{task}", rows)
     write_replicates(ctx.out_dir, f"structural_{task}", columns,
                      compute_sentence_ids(evaluation), ctx.splits.eval_pool)
@@ -279,4 +280,4 @@ def run(ctx, settings: StructuralSettings) -> dict[str, float]:
                       baselines=[row for row in rows if row["model"] == "linear_baseline"],
                       keys=encoder_keys("structural",
                                         linear_baseline="structural/linear_baseline/{metric}"))
-    return summarise(rows, metrics)
+    return summarise_structural(rows, metrics)

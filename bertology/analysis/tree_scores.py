@@ -16,7 +16,7 @@ from bertology.errors import require
 
 PUNCT_UPOS = ("PUNCT", "SYM")  # H&M leave punctuation out of UUAS and root accuracy
 SPEARMAN_LENGTHS = (5, 50)  # H&M average DSpr./NSpr. over sentence lengths 5-50
-METRICS = {"distance": ("uuas", "dist_spearman"), "depth": ("root_acc", "depth_spearman")}
+TREE_METRICS = {"distance": ("uuas", "dist_spearman"), "depth": ("root_acc", "depth_spearman")}
 
 
 # ---------------------------------------------------------------- trees (pure)
@@ -178,10 +178,10 @@ def compute_length_average_replicates(parts: dict[str, np.ndarray], weights: np.
 
 def score_parts(kind: str, parts: dict[str, np.ndarray], weights: np.ndarray
                 ) -> dict[str, np.ndarray]:
-    """(resamples,) each metric of METRICS[kind] on resampled sentences: the pooled ratio
+    """(resamples,) each metric of TREE_METRICS[kind] on resampled sentences: the pooled ratio
     hits / units (UUAS, root accuracy; 0 with no units) and the length-averaged Spearman."""
     hits, units = weights @ parts["hits"], weights @ parts["units"]
-    ratio, spearman = METRICS[kind]
+    ratio, spearman = TREE_METRICS[kind]
     return {ratio: np.where(units > 0, hits / np.maximum(units, 1), 0.0),
             spearman: compute_length_average_replicates(parts, weights)}
 

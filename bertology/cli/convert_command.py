@@ -9,7 +9,7 @@ from pathlib import Path
 from bertology.config.path_checks import is_path
 from bertology.errors import UserError
 
-USAGE = """usage: bertology convert DIR|ORG/NAME[@REVISION] ...
+CONVERT_USAGE = """usage: bertology convert DIR|ORG/NAME[@REVISION] ...
 
 Writes DIR/model.safetensors from DIR/pytorch_model.bin (read with torch.load(...,
 weights_only=True), which runs no code), checked against it before it is renamed into place;
@@ -21,7 +21,7 @@ that names the id (at that revision) then reads."""
 
 def main(argv: list[str]) -> int:
     if argv[:1] in (["-h"], ["--help"]):
-        print(USAGE)
+        print(CONVERT_USAGE)
         return 0
     if not argv or any(arg.startswith("-") for arg in argv):
         raise UserError(f"convert takes checkpoint folders or hub ids, got "

@@ -16,7 +16,7 @@ from bertology.config.data_sets import DataSet, check_set, data_root, load_manif
 from bertology.data.fetch import fetch_set, mirror_base
 from bertology.errors import UserError, require
 
-USAGE = """bertology data list
+DATA_USAGE = """bertology data list
        bertology data fetch NAME [NAME ...] | --all
        bertology data verify [NAME ...]
 
@@ -24,7 +24,7 @@ The data root is BERTOLOGY_DATA_DIR (default ~/.cache/bertology/data); fetch rea
 from its source (or BERTOLOGY_DATA_MIRROR, a URL or folder in the same layout)."""
 
 
-class Parser(argparse.ArgumentParser):
+class DataParser(argparse.ArgumentParser):
     """argparse, its errors as one line (a UserError) instead of usage text."""
 
     def error(self, message: str):
@@ -32,7 +32,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = Parser(prog="bertology data", usage=USAGE)
+    parser = DataParser(prog="bertology data", usage=DATA_USAGE)
     verbs = parser.add_subparsers(dest="verb")
     verbs.add_parser("list")
     fetch = verbs.add_parser("fetch")
@@ -51,7 +51,7 @@ def chosen(names: list[str]) -> list[DataSet]:
     return [sets[name] for name in dict.fromkeys(names)]
 
 
-def status_of(data_set: DataSet, root: Path) -> str:
+def data_set_status(data_set: DataSet, root: Path) -> str:
     check = check_set(data_set, root)
     if check.verified:
         return "verified"
@@ -66,7 +66,8 @@ def list_sets(root: Path) -> None:
     print(f"data root: {root}")
     for data_set in load_manifest().values():
         license = data_set.license + (" (non-commercial)" if data_set.non_commercial else "")
-        print(f"{data_set.name:<28} {data_set.bytes / 1e6:6.1f} MB  {status_of(data_set, root)}"
+        status = data_set_status(data_set, root)
+        print(f"{data_set.name:<28} {data_set.bytes / 1e6:6.1f} MB  {status}"
               f"\n    {data_set.what}\n    source: {data_set.source}; license: {license}")
 
 
@@ -115,4 +116,4 @@ def main(argv: list[str]) -> None:
     elif args.verb == "verify":
         verify(args.names, root)
     else:
-        print(f"usage: {USAGE}")
+        print(f"usage: {DATA_USAGE}")

@@ -56,7 +56,7 @@ from bertology.run.resume import (
     resume_mode,
 )
 from bertology.run.rundir import RunInUse, check_not_in_use, is_finished, run_status
-from bertology.run.write_errors import describe, errno_of
+from bertology.run.write_errors import describe_write_error, errno_of
 
 # pipeline -> the check its config must pass before a run directory is made
 CONFIG_CHECKS = {
@@ -170,7 +170,7 @@ def _run_job(pipeline: str, cfg: DictConfig) -> None:
         log.error("%s", err)
         sys.exit(fail(pipeline, f"{err} (run dir kept: {out_dir})", EXIT_FAILED))
     except OSError as err:  # the environment failed (disk full, I/O error, a removed dir)
-        message = describe(err, out_dir)
+        message = describe_write_error(err, out_dir)
         if message is None:
             raise
         log.error("%s", message)
@@ -190,7 +190,8 @@ def _run_job(pipeline: str, cfg: DictConfig) -> None:
         sys.exit(EXIT_CTRL_C)
     except Exception as err:  # a library's own error for a failed write (safetensors, torch)
         code = errno_of(err, out_dir)
-        message = None if code is None else describe(OSError(code, os.strerror(code)), out_dir)
+        message = None if code is None else describe_write_error(
+            OSError(code, os.strerror(code)), out_dir)
         if message is None:
             raise
         log.error("%s", message)

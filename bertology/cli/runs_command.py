@@ -32,6 +32,8 @@ from bertology.errors import UserError
 from bertology.run.atomic import write_text_atomic
 from bertology.run.rundir import (
     HEADLINE,
+    HYDRA_DIR,
+    METRICS_FILE,
     STATUS,
     RunDir,
     is_finished,
@@ -80,8 +82,8 @@ def listed_runs(roots: list[Path]) -> list[Path]:
     """Run dirs under the roots whatever their status: a Hydra config, and a status record or
     metrics (a dir Hydra made for a refused start has neither)."""
     dirs = {p.parent.parent for root in roots for p in root.rglob("config.yaml")
-            if p.parent.name == ".hydra"}
-    return sorted(d for d in dirs if (d / STATUS).exists() or (d / "metrics.json").exists())
+            if p.parent.name == HYDRA_DIR}
+    return sorted(d for d in dirs if (d / STATUS).exists() or (d / METRICS_FILE).exists())
 
 
 def status_of(path: Path) -> tuple[str, str]:
@@ -91,7 +93,7 @@ def status_of(path: Path) -> tuple[str, str]:
         return "damaged (status.json unreadable)", ""
     record = record or {}
     status = record.get("status") or ("finished" if is_finished(path) else "unknown")
-    if status == "finished" and not (path / "metrics.json").is_file():
+    if status == "finished" and not (path / METRICS_FILE).is_file():
         status = "damaged (no metrics.json)"
     return str(status), str(record.get("pipeline", ""))
 

@@ -141,7 +141,7 @@ def check_layer_map(layer_map: list[int], num_student: int, num_teacher: int) ->
 TEACHER_KEYS = ("name_or_path", "model", "size", "trainer")
 
 
-GROUPS = ("objective", "teacher", "student", "kd", "size", "task", "trainer", "logger",
+DISTILL_GROUPS = ("objective", "teacher", "student", "kd", "size", "task", "trainer", "logger",
           "paths")
 
 
@@ -150,7 +150,7 @@ def load_distill_config(cfg: DictConfig) -> DistillConfig:
     Everything a teacher's shape decides (the student's layers, the layer map, matching heads)
     is checked here from config.json or teacher.size, before any teacher is fine-tuned."""
     container = resolve_container(cfg)
-    run = build_top_level(TrainingRunKeys, container, GROUPS)
+    run = build_top_level(TrainingRunKeys, container, DISTILL_GROUPS)
     data_dir, cache_dir = resolve_paths(container)
     teacher = container.get("teacher") or {}
     require(isinstance(teacher, dict), f"teacher={teacher!r} has the wrong type; set "

@@ -73,7 +73,7 @@ def build_finetune_cfg(container: dict, model: dict, size: dict, trainer: dict, 
     })
 
 
-GROUPS = ("objective", "model", "size", "task", "head", "trainer", "logger", "paths")
+FINETUNE_GROUPS = ("objective", "model", "size", "task", "head", "trainer", "logger", "paths")
 
 
 @dataclass
@@ -90,7 +90,7 @@ class FinetuneRunKeys(TrainingRunKeys):
 def load_finetune_config(cfg: DictConfig) -> FinetuneConfig:
     """Check a composed `finetune` config and return its typed view (raises UserError)."""
     container = resolve_container(cfg)
-    run = build_top_level(FinetuneRunKeys, container, GROUPS)
+    run = build_top_level(FinetuneRunKeys, container, FINETUNE_GROUPS)
     data_dir, cache_dir = resolve_paths(container)
     if "objective" in container:  # composed for model/*.yaml's sake; checked all the same
         build_group(ObjectiveConfig, container["objective"], "objective")

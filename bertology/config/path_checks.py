@@ -64,7 +64,7 @@ def read_checkpoint(value: str, key: str) -> dict | None:
             "finetune run's model/) or a hub id")
     require(path.is_dir(), f"{key}={value!r} is a file, not a model dir; give the folder "
             "that holds config.json and model.safetensors")
-    config = read_json(path / "config.json", key)
+    config = read_checked_json(path / "config.json", key)
     require(isinstance(config, dict) and isinstance(config.get("model_type"), str),
             f"{path / 'config.json'} names no model_type; give a model dir saved by "
             "save_pretrained (a bertology model/ dir or a hub id)")
@@ -207,7 +207,7 @@ def check_safetensors(path: Path, key: str) -> dict:
     return header
 
 
-def read_json(path: Path, key: str) -> object:
+def read_checked_json(path: Path, key: str) -> object:
     require(not path.is_dir(), f"{key}: {path} is a folder, not a file; give a model dir "
             "saved by save_pretrained (e.g. a finetune run's model/)")
     require(path.is_file(), f"{key}: {path} does not exist; give a model dir saved by "
@@ -389,7 +389,7 @@ def weight_names(path: Path) -> list[str]:
     then JSON) or the shard index, without reading a weight."""
     index = path / "model.safetensors.index.json"
     if index.is_file():
-        return list(read_json(index, "model.name_or_path").get("weight_map", {}))
+        return list(read_checked_json(index, "model.name_or_path").get("weight_map", {}))
     check_safetensors(path / "model.safetensors", "model.name_or_path")
     header, _ = read_safetensors_header(path / "model.safetensors")
     return [name for name in header if name != "__metadata__"]

@@ -100,7 +100,7 @@ class PretrainConfig:
         )
 
 
-GROUPS = ("model", "size", "objective", "data", "trainer", "logger", "downstream", "paths")
+PRETRAIN_GROUPS = ("model", "size", "objective", "data", "trainer", "logger", "downstream", "paths")
 
 
 @dataclass
@@ -112,7 +112,7 @@ class DownstreamSettings:
 def load_pretrain_config(cfg: DictConfig) -> PretrainConfig:
     """Check a composed `pretrain` config and return its typed view (raises UserError)."""
     container = resolve_container(cfg)
-    run = build_top_level(TrainingRunKeys, container, GROUPS)
+    run = build_top_level(TrainingRunKeys, container, PRETRAIN_GROUPS)
     data_dir, cache_dir = resolve_paths(container)
     config = PretrainConfig(
         model=build_group(ModelConfig, container["model"], "model"),

@@ -46,7 +46,7 @@ from bertology.config.pretrain_config import load_pretrain_config
 from bertology.config.twin_checks import check_fine_tuned_twin
 from bertology.errors import require
 
-GROUPS = ("objective", "model", "size", "task", "analysis", "logger", "paths")
+PROBE_GROUPS = ("objective", "model", "size", "task", "analysis", "logger", "paths")
 
 
 @dataclass
@@ -135,7 +135,7 @@ PROBE_TASKS = ("ud_pos, ud_deps, conll03, synthetic_pos, synthetic_depth, "
 def load_probe_config(cfg: DictConfig) -> ProbeConfig:
     """Check a composed `probe` config and return its typed view (raises UserError)."""
     container = resolve_container(cfg)
-    run = build_top_level(ProbeRunKeys, container, GROUPS)
+    run = build_top_level(ProbeRunKeys, container, PROBE_GROUPS)
     data_dir, cache_dir = resolve_paths(container)
     analyses = container.get("analysis") or {}
     require(isinstance(analyses, dict), f"analysis={analyses!r} has the wrong type; pick "

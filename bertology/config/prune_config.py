@@ -165,14 +165,14 @@ def build_distill_cfg(container: dict, teacher_path: str) -> DictConfig:
     })
 
 
-GROUPS = ("objective", "model", "size", "task", "trainer", "logger", "prune", "compression",
+PRUNE_GROUPS = ("objective", "model", "size", "task", "trainer", "logger", "prune", "compression",
           "paths")
 
 
 def load_prune_config(cfg: DictConfig) -> PruneConfig:
     """Check a composed `prune` config and return its typed view (raises UserError)."""
     container = resolve_container(cfg)
-    run = build_top_level(PruneRunKeys, container, GROUPS)
+    run = build_top_level(PruneRunKeys, container, PRUNE_GROUPS)
     if "objective" in container:  # composed for model/*.yaml's sake; checked all the same
         build_group(ObjectiveConfig, container["objective"], "objective")
     # when model.name_or_path is not a task model yet, it is fine-tuned into <run>/finetune

@@ -141,7 +141,7 @@ def read_tsv(path: Path, columns: tuple[str, ...], quoting: int = csv.QUOTE_NONE
     return records
 
 
-def sample(items: list, limit: int, key: str, seed: int) -> list:
+def sample_items(items: list, limit: int, key: str, seed: int) -> list:
     """At most `limit` items: a seeded draw (random.Random(f"{seed}/{key}")), in file order.
     Seeded, not the first N: Marvin & Linzen's files list a condition's pairs template by
     template, so the first N would all share a few nouns."""

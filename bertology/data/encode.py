@@ -14,7 +14,7 @@ from transformers import PreTrainedTokenizerBase
 from bertology.config.groups import TaskConfig
 from bertology.errors import require
 
-IGNORE = -100
+IGNORE = -100  # label of positions without a loss (the torch / transformers convention)
 
 
 def encode_classification(examples: list[dict], tokenizer, task: TaskConfig) -> list[dict]:
@@ -97,13 +97,13 @@ def _inputs(encoded, window: int | None = None) -> dict:
     return {k: list(encoded[k][window]) for k in keys if k in encoded}
 
 
-ENCODERS = {"classification": encode_classification, "tagging": encode_tagging,
+ENCODE_BY_KIND = {"classification": encode_classification, "tagging": encode_tagging,
             "qa": encode_qa}
 
 
 def encode(examples: list[dict], tokenizer: PreTrainedTokenizerBase, task: TaskConfig
            ) -> list[dict]:
-    return ENCODERS[task.kind](examples, tokenizer, task)
+    return ENCODE_BY_KIND[task.kind](examples, tokenizer, task)
 
 
 def build_collate(pad_token_id: int):

@@ -29,7 +29,7 @@ RANDOM_DOC_BUFFER = 256  # documents kept to draw NSP negatives from while strea
 
 
 @dataclass(frozen=True)
-class Sentence:
+class TokenizedSentence:
     ids: np.ndarray  # (tokens,) int32
     starts: np.ndarray  # (tokens,) bool: the token begins a word
 
@@ -55,7 +55,7 @@ class Specials:
 
 def tokenize_documents(
     documents: Iterable[list[str]], tokenizer: PreTrainedTokenizerBase, batch_docs: int = 64
-) -> Iterator[list[Sentence]]:
+) -> Iterator[list[TokenizedSentence]]:
     """Tokenise documents in batches (the fast tokenizer is much quicker on batches)."""
     it = iter(documents)
     while chunk := list(islice(it, batch_docs)):
@@ -66,7 +66,7 @@ def tokenize_documents(
             words = np.array([-1 if w is None else w for w in encoding.word_ids(i)])
             starts = np.ones(len(ids), dtype=bool)
             starts[1:] = words[1:] != words[:-1]
-            sentences.append(Sentence(np.asarray(ids, dtype=np.int32), starts))
+            sentences.append(TokenizedSentence(np.asarray(ids, dtype=np.int32), starts))
         position = 0
         for doc in chunk:
             tokenized = [s for s in sentences[position: position + len(doc)] if len(s.ids)]
@@ -75,10 +75,10 @@ def tokenize_documents(
                 yield tokenized
 
 
-def _concat(parts: list[Sentence]) -> Sentence:
+def _concat(parts: list[TokenizedSentence]) -> TokenizedSentence:
     if not parts:
-        return Sentence(np.zeros(0, np.int32), np.zeros(0, bool))
-    return Sentence(np.concatenate([p.ids for p in parts]),
+        return TokenizedSentence(np.zeros(0, np.int32), np.zeros(0, bool))
+    return TokenizedSentence(np.concatenate([p.ids for p in parts]),
                     np.concatenate([p.starts for p in parts]))
 
 
@@ -90,7 +90,7 @@ def _word_start_first(starts: np.ndarray) -> np.ndarray:
     return starts
 
 
-def _wrap(specials: Specials, a: Sentence, b: Sentence | None = None) -> dict:
+def _wrap(specials: Specials, a: TokenizedSentence, b: TokenizedSentence | None = None) -> dict:
     """[CLS] A [SEP] (B [SEP]); RoBERTa's tokenizer uses <s> and </s> in the same slots."""
     one = np.ones(1, bool)
     ids = [np.array([specials.cls], np.int32), a.ids, np.array([specials.sep], np.int32)]
@@ -104,7 +104,7 @@ def _wrap(specials: Specials, a: Sentence, b: Sentence | None = None) -> dict:
             "token_type_ids": np.concatenate(types), "sentence_label": -1}
 
 
-def _chunks(sentence: Sentence, size: int) -> Iterator[Sentence]:
+def _chunks(sentence: TokenizedSentence, size: int) -> Iterator[TokenizedSentence]:
     """A sentence longer than a whole sequence is cut into sequence-sized pieces (counted in
     metrics.json as data/split_long/sentences, and said in the log once)."""
     if len(sentence.ids) > size:
@@ -112,17 +112,19 @@ def _chunks(sentence: Sentence, size: int) -> Iterator[Sentence]:
               f"is longer than a sequence's {size}; it is cut into sequence-sized pieces "
               "(each such sentence counted in metrics.json: data/split_long/sentences)")
     for start in range(0, len(sentence.ids), size):
-        yield Sentence(sentence.ids[start: start + size], sentence.starts[start: start + size])
+        yield TokenizedSentence(sentence.ids[start: start + size],
+                                sentence.starts[start: start + size])
 
 
 def pack_sentences(
-    documents: Iterable[list[Sentence]], specials: Specials, max_len: int, cross_documents: bool
+    documents: Iterable[list[TokenizedSentence]], specials: Specials, max_len: int,
+    cross_documents: bool,
 ) -> Iterator[dict]:
     """FULL-SENTENCES (cross_documents, with an extra separator at each document boundary) or
     DOC-SENTENCES: contiguous whole sentences packed up to max_len tokens."""
     budget = max_len - 2
-    separator = Sentence(np.array([specials.sep], np.int32), np.ones(1, bool))
-    current: list[Sentence] = []
+    separator = TokenizedSentence(np.array([specials.sep], np.int32), np.ones(1, bool))
+    current: list[TokenizedSentence] = []
     used = 0
     for document in documents:
         if current and cross_documents:
@@ -153,23 +155,23 @@ def _truncate_pair(a: list[int], b: list[int], budget: int, rng: random.Random) 
         del longer[0 if rng.random() < 0.5 else -1]
 
 
-def _pair_example(specials: Specials, a: Sentence, b: Sentence, budget: int,
+def _pair_example(specials: Specials, a: TokenizedSentence, b: TokenizedSentence, budget: int,
                   rng: random.Random) -> dict:
     keep_a, keep_b = list(range(len(a.ids))), list(range(len(b.ids)))
     _truncate_pair(keep_a, keep_b, budget, rng)
-    trimmed_a = Sentence(a.ids[keep_a], a.starts[keep_a])
-    trimmed_b = Sentence(b.ids[keep_b], b.starts[keep_b])
+    trimmed_a = TokenizedSentence(a.ids[keep_a], a.starts[keep_a])
+    trimmed_b = TokenizedSentence(b.ids[keep_b], b.starts[keep_b])
     return _wrap(specials, trimmed_a, trimmed_b)
 
 
-def _random_segment(pool: deque, target: int, rng: random.Random) -> list[Sentence]:
+def _random_segment(pool: deque, target: int, rng: random.Random) -> list[TokenizedSentence]:
     """Sentences from a random other document, from a random start, up to target tokens."""
     document = pool[rng.randrange(len(pool))]
     return _take_segment(document, rng.randrange(len(document)), target)
 
 
 def make_pairs(
-    documents: Iterable[list[Sentence]], specials: Specials, max_len: int, pair_task: str,
+    documents: Iterable[list[TokenizedSentence]], specials: Specials, max_len: int, pair_task: str,
     whole_segments: bool, rng: random.Random,
 ) -> Iterator[dict]:
     """SEGMENT-PAIR (whole_segments: each side several sentences, BERT's
@@ -185,7 +187,7 @@ def make_pairs(
         pool.append(document)
 
 
-def count_long(document: list[Sentence], budget: int) -> None:
+def count_long(document: list[TokenizedSentence], budget: int) -> None:
     """A sentence longer than a pair's whole budget, which truncate_seq_pair will trim (counted
     in metrics.json as data/truncated_long/sentences, and said in the log once)."""
     for sentence in document:
@@ -196,7 +198,8 @@ def count_long(document: list[Sentence], budget: int) -> None:
                   "data/truncated_long/sentences)")
 
 
-def _take_segment(document: list[Sentence], start: int, target: int) -> list[Sentence]:
+def _take_segment(document: list[TokenizedSentence], start: int, target: int
+                  ) -> list[TokenizedSentence]:
     """Consecutive sentences from `start` until they reach `target` tokens or the document ends."""
     chunk, length = [], 0
     for sentence in document[start:]:

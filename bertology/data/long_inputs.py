@@ -1,4 +1,4 @@
-"""Inputs longer than the model can read (issue 41): a task's max_seq_length is held to the
+"""Inputs longer than the model can read: a task's max_seq_length is held to the
 checkpoint's positions, and what is cut or left out is said in the log and in metrics.json.
 
 - task.max_seq_length above the checkpoint's position embeddings would index past them (an

@@ -47,7 +47,7 @@ def load_own(task: TaskConfig, data_dir: Path) -> tuple[list[dict], list[dict], 
     evaluation = read_records(eval_path, task, "eval")
     read = read_tagged if task.kind == "tagging" else read_sentences
     train_rows, eval_rows = read(train_path, train, task), read(eval_path, evaluation, task)
-    labels = task.labels or label_set(train_rows, train_path, task.name)
+    labels = task.labels or own_label_set(train_rows, train_path, task.name)
     given = bool(task.labels)
     return (encode_labels(train_rows, labels, train_path, given),
             encode_labels(eval_rows, labels, eval_path, given), labels)
@@ -163,7 +163,7 @@ def row_labels(row: dict) -> list[str]:
     return row["tags"] if "tags" in row else [row["label"]]
 
 
-def label_set(rows: list[dict], path: Path, name: str) -> list[str]:
+def own_label_set(rows: list[dict], path: Path, name: str) -> list[str]:
     """The train file's labels, sorted (as numbers where every one is an integer, so 10
     follows 9); the log states them, since a model's outputs follow this order."""
     found = {label for row in rows for label in row_labels(row)}

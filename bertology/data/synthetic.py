@@ -90,7 +90,7 @@ class Sentence:
 
 
 @dataclass(frozen=True)
-class Document:
+class SyntheticDocument:
     id: int
     topic: str
     sentences: tuple[Sentence, ...]
@@ -327,7 +327,7 @@ def _validate(num_sentences: int, sentences_per_doc: tuple[int, int]) -> tuple[i
     return n, lo, hi
 
 
-def _documents(num_sentences: int, seed: int, lo: int, hi: int) -> Iterator[Document]:
+def _documents(num_sentences: int, seed: int, lo: int, hi: int) -> Iterator[SyntheticDocument]:
     rng = random.Random(seed)
     topics = sorted(lx.TOPICS)
     produced = doc_id = 0
@@ -335,14 +335,14 @@ def _documents(num_sentences: int, seed: int, lo: int, hi: int) -> Iterator[Docu
         size = min(rng.randint(lo, hi), num_sentences - produced)
         grammar = _DocumentGrammar(rng, topics[rng.randrange(len(topics))])
         sentences = tuple(grammar.sentence() for _ in range(size))
-        yield Document(doc_id, grammar.topic.name, sentences)
+        yield SyntheticDocument(doc_id, grammar.topic.name, sentences)
         produced += size
         doc_id += 1
 
 
 def iter_documents(
     num_sentences: int, seed: int = 0, sentences_per_doc: tuple[int, int] = (3, 8)
-) -> Iterator[Document]:
+) -> Iterator[SyntheticDocument]:
     """Yield documents until `num_sentences` sentences have been produced (the last document
     may be cut short but has >= 1 sentence). Deterministic for a given seed: all randomness
     comes from one private ``random.Random(seed)``. Arguments are validated eagerly."""
@@ -352,7 +352,7 @@ def iter_documents(
 
 def generate_corpus(
     num_sentences: int, seed: int = 0, sentences_per_doc: tuple[int, int] = (3, 8)
-) -> list[Document]:
+) -> list[SyntheticDocument]:
     documents = list(iter_documents(num_sentences, seed, sentences_per_doc))
     logger.debug(
         "synthetic corpus v%d: %d sentences in %d documents (seed=%d)",

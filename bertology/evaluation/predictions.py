@@ -201,7 +201,7 @@ def compute_qa_replicates(rows: list[dict], labels: list[str], indices: np.ndarr
     return {"exact_match": exact[indices].mean(axis=1), "f1": f1[indices].mean(axis=1)}
 
 
-REPLICATES = {"classification": compute_classification_replicates,
+REPLICATES_BY_KIND = {"classification": compute_classification_replicates,
               "tagging": compute_tagging_replicates, "qa": compute_qa_replicates}
 
 
@@ -210,4 +210,4 @@ def compute_score_replicates(kind: str, rows: list[dict], labels: list[str],
     """The task metrics of score_predictions on bootstrap resamples of the eval examples
     (sentences for tagging, questions for QA): {metric: (R,)} (run/replicates.py)."""
     indices = bootstrap_indices(len(rows)) if indices is None else indices
-    return REPLICATES[kind](rows, labels, indices)
+    return REPLICATES_BY_KIND[kind](rows, labels, indices)

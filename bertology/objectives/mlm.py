@@ -28,12 +28,11 @@ import torch.nn.functional as F
 from transformers import PreTrainedTokenizerBase
 
 from bertology.config.groups import ObjectiveConfig
+from bertology.data.encode import IGNORE
 from bertology.data.formats import Specials
 from bertology.errors import UserError
 from bertology.models.structure import encoder_of, mlm_head_of
 from bertology.training.objective import Objective
-
-IGNORE = -100  # label of positions without a loss (the torch / transformers convention)
 
 
 @dataclass(frozen=True)

@@ -148,7 +148,7 @@ def _replace_span(ids: np.ndarray, start: int, end: int, spec: MaskingSpec,
                                          p=spec.random_weights)
 
 
-def pad_batch(examples: list[dict], spec: MaskingSpec, pmf: np.ndarray,
+def pad_span_batch(examples: list[dict], spec: MaskingSpec, pmf: np.ndarray,
               pad_id: int) -> dict[str, torch.Tensor]:
     """Mask each example with its own seeded generator (as mlm.pad_batch) and pad to the
     longest. Every value is (batch, seq) int64, but mlm_positions (batch, slots_of(...)): the
@@ -246,7 +246,7 @@ def build(cfg: ObjectiveConfig, tokenizer: PreTrainedTokenizerBase, family: str,
     pad_id = tokenizer.pad_token_id
 
     def collate(examples: list[dict]) -> dict[str, torch.Tensor]:
-        return pad_batch(examples, spec, pmf, pad_id)
+        return pad_span_batch(examples, spec, pmf, pad_id)
 
     def loss(model: torch.nn.Module, batch: dict) -> tuple[torch.Tensor, dict]:
         encoded, mlm_loss, logs = mlm.encode_and_mlm(model, family, batch)

@@ -79,9 +79,9 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     metrics = train(TrainJob(model, objective, examples, trainer, out_dir, tracker, config.seed,
                              desc="distill",
                              export=lambda path: write_task_model(model.student, tokenizer, path),
-                             eval_name="eval_subset"))  # compare() scores the whole dev set
+                             eval_name="eval_subset"))  # compare_models() scores the whole dev set
     student = model.student.to("cpu")
-    metrics.update(compare(teacher.to("cpu"), student, config, data, eval_features,
+    metrics.update(compare_models(teacher.to("cpu"), student, config, data, eval_features,
                            tokenizer.pad_token_id, out_dir))
     save_task_model_atomic(student, tokenizer, out_dir / "model")
     metrics = tracker.finish(metrics)
@@ -147,7 +147,7 @@ def build_distillation_model(teacher: TaskModel, config: DistillConfig, attn: st
     return kd.DistillationModel(student_model, teacher.model.config.hidden_size), layer_map
 
 
-def compare(teacher: TaskModel, student: TaskModel, config: DistillConfig, data: TaskData,
+def compare_models(teacher: TaskModel, student: TaskModel, config: DistillConfig, data: TaskData,
             eval_features: list[dict], pad_token_id: int, out_dir: Path) -> dict[str, float]:
     """Both models on the whole eval set, their sizes and CPU latency; the student's
     predictions go to predictions.jsonl and its scores are also the run's eval/*."""

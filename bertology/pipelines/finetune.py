@@ -57,7 +57,7 @@ from bertology.run.replicates import (
     write_replicates,
 )
 from bertology.run.resume import refuse_fresh_start
-from bertology.run.rundir import RunDir
+from bertology.run.rundir import METRICS_FILE, RunDir
 from bertology.run.tracking import build_tracker
 from bertology.run.training_figures import write_run_page
 from bertology.training.loop import TrainJob, train
@@ -97,7 +97,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
         [read_replicates(out_dir / "seeds" / str(seed)) for seed in config.seeds]),
         compute_item_ids(data.eval))  # every restart scores the same eval examples
     write_run_page(out_dir, title, summary)  # every seed's curves
-    write_json_atomic(out_dir / "metrics.json", summary)  # last: the run is finished
+    write_json_atomic(out_dir / METRICS_FILE, summary)  # last: the run is finished
     return summary
 
 

@@ -22,8 +22,8 @@ from bertology.errors import require
 from bertology.models.build import (
     build_model,
     build_random_twin,
-    checkpoint_family,
     count_parameters,
+    load_checkpoint_family,
 )
 from bertology.models.electra_pair import ElectraPair
 from bertology.models.weights import save_model
@@ -148,7 +148,7 @@ def load_tokenizer(config: PretrainConfig, corpus: Corpus):
     model.tokenizer_name_or_path, else one trained on the corpus."""
     if config.model.name_or_path is not None:
         path = resolve_checkpoint(config.model.name_or_path)
-        family = checkpoint_family(path, config.model.family)
+        family = load_checkpoint_family(path, config.model.family)
         config = dataclasses.replace(config, model=dataclasses.replace(
             config.model, family=family, name_or_path=path))
         return config, load_pretrained_tokenizer(config.model.name_or_path)

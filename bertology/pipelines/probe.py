@@ -64,8 +64,8 @@ NEEDS_MLM_HEAD = ("cloze", "amnesic")
 
 
 def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
-    config = resolve_model_path(load_probe_config(cfg))
-    ctx = build_context(config, out_dir)
+    config = resolve_probe_paths(load_probe_config(cfg))
+    ctx = build_probe_context(config, out_dir)
     tracker = build_tracker(config.logger, out_dir, OmegaConf.to_container(cfg, resolve=True),
                             name=f"probe-{config.task.name}-{'+'.join(config.analyses)}")
     metrics: dict[str, float] = {}
@@ -90,7 +90,7 @@ def describe_subject(config: ProbeConfig) -> str:
     return f"checkpoint: {config.model.name_or_path}"
 
 
-def build_context(config: ProbeConfig, out_dir: Path) -> ProbeContext:
+def build_probe_context(config: ProbeConfig, out_dir: Path) -> ProbeContext:
     """The sentences (whole under every tokenizer in use) and the encoders; what would make
     an analysis fail late (no MLM head) is checked now, before any extraction."""
     splits = load_probe_sentences(config.task, config.data_dir, config.max_train_sentences,
@@ -118,7 +118,7 @@ def build_context(config: ProbeConfig, out_dir: Path) -> ProbeContext:
     return ctx
 
 
-def resolve_model_path(config: ProbeConfig) -> ProbeConfig:
+def resolve_probe_paths(config: ProbeConfig) -> ProbeConfig:
     """Hub ids that an installed package mirrors become that package's dir."""
     if config.compare_to is not None:
         config.compare_to = resolve_checkpoint(config.compare_to)
@@ -147,7 +147,7 @@ def pretrain_default_model(config: ProbeConfig) -> None:
 
 def drop_damaged_pretrain(run_dir: Path) -> None:
     """A cached default pretrain whose model/ fails the checkpoint checks (a file missing,
-    empty or cut short) is pretrained again, never served (issue 41)."""
+    empty or cut short) is pretrained again, never served."""
     if not RunDir(run_dir).finished:
         return
     try:

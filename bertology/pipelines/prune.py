@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 # experiment name -> run(ctx) -> metrics, in the order they run (removal reuses the heads
 # experiment's masks; the matrix reuses removal's model); config/prune_config.py's EXPERIMENTS has
 # the same keys.
-EXPERIMENTS = {
+EXPERIMENT_RUNS = {
     "heads": head_pruning.run_heads,
     "removal": head_pruning.run_removal,
     "layers": compression.run_layers,
@@ -60,7 +60,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     check_schedule(config)
     model_path = resolve_task_model(config, out_dir / "finetune")
     twin_path = resolve_twin_model(config, out_dir / "finetune_twin")
-    ctx = build_context(config, model_path, out_dir)
+    ctx = build_prune_context(config, model_path, out_dir)
     if twin_path is not None:
         ctx.twin = load_task_model(twin_path, config, ctx.data.labels, "twin_name_or_path")
     if "matrix" in config.prune.experiments:
@@ -70,9 +70,9 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     metrics = {f"prune/original/{k}": v for k, v in ctx.base.items()}
     metrics.update({f"eval/{k}": v for k, v in ctx.base.items()})
     with figure_source(f"fine-tuned model: {model_path}"):
-        for name in (n for n in EXPERIMENTS if n in config.prune.experiments):
+        for name in (n for n in EXPERIMENT_RUNS if n in config.prune.experiments):
             log.info("experiment %s on task %s", name, config.task.name)
-            metrics.update(EXPERIMENTS[name](ctx))
+            metrics.update(EXPERIMENT_RUNS[name](ctx))
     if ctx.pruned is not None:
         save_task_model_atomic(ctx.pruned, ctx.tokenizer, out_dir / "model")
     original = "prune/original/"
@@ -183,7 +183,7 @@ def load_task_model(path: str, config: PruneConfig, labels: list[str],
     return TaskModel(model.to("cpu", torch.float32), config.task.kind, HeadConfig()).eval()
 
 
-def build_context(config: PruneConfig, model_path: str, out_dir: Path) -> PruneContext:
+def build_prune_context(config: PruneConfig, model_path: str, out_dir: Path) -> PruneContext:
     data = load_task(config.task, config.data_dir, config.trainer.max_train_examples)
     model = load_task_model(model_path, config, data.labels)
     tokenizer = load_pretrained_tokenizer(

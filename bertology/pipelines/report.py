@@ -21,6 +21,7 @@ from omegaconf import DictConfig
 from bertology.config.report_config import load_report_config
 from bertology.errors import UserError
 from bertology.run.atomic import write_json_atomic
+from bertology.run.rundir import METRICS_FILE
 from bertology.run.tables import write_table
 from bertology.study.catalog import (
     check_presuppositions,
@@ -28,7 +29,7 @@ from bertology.study.catalog import (
     load_catalog,
     studies_guide,
 )
-from bertology.study.curves import plot_layer_curves
+from bertology.study.curves import plot_layer_curves_across_runs
 from bertology.study.report_html import write_html
 from bertology.study.reporting import (
     FINDING_COLUMNS,
@@ -69,7 +70,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     write_table(out_dir, "metrics", metric_rows(runs))
     write_table(out_dir, "findings", finding_rows(results, selection), FINDING_COLUMNS)
     figures = {r.id: plot_finding(r, out_dir) for r in results}
-    curves = plot_layer_curves(runs, out_dir)  # a checkpoint sweep's probe curves
+    curves = plot_layer_curves_across_runs(runs, out_dir)  # a checkpoint sweep's probe curves
     guide = None
     if not results:
         guide = studies_guide(catalog)
@@ -85,7 +86,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
                **verdict_metrics("report", results)}
     for kind, group in split_by_kind(results).items():  # pretraining and checkpoint apart
         metrics.update(verdict_metrics(f"report/{kind}", group))
-    write_json_atomic(out_dir / "metrics.json", metrics)
+    write_json_atomic(out_dir / METRICS_FILE, metrics)
     return metrics
 
 

@@ -33,7 +33,7 @@ from bertology.pruning.heads import (
     kept_heads,
     prune_heads,
 )
-from bertology.pruning.prune_context import PruneContext, describe, save_curve_plot
+from bertology.pruning.prune_context import PruneContext, model_sizes, save_curve_plot
 from bertology.pruning.quantize import linear_weight_bytes, quantize_int8, size_on_disk
 from bertology.pruning.schedules import (
     compute_fraction_within_loss,
@@ -215,7 +215,7 @@ def run_matrix(ctx: PruneContext) -> dict[str, float]:
     for name, model in tqdm(models.items(), desc="compression matrix", unit="model"):
         source = fp32[name.removesuffix(" + int8")]
         rows.append({"model": name, "metric": ctx.evaluate(model)[ctx.metric],
-                     "parameters": describe(source.model)["parameters"],
+                     "parameters": model_sizes(source.model)["parameters"],
                      "linear_weight_mb": linear_weight_bytes(model.model) / 2**20,
                      "latency_ms": latency[name],
                      "speedup": latency["original"] / latency[name]})

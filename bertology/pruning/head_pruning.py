@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 
 from bertology.models.task_model import TaskModel
 from bertology.pruning.heads import HeadGates, build_gates, kept_heads, prune_heads
-from bertology.pruning.prune_context import Curve, PruneContext, describe, save_curve_plot
+from bertology.pruning.prune_context import Curve, PruneContext, model_sizes, save_curve_plot
 from bertology.pruning.schedules import (
     compute_curve_area,
     compute_fraction_within_loss,
@@ -102,7 +102,7 @@ def run_heads(ctx: PruneContext) -> dict[str, float]:
             if score != "random":
                 metrics[f"prune/heads/{score}/area_over_random"] = (
                     metrics[f"prune/heads/{score}/area"] - metrics["prune/heads/random/area"])
-    write_table(ctx.out_dir, "head_pruning", curve_rows(curves))
+    write_table(ctx.out_dir, "head_pruning", pruning_curve_rows(curves))
     plot_curves(ctx, curves, upto)
     first = curves[settings.scores[0]][0].first_scores
     if first is not None:
@@ -123,7 +123,7 @@ def step_metrics(curve: Curve, total: int, metric: str) -> dict[str, float]:
             for count, value in zip(curve.counts[1:], curve.values[1:])}
 
 
-def curve_rows(curves: dict[str, list[Curve]]) -> list[dict]:
+def pruning_curve_rows(curves: dict[str, list[Curve]]) -> list[dict]:
     return [{"score": c.score, "seed": "" if c.seed is None else c.seed, "step": step,
              "heads_masked": count, "fraction_masked": fraction, "metric": value}
             for group in curves.values() for c in group
@@ -231,8 +231,8 @@ def run_removal(ctx: PruneContext) -> dict[str, float]:
         "prune/removal/original_latency_ms": latency["original"],
         "prune/removal/speedup": latency["original"] / latency["pruned"],
         **{f"prune/removal/{k}": v for k, v in scores.items()},
-        **{f"prune/removal/{k}": v for k, v in describe(pruned.model).items()},
-        **{f"prune/original/{k}": v for k, v in describe(ctx.model.model).items()},
+        **{f"prune/removal/{k}": v for k, v in model_sizes(pruned.model).items()},
+        **{f"prune/original/{k}": v for k, v in model_sizes(ctx.model.model).items()},
     }
     log.info("removed %d of %d heads: %s %.4f (masked %.4f), max logit gap %.2e, latency "
              "%.1f → %.1f ms", ctx.total_heads - remaining, ctx.total_heads, ctx.metric,

@@ -174,7 +174,7 @@ def build_importance_batches(examples: list[dict], tokenizer, task: TaskConfig, 
             for i in range(0, len(features), batch_size)]
 
 
-def describe(model: nn.Module) -> dict[str, float]:
+def model_sizes(model: nn.Module) -> dict[str, float]:
     """Sizes of a model for the tables: parameters and linear-weight megabytes."""
     return {"parameters": float(count_parameters(model)),
             "linear_weight_mb": linear_weight_bytes(model) / 2**20}

@@ -9,11 +9,12 @@ activations are quantised per batch at run time. Embeddings, LayerNorm and biase
 Backends (`BACKENDS`):
 - "torch_ao": torch.ao.quantization.quantize_dynamic with per-channel weights (per-tensor scales
   gave MiniLM's [CLS] state 0.25 relative error, per-channel 0.17), fbgemm/x86 int8 kernels. The
-  default while torch ships it: MiniLM runs ~1.5x faster than fp32 on an AVX2 CPU, one thread.
+  default while torch ships it: its kernels make int8 faster than fp32 on CPU (bench/RESULTS.md,
+  "Pruning, int8 and distillation latency on CPU").
 - "torchao": torchao's quantize_(model, Int8DynamicActivationInt8WeightConfig()), the API that
   torch.ao's deprecation notice points to (tested with torchao 0.18.0 on torch 2.13 CPU). Its
   per-token activation scales are more faithful (MiniLM [CLS] relative error 0.07), but on CPU
-  its int8 matmul (aten::_int_mm) is a slow reference kernel: ~25x slower than fp32 on an AVX2
+  its int8 matmul (aten::_int_mm) is a slow reference kernel, many times slower than fp32 on a
   CPU without VNNI, so int8 would report a slowdown. "auto" picks it only once torch.ao's
   quantize_dynamic is gone.
 

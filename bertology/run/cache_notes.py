@@ -1,4 +1,4 @@
-"""Damaged cache entries (issue 41): a cache entry that does not read back whole (a tokenizer
+"""Damaged cache entries: a cache entry that does not read back whole (a tokenizer
 under <cache>/tokenizers/, features under <cache>/features/) is never served. It is removed
 and made again, with a warning naming it, and the run's metrics.json counts it as
 `cache/recomputed/<kind>`: Tracker.finish adds what this process recomputed since the run

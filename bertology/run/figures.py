@@ -58,7 +58,7 @@ matplotlib.rcParams.update({
 logging.getLogger("fontTools").setLevel(logging.WARNING)  # the PDF's font subsetting, per table
 # What this run's figures are about (e.g. "checkpoint: <path>"); set by the pipeline around its
 # analyses, so no analysis has to thread it through its own title
-SOURCE: contextvars.ContextVar[str] = contextvars.ContextVar("figure_source", default="")
+FIGURE_SOURCE: contextvars.ContextVar[str] = contextvars.ContextVar("figure_source", default="")
 
 
 # Series labels of the encoders a run reads: the checkpoint and its random-initialised twin
@@ -116,11 +116,11 @@ def encoder_keys(prefix: str, **fixed: str) -> Callable[[str, str], str | None]:
 @contextmanager
 def figure_source(text: str) -> Iterator[None]:
     """Every figure saved inside the block carries `text` at its foot."""
-    token = SOURCE.set(text)
+    token = FIGURE_SOURCE.set(text)
     try:
         yield
     finally:
-        SOURCE.reset(token)
+        FIGURE_SOURCE.reset(token)
 
 
 def literal(text: str) -> str:
@@ -134,10 +134,10 @@ def save_figure(figure, out_dir: Path, name: str) -> Path:
     figure is closed (matplotlib keeps every open one). Returns the PNG's path."""
     plots = out_dir / "plots"
     plots.mkdir(parents=True, exist_ok=True)
-    if SOURCE.get():
+    if FIGURE_SOURCE.get():
         # above the figure's top edge (bbox_inches="tight" takes it in): clear of the title,
         # the panels and a legend placed outside the axes
-        figure.text(0.0, 1.0, SOURCE.get(), ha="left", va="bottom", fontsize=7, color=GREY)
+        figure.text(0.0, 1.0, FIGURE_SOURCE.get(), ha="left", va="bottom", fontsize=7, color=GREY)
     for fmt in FORMATS:
         tmp = plots / f".{name}.tmp.{fmt}"
         with writing(plots / f"{name}.{fmt}"):

@@ -28,6 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from bertology.errors import UserError
 from bertology.run.atomic import read_json, write_json_atomic
+from bertology.run.rundir import HYDRA_DIR
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +135,7 @@ def load_saved_config(run_dir: Path) -> dict | None:
     try:
         if (run_dir / SNAPSHOT).exists():
             return read_json(run_dir / SNAPSHOT)
-        hydra_config = run_dir / ".hydra" / "config.yaml"
+        hydra_config = run_dir / HYDRA_DIR / "config.yaml"
         if hydra_config.exists():
             return resolved(OmegaConf.load(hydra_config))
     except (OSError, ValueError, Exception) as err:  # noqa: BLE001 - any damage: no check

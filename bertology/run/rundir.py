@@ -36,6 +36,9 @@ from bertology.run.atomic import read_json, write_json_atomic
 from bertology.run.replicates import FOLDER, read_item_ids, read_item_pools, read_replicates
 
 STATUS = "status.json"
+# the run's results, written last (run/tracking.py, and the pipelines that aggregate their own)
+METRICS_FILE = "metrics.json"
+HYDRA_DIR = ".hydra"  # Hydra's record of the run: config.yaml, hydra.yaml, overrides.yaml
 LOCK = ".lock"
 FINISHED = "finished"
 
@@ -75,7 +78,7 @@ def read_status(run_dir: Path) -> dict | None:
 
 def is_finished(run_dir: Path) -> bool:
     """metrics.json and, where a status is recorded, status finished."""
-    if not (run_dir / "metrics.json").exists():
+    if not (run_dir / METRICS_FILE).exists():
         return False
     status = read_status(run_dir)
     if status is None:  # a dir from before status files, or one whose status is damaged
@@ -86,8 +89,8 @@ def is_finished(run_dir: Path) -> bool:
 def finished_runs(roots: list[Path]) -> list[Path]:
     """Finished run dirs with their Hydra config under the roots (a root may be a run itself),
     in path order: what `bertology report` and `bertology runs` read."""
-    runs = {m.parent for root in roots for m in root.rglob("metrics.json")
-            if (m.parent / ".hydra" / "config.yaml").exists()}
+    runs = {m.parent for root in roots for m in root.rglob(METRICS_FILE)
+            if (m.parent / HYDRA_DIR / "config.yaml").exists()}
     for run in runs:  # a damaged status must not pass for "not finished" without a word
         if (run / STATUS).exists() and read_status(run) is None:
             raise UserError(f"{run / STATUS}: unreadable (not a JSON status record); rerun "
@@ -121,16 +124,16 @@ class RunDir:
 
     @cached_property
     def metrics(self) -> dict[str, float]:
-        metrics = self._read("metrics.json", lambda p: json.loads(p.read_text()))
+        metrics = self._read(METRICS_FILE, lambda p: json.loads(p.read_text()))
         return {key: float(value) for key, value in metrics.items()}
 
     @cached_property
     def config(self) -> dict:
         """The composed config as plain containers (.hydra/config.yaml)."""
-        config = self._read(".hydra/config.yaml",
+        config = self._read(f"{HYDRA_DIR}/config.yaml",
                             lambda p: OmegaConf.to_container(OmegaConf.load(p)))
         if not isinstance(config, dict):  # an empty file, or a page saved in its place
-            raise UserError(f"{self.path / '.hydra/config.yaml'}: not a YAML mapping of the "
+            raise UserError(f"{self.path / HYDRA_DIR / 'config.yaml'}: not a YAML mapping of the "
                             "run's config; remove the run or rerun it")
         return config
 
@@ -138,10 +141,10 @@ class RunDir:
     def choices(self) -> dict[str, object]:
         """Config group -> the option the run composed (`model` -> `electra`), from Hydra's
         record; {} where there is none."""
-        path = self.path / ".hydra" / "hydra.yaml"
+        path = self.path / HYDRA_DIR / "hydra.yaml"
         if not path.exists():
             return {}
-        found = OmegaConf.select(self._read(".hydra/hydra.yaml", OmegaConf.load),
+        found = OmegaConf.select(self._read(f"{HYDRA_DIR}/hydra.yaml", OmegaConf.load),
                                  "hydra.runtime.choices")
         return {} if found is None else dict(OmegaConf.to_container(found))
 
@@ -149,9 +152,9 @@ class RunDir:
     def recorded_overrides(self) -> list[str]:
         """The overrides the run was started with, as Hydra recorded them
         (.hydra/overrides.yaml); [] where there is no record."""
-        if not (self.path / ".hydra" / "overrides.yaml").exists():
+        if not (self.path / HYDRA_DIR / "overrides.yaml").exists():
             return []
-        return [str(o) for o in self._read(".hydra/overrides.yaml",
+        return [str(o) for o in self._read(f"{HYDRA_DIR}/overrides.yaml",
                                            lambda p: OmegaConf.to_container(OmegaConf.load(p)))]
 
     @cached_property

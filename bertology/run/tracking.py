@@ -20,6 +20,7 @@ from typing import Any
 from bertology.config.groups import LoggerConfig
 from bertology.run.atomic import write_json_atomic, write_text_atomic
 from bertology.run.cache_notes import take_recomputed
+from bertology.run.rundir import METRICS_FILE
 from bertology.run.write_errors import writing
 
 log = logging.getLogger(__name__)
@@ -249,7 +250,7 @@ class Tracker:
         if self.enabled:
             self.run.summary(summary)
             self.run.finish()
-            write_json_atomic(self.out_dir / "metrics.json", summary)
+            write_json_atomic(self.out_dir / METRICS_FILE, summary)
         return summary
 
 

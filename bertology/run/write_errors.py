@@ -99,7 +99,7 @@ def _resume_hint(run_dir: Path) -> str:
     return "then rerun the same command (no checkpoint was written: it starts again)"
 
 
-def describe(err: OSError, run_dir: Path) -> str | None:
+def describe_write_error(err: OSError, run_dir: Path) -> str | None:
     """The one line for an OSError the environment caused, or None when it is not one (a
     missing input file is a user error found earlier; anything else is a bug to show)."""
     code = err.errno

@@ -102,7 +102,7 @@ class Recipes:
     sst2_model: tuple[str, ...]  # `finetune` of the SST-2 models the studies read
     encoder_pretrain: tuple[str, ...]  # `pretrain model=<name>` of every pretrained encoder
     # a population member's own settings, by step (an SST-2 model kind or a study), after the
-    # step's own: steps.Encoder.settings
+    # step's own: steps.EncoderSteps.settings
     member_finetuning: tuple[tuple[str, tuple[str, ...]], ...]
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from bertology.config.suites import load_suite
 from bertology.errors import UserError
-from bertology.run.rundir import RunDir
+from bertology.run.rundir import HYDRA_DIR, RunDir
 
-TEACHER_KEYS = ("teacher.name_or_path", "teacher.model.name_or_path")  # a distill run's model
+TEACHER_MODEL_KEYS = ("teacher.name_or_path", "teacher.model.name_or_path")  # a distill run's model
 MAX_TRACE = 3  # fine-tuned from a fine-tuned model: how far back a local dir is followed
 
 
@@ -26,7 +26,7 @@ def checkpoint_of(run: RunDir, depth: int = 0) -> str | None:
     """The pretrained checkpoint the run reads, from its recorded config (a distill run: its
     teacher's). A local dir that is a run's model/ (a fine-tuned copy) is followed back to the
     checkpoint that run started from. None where the run records none (random init)."""
-    keys = TEACHER_KEYS if run.choice("teacher") is not None else ("model.name_or_path",)
+    keys = TEACHER_MODEL_KEYS if run.choice("teacher") is not None else ("model.name_or_path",)
     value = next((v for v in map(run.select, keys) if v not in (None, "")), None)
     revision = run.select("model.revision") if value == run.select("model.name_or_path") else None
     if value is None and run.select("model.suite") is not None:  # a suite's (seed, step)
@@ -45,7 +45,7 @@ def traced_checkpoint(value: str, depth: int) -> str:
     several tables of the report) read the same few fine-tuned dirs, whose configs would be
     read again each time."""
     origin = Path(value).parent
-    if depth < MAX_TRACE and (origin / ".hydra" / "config.yaml").is_file():
+    if depth < MAX_TRACE and (origin / HYDRA_DIR / "config.yaml").is_file():
         with suppress(UserError):
             base = checkpoint_of(RunDir(origin), depth + 1)
             if base is not None:

@@ -31,7 +31,7 @@ LAYER_CURVES = {"probe/layer_*/accuracy": "probe accuracy",
 
 
 @dataclass
-class Curve:
+class LayerCurve:
     label: str
     layers: list[int]
     mean: list[float]
@@ -79,7 +79,7 @@ def natural_key(label: str) -> list:
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", label)]
 
 
-def compute_layer_curves(runs: list[RunDir], metric: str) -> list[Curve]:
+def compute_layer_curves(runs: list[RunDir], metric: str) -> list[LayerCurve]:
     """One curve per group of runs that differ only in seed, for the runs that have the
     layer-wise metric; sorted by label (a checkpoint sweep in training order)."""
     groups: dict[str, list[RunDir]] = {}
@@ -93,7 +93,7 @@ def compute_layer_curves(runs: list[RunDir], metric: str) -> list[Curve]:
         layers = sorted(set.intersection(*(set(keys) for keys in per_run)))
         values = [[r.metrics[keys[layer]] for r, keys in zip(group, per_run)]
                   for layer in layers]  # (layers, seeds)
-        curves.append(Curve(label, [int(layer) for layer in layers],
+        curves.append(LayerCurve(label, [int(layer) for layer in layers],
                             [statistics.fmean(v) for v in values],
                             [statistics.stdev(v) if len(v) > 1 else 0.0 for v in values],
                             len(group)))
@@ -172,7 +172,7 @@ def task_of(run: RunDir) -> str:
     return str(task.get("name") if isinstance(task, dict) else task)
 
 
-def plot_layer_curves(runs: list[RunDir], out_dir) -> dict[str, str]:
+def plot_layer_curves_across_runs(runs: list[RunDir], out_dir) -> dict[str, str]:
     """plots/layers_<metric>_<task>.png for every task and layer-wise metric that two or more
     curves share; {caption: the PNG's path relative to out_dir}."""
     import matplotlib.pyplot as plt

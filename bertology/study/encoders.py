@@ -29,6 +29,7 @@ from bertology.config.compose import CONF_DIR
 from bertology.config.hub_revisions import default_cache_dir
 from bertology.config.options import group_options
 from bertology.errors import require
+from bertology.run.rundir import METRICS_FILE
 from bertology.study.catalog import load_recipes
 
 DEFAULT = "minilm"  # the studies' own encoder: the run's other studies read it too
@@ -87,4 +88,4 @@ def member_dir(seed: int, extra: tuple[str, ...] = (), cache: Path | None = None
 
 def is_pretrained(run_dir: Path) -> bool:
     """A finished pretraining run (metrics.json is written last); a killed one resumes."""
-    return (run_dir / "metrics.json").is_file() and (run_dir / "model" / "config.json").is_file()
+    return (run_dir / METRICS_FILE).is_file() and (run_dir / "model" / "config.json").is_file()

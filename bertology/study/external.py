@@ -42,7 +42,7 @@ from bertology.study import catalog
 from bertology.study.members import judge_population
 from bertology.study.runner import run_steps
 from bertology.study.selection import MEMBERS_TABLE
-from bertology.study.steps import Encoder, encoder_steps, job_seeds, model_reading, model_seeds
+from bertology.study.steps import EncoderSteps, encoder_steps, job_seeds, model_reading, model_seeds
 
 log = logging.getLogger("bertology.reproduce")
 COSTS = CONF_DIR / "findings" / catalog.COSTS_FILE
@@ -136,7 +136,7 @@ def step_seconds(costs: dict, step: str, scale: float) -> float:
 
 
 def print_cost(checkpoints: list[Checkpoint], configs: list[dict | None],
-               studies: dict[str, dict], encoders: list[Encoder]) -> None:
+               studies: dict[str, dict], encoders: list[EncoderSteps]) -> None:
     """Per member and study, the CPU time the run will take, before any step starts."""
     costs = OmegaConf.to_container(OmegaConf.load(COSTS))
     reference = non_embedding_parameters(costs["reference"])
@@ -171,7 +171,7 @@ def reproduce_checkpoints(out: Path, studies: dict[str, dict], lanes: int,
             f"{' '.join(pickled)}")
     configs = [checkpoint_config(c) for c in checkpoints]
     reading = model_reading(studies)
-    members = [Encoder(out / "population" / f"member_{i}", out / "logs", f"member{i}_",
+    members = [EncoderSteps(out / "population" / f"member_{i}", out / "logs", f"member{i}_",
                        c.overrides, member=i, per_member=per_member)
                for i, c in enumerate(checkpoints)]
     print_cost(checkpoints, configs, reading, members)

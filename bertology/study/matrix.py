@@ -163,7 +163,7 @@ def csv_rows(tables: dict[str, dict[str, list[dict[str, str]]]], findings: list[
             for row in rows.get(finding, [])]
 
 
-def explain(names: list[str]) -> str:
+def explain_columns(names: list[str]) -> str:
     """The paragraph above the table: what each column is and what a cell says."""
     budget = next(o for o in load_recipes().encoder_pretrain
                   if o.startswith("trainer.max_flops="))
@@ -180,7 +180,7 @@ def explain(names: list[str]) -> str:
 
 
 def markdown(entries: list[dict[str, str]], names: list[str]) -> list[str]:
-    lines = [SECTION, "", explain(names), "",
+    lines = [SECTION, "", explain_columns(names), "",
              "| finding | " + " | ".join(names) + " | across encoders |",
              "|---" * (len(names) + 2) + "|"]
     for e in entries:
@@ -201,7 +201,7 @@ def html(entries: list[dict[str, str]], names: list[str]) -> str:
     rows += [row([e["finding"] + ("*" if e["about"] == "method" else ""),
                   *(e[n] for n in names), e["across"]]) for e in entries]
     return "\n".join([f"<h2>{escape(SECTION.lstrip('# '))}</h2>",
-                      f"<p>{escape(explain(names))}</p>", "<table>", *rows, "</table>"])
+                      f"<p>{escape(explain_columns(names))}</p>", "<table>", *rows, "</table>"])
 
 
 def write_matrix(report: Path, reports: dict[str, Path]) -> list[str]:

@@ -4,7 +4,6 @@ judges the findings across the members (population.py) and the members' pretrain
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Sequence
@@ -12,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bertology.errors import require
-from bertology.run.rundir import RunDir
+from bertology.run.atomic import read_json
+from bertology.run.rundir import HYDRA_DIR, METRICS_FILE, RunDir
 from bertology.run.tables import write_table
 from bertology.run.tracking import read_log
 from bertology.study import catalog, encoders, runner
@@ -21,7 +21,7 @@ from bertology.study.runner import Step, run_steps
 from bertology.study.selection import MEMBERS_TABLE
 from bertology.study.steps import (
     SEED_STRIDE,
-    Encoder,
+    EncoderSteps,
     encoder_steps,
     model_reading,
     pretraining_step,
@@ -33,7 +33,7 @@ log = logging.getLogger("bertology.reproduce")
 
 def member_steps(seeds: Sequence[int], extra: tuple[str, ...], studies: dict[str, dict],
                  out: Path, cache: Path | None, per_member: int | None = None
-                 ) -> tuple[list[Step], list[Encoder]]:
+                 ) -> tuple[list[Step], list[EncoderSteps]]:
     """`--population K`: member s of seeds (first..first+K-1, `--first-member` giving first)
     pretrained with seed s (encoders.member_args; none when cached), then the studies of
     encoders.ENCODER_STUDIES on it (member_encoder). The pretraining steps come first: the
@@ -51,14 +51,14 @@ def member_steps(seeds: Sequence[int], extra: tuple[str, ...], studies: dict[str
 
 
 def member_encoder(seed: int, extra: tuple[str, ...], out: Path, cache: Path | None,
-                   per_member: int | None, after: tuple[str, ...] = ()) -> Encoder:
+                   per_member: int | None, after: tuple[str, ...] = ()) -> EncoderSteps:
     """Member seed's studies, on its model, with its own seeds (member_seeds: its own
     sentences, SST-2 subsamples and twins), into out/population/member_<seed>. More than one
     seed a member (per_member, `--member-seeds`, else each study's member_seeds) averages out
     the probe and fine-tuning noise within it, where that and not the spread of pretraining
     keeps a verdict open (docs/reproduce.md)."""
     run_dir = encoders.member_dir(seed, extra, cache)
-    return Encoder(out / "population" / f"member_{seed}", out / "logs", f"member{seed}_",
+    return EncoderSteps(out / "population" / f"member_{seed}", out / "logs", f"member{seed}_",
                    (f"model.name_or_path={run_dir / 'model'}",), after, member=seed,
                    per_member=per_member,
                    settings=catalog.load_recipes().member_finetuning)
@@ -108,7 +108,7 @@ class Draws:
     cache: Path | None
     per_member: int | None = None
     drawn: list[int] = field(default_factory=list)
-    learned: dict[int, Encoder] = field(default_factory=dict)
+    learned: dict[int, EncoderSteps] = field(default_factory=dict)
     pretraining: dict[str, int] = field(default_factory=dict)  # step name -> its seed
 
     def start(self) -> list[Step]:
@@ -140,7 +140,7 @@ class Draws:
         seed = self.pretraining.get(step.name)
         return [] if seed is None else self.followed(seed)
 
-    def members(self) -> list[Encoder]:
+    def members(self) -> list[EncoderSteps]:
         """The members that learned, by seed; says how many of those drawn did."""
         if len(self.learned) < self.size:
             log.warning("%d of %d members drawn learned (%d asked for): the population is "
@@ -155,7 +155,7 @@ def member_learned(run_dir: Path) -> bool:
     (population.below_floor); a crashed or unfinished run did not learn."""
     if not encoders.is_pretrained(run_dir):
         return False
-    return not below_floor(json.loads((run_dir / "metrics.json").read_text()))
+    return not below_floor(RunDir(run_dir).metrics)
 
 
 def check_paired_member_seeds(studies: dict[str, dict]) -> None:
@@ -198,7 +198,7 @@ def reproduce_population(out: Path, studies: dict[str, dict], lanes: int, size: 
     return judge_population(out, members, studies, results, total)
 
 
-def judge_population(out: Path, members: list[Encoder], studies: dict[str, dict],
+def judge_population(out: Path, members: list[EncoderSteps], studies: dict[str, dict],
                      results: dict[str, tuple[int, float]], started: float) -> int:
     """One report over every member's study dirs, which reads the members table written
     beside them, then the front page's block; the exit status of the whole run."""
@@ -227,13 +227,13 @@ def write_members_table(report_dir: Path, seeds: Sequence[int], extra: tuple[str
     rows = []
     for seed in seeds:
         run_dir = encoders.member_dir(seed, extra, cache)
-        done = (run_dir / "metrics.json").is_file()  # a member whose pretraining failed: blank
-        metrics = json.loads((run_dir / "metrics.json").read_text()) if done else {}
+        done = (run_dir / METRICS_FILE).is_file()  # a member whose pretraining failed: blank
+        metrics = read_json(run_dir / METRICS_FILE) if done else {}  # as written: 670 steps
         first = first_eval_accuracy(run_dir)
         last, floor = metrics.get("eval/mlm_accuracy"), metrics.get("eval/mlm_majority_accuracy")
         baseline = floor if floor is not None else first
         # a run without its config (made by hand) has no recipe to state
-        recipe = RunDir(run_dir) if (run_dir / ".hydra" / "config.yaml").is_file() else None
+        recipe = RunDir(run_dir) if (run_dir / HYDRA_DIR / "config.yaml").is_file() else None
         rows.append({"member": seed, "checkpoint": str(run_dir / "model"),
                      "steps": metrics.get("train/steps"), "first_mlm_accuracy": first,
                      "mlm_accuracy": last, "mlm_floor": floor,

@@ -25,7 +25,6 @@ times as often as its nominal 2.5% (measured in the same test).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -33,6 +32,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+from bertology.errors import UserError
 from bertology.run.rundir import RunDir
 from bertology.study.checkpoints import checkpoint_of
 from bertology.study.contrasts import Contrast, selects
@@ -72,8 +72,8 @@ def pretraining_failed(checkpoint: str) -> bool:
     the majority class (Mosbach et al., 2021), judged by the same rule. False where there is
     no such record (a hub checkpoint, or a run from before the floor was recorded)."""
     try:
-        metrics = json.loads((Path(checkpoint).parent / "metrics.json").read_text())
-    except (OSError, ValueError):
+        metrics = RunDir(Path(checkpoint).parent).metrics
+    except UserError:  # no such file, or not one a run wrote whole
         return False
     return below_floor(metrics)
 

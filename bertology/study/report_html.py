@@ -15,11 +15,11 @@ from bertology.study.reporting import (
     FIRM_WORDS,
     KIND_TITLES,
     METHOD,
+    compute_mean_sd,
     format_estimate,
     group_runs,
     headline,
     split_by_kind,
-    summarise,
     title_line,
 )
 from bertology.study.scale import Shortfall
@@ -27,7 +27,7 @@ from bertology.study.scope import scope_of
 from bertology.study.selection import Selection
 from bertology.study.verdicts import FindingResult
 
-STYLE = """
+REPORT_STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; max-width: 1600px; margin: 2em auto;
        padding: 0 1em; color: #1a1a1a; }
 table { border-collapse: collapse; margin: 1em 0; font-size: 13px; width: 100%; }
@@ -108,7 +108,7 @@ def runs_table(runs: list[RunDir]) -> list[str]:
              "<th>mean ± std</th></tr>"]
     for index, group in enumerate(group_runs(runs).values()):
         for name in headline_keys({k for r in group for k in r.metrics}):
-            s = summarise([r.metrics[name] for r in group if name in r.metrics])
+            s = compute_mean_sd([r.metrics[name] for r in group if name in r.metrics])
             paths = "<br>".join(f"<code>{escape(str(r.path))}</code>" for r in group)
             lines.append(f'<tr><td class="num">{index}</td><td>{paths}</td>'
                          f'<td class="num">{len(group)}</td><td>{escape(name)}</td>'
@@ -151,8 +151,8 @@ def write_html(results: list[FindingResult], skipped: list[tuple[str, str]], run
     body += ["<h2>Runs</h2>", "<p>Runs that differ only in their seed form a group; all "
              "metrics are in <code>tables/metrics.csv</code>.</p>", *runs_table(runs)]
     page = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
-            "<title>bertology report</title>", f"<style>{STYLE}</style>", "</head>", "<body>",
-            *body, "</body>", "</html>"]
+            "<title>bertology report</title>", f"<style>{REPORT_STYLE}</style>", "</head>",
+            "<body>", *body, "</body>", "</html>"]
     path = out_dir / "REPORT.html"
     write_text_atomic(path, "\n".join(page) + "\n")
     return path

@@ -93,7 +93,7 @@ def group_runs(runs: list[RunDir]) -> dict[str, list[RunDir]]:
     return groups
 
 
-def summarise(values: list[float]) -> dict[str, float]:
+def compute_mean_sd(values: list[float]) -> dict[str, float]:
     mean = statistics.fmean(values)
     std = statistics.stdev(values) if len(values) > 1 else 0.0
     return {"n": len(values), "mean": mean, "std": std}
@@ -106,7 +106,7 @@ def metric_rows(runs: list[RunDir]) -> list[dict]:
         for name in sorted(set().union(*(r.metrics for r in group))):
             values = [r.metrics[name] for r in group if name in r.metrics]
             rows.append({"group": index, "runs": " ".join(str(r.path) for r in group),
-                         "metric": name, **summarise(values)})
+                         "metric": name, **compute_mean_sd(values)})
     return rows
 
 
@@ -263,7 +263,7 @@ def write_report(results: list[FindingResult], skipped: list[tuple[str, str]],
                  curves: dict[str, str] | None = None, guide: list[str] | None = None,
                  shortfalls: list[Shortfall] = (), selection: Selection | None = None) -> Path:
     """REPORT.md; figures maps a finding's id to its figure (plot_finding's path), curves a
-    caption to a figure of layer curves across runs (curves.plot_layer_curves)."""
+    caption to a figure of layer curves across runs (curves.plot_layer_curves_across_runs)."""
     lines = [title_line(list(shortfalls)), "",
              f"{len(runs)} finished runs; {len(results)} findings judged. {METHOD}; the "
              "interval counts seed-to-seed and item-sampling noise (bootstrap replicates); the "
@@ -305,7 +305,7 @@ def write_report(results: list[FindingResult], skipped: list[tuple[str, str]],
     for index, group in enumerate(group_runs(runs).values()):
         names = headline_keys({k for r in group for k in r.metrics})
         for name in names[:MAX_HEADLINES]:
-            s = summarise([r.metrics[name] for r in group if name in r.metrics])
+            s = compute_mean_sd([r.metrics[name] for r in group if name in r.metrics])
             lines.append(f"| {index} | {group[0].path}{' …' if len(group) > 1 else ''} "
                          f"| {len(group)} | {name} | {s['mean']:.4g} ± {s['std']:.2g} |")
     path = out_dir / "REPORT.md"

@@ -18,8 +18,9 @@ from omegaconf import OmegaConf
 from bertology.config.compose import CONF_DIR
 from bertology.run.rundir import RunDir
 from bertology.study.catalog import Study, load_studies
+from bertology.study.curves import flatten
 
-EXPERIMENTS = CONF_DIR / "experiment"
+EXPERIMENT_DIR = CONF_DIR / "experiment"
 # the keys that count what a run reads or spends (a dotted key's last part); null means "all"
 SIZE_KEYS = ("max_train_sentences", "max_eval_sentences", "max_train_examples",
              "max_eval_examples", "max_sentences", "num_sentences", "importance_examples",
@@ -60,16 +61,7 @@ def number(value) -> float | None:
         return None
 
 
-def flatten(node, prefix: str = "") -> dict[str, object]:
-    if not isinstance(node, dict):
-        return {prefix: node}
-    out: dict[str, object] = {}
-    for key, value in node.items():
-        out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
-    return out
-
-
-def stated_sizes(study: Study, experiments: Path = EXPERIMENTS) -> dict[str, float]:
+def stated_sizes(study: Study, experiments: Path = EXPERIMENT_DIR) -> dict[str, float]:
     """The sizes the study states: its bundle's, then its reproduce overrides'."""
     path = experiments / f"{study.bundle}.yaml"
     bundle = OmegaConf.to_container(OmegaConf.load(path)) if path.is_file() else {}

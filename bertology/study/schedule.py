@@ -42,7 +42,7 @@ from bertology.study.external import reproduce_checkpoints
 from bertology.study.matrix import write_matrix
 from bertology.study.members import reproduce_population
 from bertology.study.runner import Step, run_steps
-from bertology.study.steps import Encoder, encoder_steps, model_reading, pretraining_step
+from bertology.study.steps import EncoderSteps, encoder_steps, model_reading, pretraining_step
 from bertology.study.summary import write_summary
 
 log = logging.getLogger("bertology.reproduce")
@@ -72,13 +72,13 @@ def studies_to_run(only: list[str] | None) -> dict[str, dict]:
 
 
 def pretrained_encoder(name: str, studies: dict[str, dict], out: Path, cache: Path | None
-                       ) -> tuple[Encoder, list[Step], list[Step]]:
+                       ) -> tuple[EncoderSteps, list[Step], list[Step]]:
     """An encoder the run pretrains: its pretraining step (none when cached), and the studies
     of encoders.ENCODER_STUDIES on it, into out/<name>, which wait for it."""
     run_dir = encoders.encoder_dir(name, cache)
     pretrain = pretraining_step(f"pretrain {name}", encoders.pretrain_args(name), run_dir,
                                 out / "logs" / f"pretrain_{name}.log")
-    encoder = Encoder(out / name, out / "logs", f"{name}_",
+    encoder = EncoderSteps(out / name, out / "logs", f"{name}_",
                       (f"model.name_or_path={run_dir / 'model'}",),
                       tuple(s.name for s in pretrain))
     return encoder, pretrain, encoder_steps(model_reading(studies), encoder)
@@ -170,7 +170,7 @@ def reproduce(out: Path, studies: dict[str, dict], lanes: int,
     others = [pretrained_encoder(n, studies, out, None) for n in names if n != encoders.DEFAULT]
     # the pretraining first: it is the longest step, and the other encoders' steps wait for it
     steps = [*(s for _, pretrain, _ in others for s in pretrain),
-             *encoder_steps(studies, Encoder(out, out / "logs")),
+             *encoder_steps(studies, EncoderSteps(out, out / "logs")),
              *(s for _, _, rest in others for s in rest)]
     total = time.perf_counter()
     results = run_steps(steps, lanes)

@@ -31,7 +31,7 @@ from bertology.study.verdicts import RESOLVED
 MOVED_SE = 3.0  # an effect that moved more than this many combined standard errors
 
 
-def cell(row: dict[str, str], key: str) -> float:
+def cell_value(row: dict[str, str], key: str) -> float:
     """A findings.csv cell as a number, nan where it is blank or missing."""
     value = number(row.get(key))
     return math.nan if value is None else value
@@ -39,8 +39,8 @@ def cell(row: dict[str, str], key: str) -> float:
 
 def moved(a: dict[str, str], b: dict[str, str]) -> float:
     """How many combined standard errors one comparison's effect moved (nan: unmeasured)."""
-    se = math.sqrt(cell(a, "se") ** 2 + cell(b, "se") ** 2)
-    gap = abs(cell(a, "effect") - cell(b, "effect"))
+    se = math.sqrt(cell_value(a, "se") ** 2 + cell_value(b, "se") ** 2)
+    gap = abs(cell_value(a, "effect") - cell_value(b, "effect"))
     return gap / se if se > 0 else math.inf if gap > 0 else math.nan
 
 

@@ -45,7 +45,8 @@ def compute_half_width(parts: tuple[Part, ...] | list, alpha: float):
 
 def t_isf(alpha, dof):
     """stats.t.isf(alpha, dof), remembered for scalars: a report's Holm steps and budget
-    searches ask the same few quantiles thousands of times, at ~0.1 ms a call."""
+    searches ask the same few quantiles thousands of times, each a scipy call (bench/RESULTS.md
+    times what remembering them saves)."""
     if np.ndim(alpha) or np.ndim(dof):
         return stats.t.isf(alpha, dof)
     return scalar_t_isf(float(alpha), float(dof))

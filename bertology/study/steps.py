@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bertology.errors import require
-from bertology.run.rundir import RunDir
+from bertology.run.rundir import METRICS_FILE, RunDir
 from bertology.study import encoders
 from bertology.study.catalog import load_recipes
 from bertology.study.runner import Step
@@ -40,7 +40,7 @@ def fill_placeholders(override: str, root: Path) -> str:
 
 
 @dataclass(frozen=True)
-class Encoder:
+class EncoderSteps:
     """Where one encoder's steps write, and what picks it: MiniLM (the studies' own, no extra
     overrides) or one the run pretrains (encoders.py)."""
 
@@ -67,7 +67,7 @@ class Encoder:
                     after=(*self.after, *after), alone=alone, done_in=done_in)
 
 
-def job_seeds(spec: dict, encoder: Encoder) -> tuple[int, ...]:
+def job_seeds(spec: dict, encoder: EncoderSteps) -> tuple[int, ...]:
     """The seeds of a study's jobs on this encoder: a member's own (as many as --member-seeds
     or the study's member_seeds say), else the study's."""
     if encoder.member is None:
@@ -75,7 +75,7 @@ def job_seeds(spec: dict, encoder: Encoder) -> tuple[int, ...]:
     return member_seeds(encoder.member, encoder.per_member or spec["member_seeds"])
 
 
-def model_seeds(studies: dict[str, dict], encoder: Encoder) -> dict[str, tuple[int, ...]]:
+def model_seeds(studies: dict[str, dict], encoder: EncoderSteps) -> dict[str, tuple[int, ...]]:
     """SST-2 model kind -> the seeds some study reads it with (a kind no study reads: none)."""
     return {kind: tuple(sorted({seed for spec in studies.values()
                                 if reads_sst2_model(spec, (kind,))
@@ -83,7 +83,7 @@ def model_seeds(studies: dict[str, dict], encoder: Encoder) -> dict[str, tuple[i
             for kind in SST2_MODELS}
 
 
-def sst2_model_steps(encoder: Encoder, seeds: dict[str, tuple[int, ...]]) -> list[Step]:
+def sst2_model_steps(encoder: EncoderSteps, seeds: dict[str, tuple[int, ...]]) -> list[Step]:
     """The encoder fine-tuned on SST-2 once per seed some study reads, into <root>/sst2_model,
     and its random-init twin the same way, into <root>/sst2_twin; a model an earlier run made
     with the same command is reused."""
@@ -103,7 +103,7 @@ def made_before(run_dir: Path, args: list[str]) -> bool:
     """Whether run_dir holds a finished model made by this command (the overrides Hydra
     recorded). One made by another command (an older recipe) is an error, not a silent reuse:
     the studies would read a model their command does not describe."""
-    if not (run_dir / "metrics.json").exists():
+    if not (run_dir / METRICS_FILE).exists():
         return False
     made = RunDir(run_dir).recorded_overrides
     require(made == args[1:], f"{run_dir} holds an SST-2 model made by another command "
@@ -111,7 +111,7 @@ def made_before(run_dir: Path, args: list[str]) -> bool:
     return True
 
 
-def study_steps(studies: dict[str, dict], encoder: Encoder, models: list[Step]) -> list[Step]:
+def study_steps(studies: dict[str, dict], encoder: EncoderSteps, models: list[Step]) -> list[Step]:
     """A sweep per study into <root>/<study>; one that reads the SST-2 models waits for them."""
     steps = []
     for study, spec in studies.items():
@@ -131,7 +131,7 @@ def seed_override(seeds: tuple[int, ...]) -> list[str]:
     return [] if seeds == BUNDLE_SEEDS else [f"seed={','.join(map(str, seeds))}"]
 
 
-def encoder_steps(studies: dict[str, dict], encoder: Encoder) -> list[Step]:
+def encoder_steps(studies: dict[str, dict], encoder: EncoderSteps) -> list[Step]:
     """The encoder's SST-2 models (where a study reads them), then its studies."""
     models = sst2_model_steps(encoder, model_seeds(studies, encoder))
     return [*models, *study_steps(studies, encoder, models)]

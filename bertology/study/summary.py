@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def population_table(comparisons: dict[str, list[dict[str, str]]]) -> list[str]:
-    """A population report's findings one by one (issue 39: the front page's procedure-level
+    """A population report's findings one by one (the front page's procedure-level
     table): how many of its pretraining claims resolve after Holm, then each finding's effect
     with its two-level interval and Sellam et al.'s multi-bootstrap beside it, a cell part per
     comparison, both verdicts and the note (what would resolve an open one). Empty for a
@@ -177,14 +177,14 @@ def population_table(comparisons: dict[str, list[dict[str, str]]]) -> list[str]:
         first = rows[0]
         star = "*" if first["about"] == "method" else ""
         holm = first["corrected_verdict"] + (" (fragile)" if is_fragile(first) else "")
-        effects = "; ".join(f"{number(r.get('effect', ''))} {bounds(r, 'ci')}" for r in rows)
+        effects = "; ".join(f"{format_number(r.get('effect', ''))} {bounds(r, 'ci')}" for r in rows)
         boots = "; ".join(bounds(r, "multibootstrap") for r in rows)
         lines.append(f"| {finding}{star} | {effects} | {boots} | {first['raw_verdict']} | "
                      f"{holm} | {first.get('note', '').replace('|', '/')} |")
     return lines
 
 
-def number(text: str) -> str:
+def format_number(text: str) -> str:
     value = float(text) if text else float("nan")
     return f"{value:+.3g}" if math.isfinite(value) else "–"
 
@@ -192,7 +192,7 @@ def number(text: str) -> str:
 def bounds(row: dict[str, str], prefix: str) -> str:
     """"[low, high]" from a findings.csv row's <prefix>_low and <prefix>_high; "–" where the
     runs gave none (one member, a sign test's bootstrap)."""
-    low, high = (number(row.get(f"{prefix}_{end}", "")) for end in ("low", "high"))
+    low, high = (format_number(row.get(f"{prefix}_{end}", "")) for end in ("low", "high"))
     return "–" if "–" in (low, high) else f"[{low}, {high}]"
 
 

@@ -16,7 +16,6 @@ training_model.safetensors beside it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -27,12 +26,13 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_model, save_model
 
+from bertology.config.data_sets import compute_sha256
 from bertology.run.atomic import share_with_group
 from bertology.run.write_errors import as_os_error
 
 log = logging.getLogger(__name__)
 
-PREFIX = "step_"
+STEP_PREFIX = "step_"
 CHECKSUMS = "checksums.json"
 WEIGHTS = "training_model.safetensors"  # the trained module, whole: what resume restores
 OLD_WEIGHTS = "model.safetensors"  # where checkpoints without a model export held it
@@ -44,14 +44,6 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def compute_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 # An export: writes a from_pretrained-loadable model dir (weights, config, tokenizer) into a path.
@@ -80,8 +72,8 @@ def save_checkpoint(root: Path, step: int, model: torch.nn.Module, optimizer, st
     """Write the checkpoint beside its final name, then rename. A failed write (disk full,
     read-only dir) removes the partial dir and raises; the earlier checkpoints stay.
     `export(dir)` adds the loadable model (what the pipeline writes to model/)."""
-    final = root / f"{PREFIX}{step:08d}"
-    tmp = root / f".tmp-{PREFIX}{step:08d}"
+    final = root / f"{STEP_PREFIX}{step:08d}"
+    tmp = root / f".tmp-{STEP_PREFIX}{step:08d}"
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         tmp.mkdir(parents=True)
@@ -106,7 +98,7 @@ def list_checkpoints(root: Path) -> list[Path]:
     if not root.is_dir():
         return []
     return sorted(p for p in root.iterdir()
-                  if p.name.startswith(PREFIX) and (p / "state.json").exists())
+                  if p.name.startswith(STEP_PREFIX) and (p / "state.json").exists())
 
 
 def find_damage(path: Path) -> str | None:

@@ -1,12 +1,11 @@
 """trainer.dropout_masks=bits: dropout whose masks come from 16-bit random integers, on CPU.
 
 Why: PyTorch's CPU dropout draws one random number per element (bernoulli_), and that draw
-costs more than the matmul it follows at these widths: at size=small, aten::bernoulli_ is 9.7%
-of a bf16 training step on the Xeon (bench/RESULTS.md, "Where bertology's pretraining step
+costs more than the matmul it follows at these widths: at size=small, aten::bernoulli_ is a
+visible share of a bf16 training step (bench/RESULTS.md, "Where bertology's pretraining step
 spends its time"). A 64-bit draw holds four 16-bit integers, so filling an int64 buffer a
 quarter of the tensor's length and comparing its 16-bit halves against a threshold gives the
-same Bernoulli mask from a quarter of the draws: 14x fewer random-number cycles measured on
-2 cores (bench/bench_levers.py).
+same Bernoulli mask from a quarter of the draws (bench/bench_levers.py times the two).
 
 The mask is exact up to the drop probability's resolution: p is rounded to a multiple of
 1/65536 (0.1 becomes 0.100006), and the kept units are scaled by 1/(1 - that p), so the

@@ -26,11 +26,10 @@ from __future__ import annotations
 import torch
 
 from bertology.config.groups import FLOPS_CONVENTIONS
+from bertology.data.encode import IGNORE
 from bertology.errors import require
 from bertology.families import config_names_of, family_of_checkpoint
 from bertology.models.windows import local_reach
-
-IGNORE = -100
 
 
 def encoder_flops(config, lengths: torch.Tensor) -> float:

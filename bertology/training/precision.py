@@ -48,7 +48,7 @@ TRIAL_BATCHES = 2  # distinct batches the timed steps take in turn
 NOISE = 0.05  # bf16 must be this much faster (median step) to be chosen
 NATIVE_BF16_FLAGS = ("amx_bf16", "avx512_bf16")  # x86 flags of bf16 matrix instructions
 CPUINFO = Path("/proc/cpuinfo")
-METHOD = (f"median of {REPEATS} interleaved whole steps per precision, each after {WARMUP} "
+TIMING_METHOD = (f"median of {REPEATS} interleaved whole steps per precision, each after {WARMUP} "
           f"warm-up; bf16 only when more than {NOISE:.0%} faster")
 
 
@@ -231,16 +231,17 @@ def choose(requested: str, device: torch.device, trial: TimingTrial | None, cach
     times = measure(trial.make_timer(device))
     base.fp32_step_s, base.bf16_step_s = times["no"], times["bf16"]
     base.precision = decide(times["no"], times["bf16"])
-    base.method = METHOD
+    base.method = TIMING_METHOD
     base.cache_file = str(path or "")
     if path is not None:
         _write_json(path, {"precision": base.precision, "fp32_step_s": base.fp32_step_s,
-                           "bf16_step_s": base.bf16_step_s, "method": METHOD, "machine": machine,
-                           "shape": shape, "timed_at": time.strftime("%Y-%m-%dT%H:%M:%S")})
+                           "bf16_step_s": base.bf16_step_s, "method": TIMING_METHOD,
+                           "machine": machine, "shape": shape,
+                           "timed_at": time.strftime("%Y-%m-%dT%H:%M:%S")})
     return base
 
 
-def describe(choice: Choice) -> str:
+def describe_choice(choice: Choice) -> str:
     """One short log line: the choice, both median timings where it timed, and why. How the
     steps were timed is in precision.json (`method`) and docs/pipelines.md, not in the line:
     a log line stays within the log contract (tests/test_logs.py) on every CPU."""
@@ -272,7 +273,7 @@ def resolve_precision(cfg, trial: TimingTrial | None = None, out_dir: Path | Non
                          or Path.home() / ".cache" / "bertology").expanduser()
     choice = choose(cfg.mixed_precision, device, trial, cache_dir, processes)
     if record is not None and write:
-        log.info("%s", describe(choice))
+        log.info("%s", describe_choice(choice))
         _write_json(record, asdict(choice))
     return choice.precision
 

@@ -1,0 +1,248 @@
+"""The house rules that are not the floor plan (tests/test_layout.py has that): the code says why,
+not when or where it was measured; a public name means one thing; one reader of run dirs; a docs
+page a reader can take in. Each rule is a checker function run on bertology/ (or docs/), and on
+a planted violation, so a checker that stopped finding anything would fail here too."""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import tokenize
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+PACKAGE = REPO / "bertology"
+
+
+def sources() -> dict[str, str]:
+    """bertology/'s modules by path (relative to the repository), with their text."""
+    return {str(p.relative_to(REPO)): p.read_text() for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def docstring_nodes(tree: ast.AST) -> list[ast.Constant]:
+    return [node.body[0].value for node in ast.walk(tree)
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.body and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)
+            and isinstance(node.body[0].value.value, str)]
+
+
+def prose(source: str) -> list[tuple[int, str]]:
+    """(line, text) of a module's docstrings and comments: what the code says about itself."""
+    comments = [(t.start[0], t.string) for t in
+                tokenize.generate_tokens(io.StringIO(source).readline)
+                if t.type == tokenize.COMMENT]
+    docstrings = [(node.lineno, node.value) for node in docstring_nodes(ast.parse(source))]
+    return sorted(comments + docstrings)
+
+
+# ---------------------------------------------------------------- no history in the code
+
+# What was measured, on which machine, when, and under which issue is history: it goes stale the
+# day it is written, and it belongs in docs/ or bench/RESULTS.md, which say when and where. The
+# code says why. A paper's year, "(Devlin et al., 2019)", is a citation, not history; so is a
+# date inside a path (Hydra names its run dirs by date) and a number that is all digits.
+DURATION = r"\d[\d.,]*\s?(?:ns|µs|us|ms|s|sec|seconds?|mins?|minutes?|hours?)\b(?!\.d\.)"
+HISTORY = {
+    "an issue number": re.compile(r"\b(?:issues?|PR|pull request)\s*#?\d+|\(#\d+\)", re.I),
+    # 7 to 40 hex digits, at least one digit and one letter (not 1e10000): a git SHA
+    "a commit hash": re.compile(r"(?<![\w.-])(?!\d+e\d+\b)(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])"
+                                r"[0-9a-f]{7,40}(?![\w-])"),
+    "a date": re.compile(r"(?<![\w/])(?:19|20)\d\d-[01]\d-[0-3]\d(?![\w/])"),
+    "a machine": re.compile(r"\b(?:EPYC|Xeon|Ryzen|Threadripper)\b"
+                            r"|\b(?:this|our|my) (?:machine|box|host|laptop|server)\b", re.I),
+    # a duration as measured (~, about) or measured somewhere (N s on the ...), a speed-up on
+    # some hardware (N x faster than fp32 on ...)
+    "a timing": re.compile(rf"(?:~|≈|\babout |\baround |\broughly ){DURATION}"
+                           rf"|{DURATION}[^.;:]{{0,40}}?\bon (?:the|a|an|this|one|\d+)\b"
+                           r"|\b\d[\d.]*x (?:faster|slower|fewer|more|less)\b[^.;]{0,60}?\bon\b",
+                           re.I),
+}
+
+
+def history_in(source: str) -> list[str]:
+    """'line: what: the words' for each piece of history in a module's docstrings and comments."""
+    return [f"{line}: {what}: {found.group(0)!r}" for line, text in prose(source)
+            for what, pattern in HISTORY.items() for found in pattern.finditer(text)]
+
+
+def test_no_history_in_the_code():
+    found = [f"{path}:{hit}" for path, text in sources().items() for hit in history_in(text)]
+    assert not found, ("history in docstrings and comments (move it to docs/ or "
+                       "bench/RESULTS.md; say why, not when or where):\n" + "\n".join(found))
+
+
+# each kind of history, planted (test_each_checker_finds_what_is_planted)
+PLANTED_HISTORY = [
+    '"""Inputs longer than the model can read (issue 41)."""\n',
+    "x = 1  # see Issue #42 for the cut\n",
+    "x = 1  # refused since (#17)\n",
+    'def f():\n    """Reads the floor, as ceb2259 wrote it."""\n',
+    "# judged again at 84984ca0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6\n",
+    '"""The default run, as of 2026-11-29."""\n',
+    'class A:\n    """bernoulli_ is 9.7% of a step on the Xeon."""\n',
+    "x = 1  # 3 lanes fit on an AMD EPYC\n",
+    "x = 1  # fast enough on this machine\n",
+    'def f():\n    """Hashes the weights: about 0.2 s for MiniLM."""\n',
+    "x = 1  # remembered: ~0.1 ms a call\n",
+    "x = 1  # measured 4.2 s on the AMD, alone\n",
+    '"""int8 runs ~1.5x faster than fp32 on an AVX2 CPU."""\n',
+    '"""14x fewer random-number cycles, measured\non 2 cores."""\n',
+]
+NOT_HISTORY = ('"""Masked LM (Devlin et al., 2019, §3.1 Task #1): a band of ±1 s.d. over seeds;\n'
+               "durations print as 1h 02m / 3m 05s / 42s, into multirun/2026-11-22/10-00-00.\n"
+               '"""\n'
+               "SEED = 20191107  # a date-like seed: all digits, no commit\n"
+               "EPS = 1e10000  # added to a decade of facade, no hash\n"
+               "x = 1  # a quarter of the draws, so the step spends less on them\n")
+
+
+# ---------------------------------------------------------------- one reader of run dirs
+
+# A run's files are named in run/ (rundir.py: METRICS_FILE, HYDRA_DIR) and read through RunDir;
+# a module that spells them itself reads run dirs beside RunDir and drifts from it.
+RUN_FILES = ("metrics.json", ".hydra")
+# the modules that spell a run file themselves, each with its reason above it
+SPELLS_RUN_FILES = {
+    # config/ sits below run/ (LAYERS in tests/test_layout.py): it checks a fine-tuned twin's
+    # recorded config (<model dir>/../.hydra/config.yaml) before any run starts, so it cannot
+    # import RunDir or its constants
+    "bertology/config/twin_checks.py",
+}
+
+
+def run_file_literals(source: str) -> list[str]:
+    """'line: literal' for each string in the code (docstrings aside) naming a run file as a
+    path part: "metrics.json", ".hydra/config.yaml"; not prose that mentions one."""
+    tree = ast.parse(source)
+    docstrings = {id(node) for node in docstring_nodes(tree)}
+    return [f"{node.lineno}: {node.value!r}" for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and id(node) not in docstrings
+            and any(part in RUN_FILES for part in node.value.split("/"))]
+
+
+def test_run_files_are_named_in_run_only():
+    texts = sources()
+    found = [f"{path}:{hit}" for path, text in texts.items()
+             if not path.startswith("bertology/run/") and path not in SPELLS_RUN_FILES
+             for hit in run_file_literals(text)]
+    assert not found, ("run files spelt outside run/ (read through RunDir, or name "
+                       "rundir.METRICS_FILE / HYDRA_DIR):\n" + "\n".join(found))
+    stale = [path for path in SPELLS_RUN_FILES if not run_file_literals(texts[path])]
+    assert not stale, f"these no longer spell a run file; drop them from SPELLS_RUN_FILES: {stale}"
+
+
+# run files spelt by hand, planted (test_each_checker_finds_what_is_planted)
+PLANTED_RUN_FILES = [
+    'metrics = json.loads((run_dir / "metrics.json").read_text())\n',
+    'record = run_dir / ".hydra" / "config.yaml"\n',
+    'record = f"{run_dir}/.hydra/overrides.yaml"\n',
+    'done = [p for p in root.rglob("metrics.json")]\n',
+]
+NOT_RUN_FILES = ('"""Reads metrics.json and .hydra/config.yaml through RunDir."""\n'
+                 'log.info("each such sentence counted in metrics.json: data/split_long")\n'
+                 'status = "damaged (no metrics.json)"\n'
+                 'log_path = run_dir / "metrics.jsonl"\n'
+                 "done = (run_dir / METRICS_FILE).is_file()\n")
+
+
+# ---------------------------------------------------------------- docs pages a reader takes in
+
+PAGE_CAP = 40_000  # bytes: past this a page is several pages, and wants splitting
+# pages over the cap while they are being cut down; each leaves this list when it fits
+OVER_THE_CAP = {
+    "reproduce.md",  # the full record of `make reproduce`, being split into pages
+    "reliability.md",  # being cut down to what a reader needs, the rest to the record
+    "findings.md",  # likewise
+}
+
+
+def pages_over(docs: Path, cap: int = PAGE_CAP) -> dict[str, int]:
+    """docs/'s Markdown pages (relative path -> bytes) larger than the cap."""
+    sizes = {str(p.relative_to(docs)): p.stat().st_size for p in sorted(docs.rglob("*.md"))}
+    return {page: size for page, size in sizes.items() if size > cap}
+
+
+def test_no_docs_page_over_the_cap():
+    over = pages_over(REPO / "docs")
+    new = {page: size for page, size in over.items() if page not in OVER_THE_CAP}
+    assert not new, f"split these pages (over {PAGE_CAP} bytes): {new}"
+    fits = OVER_THE_CAP - set(over)
+    assert not fits, f"these fit now; take them off OVER_THE_CAP: {sorted(fits)}"
+
+
+def test_a_page_over_the_cap_is_found(tmp_path):
+    (tmp_path / "howto").mkdir()
+    (tmp_path / "short.md").write_text("# A page\n")
+    (tmp_path / "howto" / "long.md").write_text("# A long page\n" + "word " * 9_000)
+    assert pages_over(tmp_path) == {"howto/long.md": 45_014}
+
+
+# ---------------------------------------------------------------- a public name means one thing
+
+# Names defined in several modules on purpose: each module's instance of one protocol, which a
+# caller reaches through the module.
+SHARED_NAMES = {
+    "run",  # a pipeline's or an analysis's entry: pipelines.PIPELINES, probe's ANALYSES
+    "main",  # a command's entry (cli/entry.py COMMAND_MODULES) or a `python -m` module's
+    "build",  # an objective module's constructor (objectives.OBJECTIVES for pretraining)
+    "log",  # the module's own logger, logging.getLogger(__name__)
+}
+
+
+def public_names(source: str) -> set[str]:
+    """The names a module defines at its top level (functions, classes, constants, type
+    aliases), less the private ones (_name) and what it imports."""
+    names: set[str] = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return {name for name in names if not name.startswith("_")}
+
+
+def names_defined_twice(texts: dict[str, str]) -> dict[str, list[str]]:
+    """name -> the modules that define it, for each public name defined in more than one."""
+    where: dict[str, list[str]] = {}
+    for path, text in texts.items():
+        for name in public_names(text):
+            where.setdefault(name, []).append(path)
+    return {name: paths for name, paths in sorted(where.items()) if len(paths) > 1}
+
+
+def test_a_public_name_means_one_thing():
+    twice = names_defined_twice(sources())
+    found = {name: paths for name, paths in twice.items() if name not in SHARED_NAMES}
+    assert not found, ("one name, several things (rename, or import the one definition):\n"
+                       + "\n".join(f"{name}: {', '.join(paths)}" for name, paths in found.items()))
+    unused = SHARED_NAMES - set(twice)
+    assert not unused, f"no longer shared; take them off SHARED_NAMES: {sorted(unused)}"
+
+
+def test_a_name_defined_twice_is_found():
+    planted = {"a.py": "def describe(x):\n    return x\n\nREPLICATES = 400\n_cache = {}\n",
+               "b.py": "from a import describe\n\nREPLICATES: dict = {}\n_cache = {}\n",
+               "c.py": "class describe:\n    pass\n"}
+    assert names_defined_twice(planted) == {"REPLICATES": ["a.py", "b.py"],
+                                            "describe": ["a.py", "c.py"]}
+
+
+# ---------------------------------------------------------------- the checkers find what they must
+
+
+@pytest.mark.parametrize("checker, planted", [*((history_in, p) for p in PLANTED_HISTORY),
+                                              *((run_file_literals, p) for p in PLANTED_RUN_FILES)])
+def test_each_checker_finds_what_is_planted(checker, planted):
+    assert checker(planted), planted
+
+
+@pytest.mark.parametrize("checker, allowed", [(history_in, NOT_HISTORY),
+                                              (run_file_literals, NOT_RUN_FILES)])
+def test_each_checker_passes_what_is_allowed(checker, allowed):
+    assert checker(allowed) == []
