@@ -1,7 +1,8 @@
 """The house rules that are not the floor plan (tests/test_layout.py has that): the code says why,
-not when or where it was measured; a public name means one thing; one reader of run dirs; a docs
-page a reader can take in. Each rule is a checker function run on bertology/ (or docs/), and on
-a planted violation, so a checker that stopped finding anything would fail here too."""
+not when or where it was measured; a public name means one thing; one reader of run dirs (the
+docs pages' own rules, their size and no history in the manual, are in tests/test_docs.py). Each
+rule is a checker function run on bertology/, and on a planted violation, so a checker that
+stopped finding anything would fail here too."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import ast
 import io
 import re
 import tokenize
-from pathlib import Path
 
 import pytest
 from conftest import REPO
@@ -148,38 +148,6 @@ NOT_RUN_FILES = ('"""Reads metrics.json and .hydra/config.yaml through RunDir.""
                  'status = "damaged (no metrics.json)"\n'
                  'log_path = run_dir / "metrics.jsonl"\n'
                  "done = (run_dir / METRICS_FILE).is_file()\n")
-
-
-# ---------------------------------------------------------------- docs pages a reader takes in
-
-PAGE_CAP = 40_000  # bytes: past this a page is several pages, and wants splitting
-# pages over the cap while they are being cut down; each leaves this list when it fits
-OVER_THE_CAP = {
-    "reproduce.md",  # the full record of `make reproduce`, being split into pages
-    "reliability.md",  # being cut down to what a reader needs, the rest to the record
-    "findings.md",  # likewise
-}
-
-
-def pages_over(docs: Path, cap: int = PAGE_CAP) -> dict[str, int]:
-    """docs/'s Markdown pages (relative path -> bytes) larger than the cap."""
-    sizes = {str(p.relative_to(docs)): p.stat().st_size for p in sorted(docs.rglob("*.md"))}
-    return {page: size for page, size in sizes.items() if size > cap}
-
-
-def test_no_docs_page_over_the_cap():
-    over = pages_over(REPO / "docs")
-    new = {page: size for page, size in over.items() if page not in OVER_THE_CAP}
-    assert not new, f"split these pages (over {PAGE_CAP} bytes): {new}"
-    fits = OVER_THE_CAP - set(over)
-    assert not fits, f"these fit now; take them off OVER_THE_CAP: {sorted(fits)}"
-
-
-def test_a_page_over_the_cap_is_found(tmp_path):
-    (tmp_path / "howto").mkdir()
-    (tmp_path / "short.md").write_text("# A page\n")
-    (tmp_path / "howto" / "long.md").write_text("# A long page\n" + "word " * 9_000)
-    assert pages_over(tmp_path) == {"howto/long.md": 45_014}
 
 
 # ---------------------------------------------------------------- a public name means one thing
