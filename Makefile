@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 TORCH   ?= torch==2.13.0
 export BERTOLOGY_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: help setup setup-gpu test test-slow tables lint bench gpu-check reproduce reproduce-population default-runs clean
+.PHONY: help setup setup-gpu test test-slow tables lint bench gpu-check reproduce reproduce-population reference default-runs clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -74,6 +74,9 @@ FIRST_MEMBER ?= 200
 
 reproduce-population:  ## pretrain BERTs until 18 learned, run the model-reading studies on each, judge them across them
 	$(BIN)/python -m bertology.reproduce --population $(POPULATION) --first-member $(FIRST_MEMBER) --replace-failed
+
+reference:  ## write docs/reference/ (claims, config keys, CLI help) from the code
+	$(BIN)/python -m bertology.cli.reference
 
 default-runs:  ## time the default pretrain and probe runs; writes docs/default_runs.md (the docs' one source)
 	$(BIN)/python bench/default_runs.py

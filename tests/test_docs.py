@@ -27,6 +27,7 @@ from conftest import REPO, fast_sample, tiny_tokenizer
 from hub_cache import documented_cache
 from own_data_files import write_example
 
+from bertology.cli import reference
 from bertology.cli.entry import CONFIG_CHECKS, SWEEP_FLAGS, USAGE, precheck, report_overrides
 from bertology.cli.sweep import check_sweep
 from bertology.errors import UserError
@@ -37,8 +38,11 @@ from bertology.pipelines import PIPELINES
 # (each earlier run's dated account, each linked from a page), whose links are checked
 FRONT_PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 HOWTO_PAGES = sorted((REPO / "docs" / "howto").glob("*.md"))
+REFERENCE_PAGES = sorted((REPO / "docs" / "reference").glob("*.md"))  # generated from the code
 HISTORY_PAGES = sorted((REPO / "docs" / "history").glob("*.md"))
-PAGES = [*FRONT_PAGES, *HOWTO_PAGES]
+PAGES = [*FRONT_PAGES, *HOWTO_PAGES, *REFERENCE_PAGES]
+# the pages whose commands are composed (the reference's CLI page quotes usage lines, not commands)
+COMMAND_PAGES = [*FRONT_PAGES, *HOWTO_PAGES]
 STAMP = "2026-01-01/00-00-00"
 # <checkpoint>: a checkpoint folder of the reader's (made in the scratch dir as outputs/ paths are)
 PLACEHOLDERS = {"<date>/<time>": STAMP, "<run>": f"outputs/pretrain/{STAMP}",
@@ -398,7 +402,7 @@ def check_command(args: list[str]) -> None:
 
 def documented_commands() -> list[tuple[str, list[str], str | None]]:
     return [(page.relative_to(REPO).as_posix(), args, error)
-            for page in PAGES for args, error in commands_in(page.read_text())]
+            for page in COMMAND_PAGES for args, error in commands_in(page.read_text())]
 
 
 def test_the_pages_show_commands():
@@ -493,3 +497,17 @@ def test_the_front_page_quotes_the_default_runs_measured_numbers():
     for doc in ("docs/pipelines.md", "docs/probing.md", "conf/trainer/default.yaml",
                 "conf/probe.yaml"):
         assert "default_runs.md" in (REPO / doc).read_text(), doc
+
+
+@pytest.mark.parametrize("name", sorted(reference.PAGES))
+def test_the_reference_pages_are_the_codes_own(name):
+    """docs/reference/ is written by `make reference` from the catalogue, the config dataclasses
+    and the CLI's help: a page edited by hand, or code changed without it, fails here."""
+    page = REPO / "docs" / "reference" / name
+    assert page.read_text(encoding="utf-8") == reference.PAGES[name](), (
+        f"docs/reference/{name} is stale: run make reference")
+
+
+def test_the_reference_pages_are_linked():
+    assert len(REFERENCE_PAGES) == len(reference.PAGES)
+    assert {p.resolve() for p in REFERENCE_PAGES} <= linked_from(FRONT_PAGES)

@@ -40,9 +40,9 @@ class ModelConfig:
     family: str = "bert"
     name_or_path: str | None = None
     revision: str | None = None  # a hub checkpoint's branch, tag or commit (hub_revisions.py)
-    suite: str | None = None  # a checkpoint suite, whose (suite_seed, suite_step) names the
-    suite_seed: int | None = None  # checkpoint (suites.py)
-    suite_step: int | None = None  # None: the suite's final model
+    suite: str | None = None  # a checkpoint suite (conf/suites/ or a YAML file: suites.py)
+    suite_seed: int | None = None  # the suite's seed (None: 0)
+    suite_step: int | None = None  # the suite's training step (None: its final model)
     # pretrain, random init: a pretrained tokenizer (folder or hub id) instead of one trained
     # on the corpus; the vocabulary is its length, whatever vocab_size says
     tokenizer_name_or_path: str | None = None
