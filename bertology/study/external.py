@@ -189,7 +189,7 @@ def checkpoint_config(checkpoint: Checkpoint) -> dict | None:
     safetensors weights and a tokenizer, or a cached hub snapshot); None where a hub id is not
     cached and the hub can be reached (the run downloads it)."""
     folder = checkpoint.local_folder()
-    key = f"--checkpoints {checkpoint.label}"
+    key = "--checkpoints"
     return read_checkpoint(checkpoint.name if folder is None else str(folder), key)
 
 
