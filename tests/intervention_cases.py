@@ -1,10 +1,28 @@
-"""The intervention tests' cases: planted linear concepts (Gaussian states whose mean depends on
-a class), and LEACE computed by a road of the tests' own."""
+"""The intervention tests' cases: tiny random masked-LMs of a family row, planted linear
+concepts (Gaussian states whose mean depends on a class), and LEACE computed by a road of the
+tests' own."""
 
 from __future__ import annotations
 
 import numpy as np
 import scipy.linalg
+import torch
+import transformers
+from reading_models import tiny_config
+
+from bertology.families import every_family
+
+VOCAB, HEADS, HIDDEN = 100, 4, 32
+
+
+def tiny_mlm(name: str = "bert", layers: int = 2, dtype=torch.float32) -> torch.nn.Module:
+    """A random masked-LM of the family row's class, eager attention, in eval mode."""
+    torch.manual_seed(0)
+    row = every_family()[name]
+    config = tiny_config(row.model_type, VOCAB, 1, layers=layers, heads=HEADS, hidden=HIDDEN,
+                         initializer_range=0.2)  # larger weights: a site's edit shows
+    config._attn_implementation = "eager"
+    return getattr(transformers, row.mlm_class)(config).to(dtype).eval()
 
 
 def planted(n: int, dim: int, seed: int, classes: int = 3, separation: float = 2.0

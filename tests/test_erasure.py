@@ -1,14 +1,16 @@
-"""Concept erasure does what its papers promise: LEACE leaves a fresh probe at chance on a
-planted concept, moves the states less than INLP does on the same data, and agrees with the
-formula computed another way; AlterRep puts a binary concept on the chosen side and leaves the
-nullspace alone."""
+"""Concept erasure does what its papers promise, and the engine reports no effect on noise:
+LEACE leaves a fresh probe at chance on a planted concept, moves the states less than INLP does
+on the same data, and agrees with the formula computed another way; AlterRep puts a binary
+concept on the chosen side and leaves the nullspace alone; mean-ablating a site changes a
+shuffled concept's probe accuracy by nothing beyond sampling noise, while the same yardstick
+finds the real concept's loss."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
-from intervention_cases import leace_by_hand, planted
+from intervention_cases import leace_by_hand, planted, tiny_mlm
 
 from bertology.analysis.erasure import (
     AlterRep,
@@ -17,6 +19,7 @@ from bertology.analysis.erasure import (
     fit_leace,
 )
 from bertology.analysis.inlp import fit_inlp, fit_linear_probe, split_dev
+from bertology.analysis.interventions import MeanAblation, Site, extract_site, intervene
 from bertology.errors import UserError
 
 TRAIN, EVAL = 2000, 1000
@@ -90,3 +93,55 @@ def test_alterrep_moves_a_binary_concept_to_the_chosen_side():
 def test_alterrep_refuses_directions_that_are_not_orthonormal():
     with pytest.raises(UserError, match="orthonormal"):
         AlterRep(np.ones((2, 4)), alpha=1.0)
+
+
+# ---------------------------------------------------------------- no effect on noise
+
+SENTENCES, FIT, POSITION = 600, 400, 3
+SHUFFLES = 20
+
+
+@torch.no_grad()
+def final_states(model, inputs, ablate: MeanAblation | None) -> np.ndarray:
+    """(sentences, hidden) the last layer's output at POSITION, with the embeddings' output
+    at POSITION mean-ablated or not."""
+    at = [[POSITION]] * len(inputs["input_ids"])
+    if ablate is None:
+        return extract_site(model, inputs, Site(2), at).numpy()
+    with intervene(model, Site(0), at, ablate):
+        return extract_site(model, inputs, Site(2), at).numpy()
+
+
+def effect(clean: np.ndarray, ablated: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
+    """A probe fit on the clean states of the first FIT sentences; its held-out accuracy on
+    the clean states minus on the ablated ones, and the 4σ band of that paired difference
+    (McNemar: √discordant / n)."""
+    probe = fit_linear_probe(clean[:FIT], labels[:FIT], 0)
+    right = probe.predict(clean[FIT:]) == labels[FIT:]
+    right_ablated = probe.predict(ablated[FIT:]) == labels[FIT:]
+    band = 4 * np.sqrt(np.sum(right != right_ablated)) / len(right)
+    return float(right.mean() - right_ablated.mean()), float(band)
+
+
+def test_mean_ablation_shows_no_effect_on_a_shuffled_concept(one_thread):
+    """A random-init BERT on random tokens from 12 ids; the concept is whether the token at
+    position 3 is among the first six. Mean-ablating the embeddings' output there takes the
+    token away from a probe reading the last layer (the real concept: a large effect); with
+    the labels shuffled, there is nothing to take away, and the same yardstick must say so
+    for every shuffle and on average."""
+    model = tiny_mlm("bert")
+    ids = torch.randint(5, 17, (SENTENCES, 8), generator=torch.Generator().manual_seed(3))
+    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    reference = {k: v[:FIT] for k, v in inputs.items()}
+    mean = extract_site(model, reference, Site(0), [[POSITION]] * FIT).mean(dim=0)
+    clean, ablated = final_states(model, inputs, None), final_states(model, inputs,
+                                                                     MeanAblation(mean))
+    real = (ids[:, POSITION] < 11).numpy().astype(int)
+    found, band = effect(clean, ablated, real)
+    assert found > band  # the yardstick can fail the null
+    rng = np.random.default_rng(0)
+    shuffled = [effect(clean, ablated, rng.permutation(real)) for _ in range(SHUFFLES)]
+    assert all(abs(e) <= b for e, b in shuffled), shuffled
+    effects = np.array([e for e, _ in shuffled])
+    standard_error = effects.std(ddof=1) / np.sqrt(SHUFFLES)
+    assert abs(effects.mean()) <= 4 * standard_error < 0.05, effects
