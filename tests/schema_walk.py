@@ -77,7 +77,7 @@ class Leaf:
 
 def schema_groups() -> dict[str, type]:
     """Config block -> the dataclass that checks it, so keys no YAML file sets are walked too."""
-    from bertology.config.analysis_settings import ANALYSIS_SETTINGS
+    from bertology.config.analysis_settings import ANALYSES
     from bertology.config.checks import PathsConfig
     from bertology.config.distill_config import KDConfig, StudentConfig
     from bertology.config.groups import (
@@ -90,7 +90,7 @@ def schema_groups() -> dict[str, type]:
         TaskConfig,
         TrainerConfig,
     )
-    from bertology.config.prune_config import PruneSettings
+    from bertology.config.prune_settings import PruneSettings
 
     blocks = {"model": ModelConfig, "size": SizeConfig, "objective": ObjectiveConfig,
               "data": DataConfig, "trainer": TrainerConfig, "logger": LoggerConfig,
@@ -99,7 +99,7 @@ def schema_groups() -> dict[str, type]:
               "teacher.model": ModelConfig, "teacher.size": SizeConfig,
               "teacher.trainer": TrainerConfig, "compression.student": StudentConfig,
               "compression.kd": KDConfig}
-    blocks.update({f"analysis.{name}": cls for name, cls in ANALYSIS_SETTINGS.items()})
+    blocks.update({f"analysis.{name}": row.settings for name, row in ANALYSES.items()})
     return blocks
 
 
