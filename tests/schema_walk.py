@@ -155,7 +155,7 @@ def walk(every_option: bool = True) -> list[Leaf]:
     about a second instead of half a minute), the keys a default run sets."""
     from hydra import compose, initialize_config_dir
 
-    from bertology.cli.entry import CONFIG_CHECKS
+    from bertology.config.verbs import load_config_check
     from bertology.errors import UserError
 
     found: dict[tuple[str, str], Leaf] = {}
@@ -166,7 +166,7 @@ def walk(every_option: bool = True) -> list[Leaf]:
                                    for v in REQUIRED_VALUES.get(o, []))]
                 cfg = compose(config_name=pipeline, overrides=base)
                 try:
-                    CONFIG_CHECKS[pipeline](cfg)
+                    load_config_check(pipeline)(cfg)
                 except UserError:
                     continue  # an option that needs another (objective=electra: model=electra)
                 for key, value in leaves(OmegaConf.to_container(cfg, resolve=False)):

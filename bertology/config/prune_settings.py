@@ -3,8 +3,8 @@ experiment and per head score: the code that runs it and what it needs.
 
 The settings check reads the rows (which names are valid, which experiment ranks heads by a
 score or runs once per entry of a list), the capability checks read each experiment's needs
-(config/family_checks.py), and the pipeline runs the rows' code (pipelines/prune.py,
-pruning/prune_context.py).
+(config/family_checks.py), the pipeline runs the rows' code (pipelines/prune.py,
+pruning/prune_context.py), and `bertology --help` lists them.
 """
 
 from __future__ import annotations
