@@ -4,7 +4,8 @@ in conf/analysis/<name>.yaml) and what it needs of a checkpoint beyond hidden st
 The probe config builds each analysis's settings from its row (config/probe_config.py), the
 capability checks read its needs (config/family_checks.py), the pipeline runs its code
 (pipelines/probe.py), and `bertology --help` lists the rows. Adding an analysis takes its module,
-its settings and row here, and its conf/analysis/<name>.yaml.
+its settings and row here, and its conf/analysis/<name>.yaml (tests/test_rows.py adds one that
+way).
 """
 
 from __future__ import annotations
