@@ -77,7 +77,7 @@ class Leaf:
 
 def schema_groups() -> dict[str, type]:
     """Config block -> the dataclass that checks it, so keys no YAML file sets are walked too."""
-    from bertology.config.analysis_settings import ANALYSIS_SETTINGS
+    from bertology.config.analysis_settings import ANALYSES
     from bertology.config.checks import PathsConfig
     from bertology.config.distill_config import KDConfig, StudentConfig
     from bertology.config.groups import (
@@ -90,7 +90,7 @@ def schema_groups() -> dict[str, type]:
         TaskConfig,
         TrainerConfig,
     )
-    from bertology.config.prune_config import PruneSettings
+    from bertology.config.prune_settings import PruneSettings
 
     blocks = {"model": ModelConfig, "size": SizeConfig, "objective": ObjectiveConfig,
               "data": DataConfig, "trainer": TrainerConfig, "logger": LoggerConfig,
@@ -99,7 +99,7 @@ def schema_groups() -> dict[str, type]:
               "teacher.model": ModelConfig, "teacher.size": SizeConfig,
               "teacher.trainer": TrainerConfig, "compression.student": StudentConfig,
               "compression.kd": KDConfig}
-    blocks.update({f"analysis.{name}": cls for name, cls in ANALYSIS_SETTINGS.items()})
+    blocks.update({f"analysis.{name}": row.settings for name, row in ANALYSES.items()})
     return blocks
 
 
@@ -155,7 +155,7 @@ def walk(every_option: bool = True) -> list[Leaf]:
     about a second instead of half a minute), the keys a default run sets."""
     from hydra import compose, initialize_config_dir
 
-    from bertology.cli.entry import CONFIG_CHECKS
+    from bertology.config.verbs import load_config_check
     from bertology.errors import UserError
 
     found: dict[tuple[str, str], Leaf] = {}
@@ -166,7 +166,7 @@ def walk(every_option: bool = True) -> list[Leaf]:
                                    for v in REQUIRED_VALUES.get(o, []))]
                 cfg = compose(config_name=pipeline, overrides=base)
                 try:
-                    CONFIG_CHECKS[pipeline](cfg)
+                    load_config_check(pipeline)(cfg)
                 except UserError:
                     continue  # an option that needs another (objective=electra: model=electra)
                 for key, value in leaves(OmegaConf.to_container(cfg, resolve=False)):

@@ -7,20 +7,22 @@ from conftest import REPO, compose_config, run_cli
 from omegaconf import OmegaConf
 from own_data_files import PRESET_FILES
 
-from bertology.cli.entry import CONFIG_CHECKS, PIPELINES, main
+from bertology.cli.entry import main
 from bertology.config.pretrain_config import load_pretrain_config
+from bertology.config.verbs import VERBS, pipeline_names
 from bertology.errors import UserError
 
 
 def test_pipelines_match_primary_configs():
     primaries = {p.stem for p in (REPO / "conf").glob("*.yaml")}
-    assert primaries == set(PIPELINES) == set(CONFIG_CHECKS)
+    assert primaries == set(pipeline_names())
+    assert all(VERBS[name].check for name in primaries)
 
 
 def test_help_lists_every_pipeline(capsys):
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
-    for name in PIPELINES:
+    for name in VERBS:
         assert name in out
 
 

@@ -14,7 +14,9 @@ import transformers
 from conftest import compose_config, tiny_tokenizer
 
 from bertology.cli import entry as cli
-from bertology.cli.completion import COMMANDS
+from bertology.cli.completion import query
+from bertology.cli.help import format_usage
+from bertology.config.verbs import command_names
 
 
 def bin_checkpoint(folder: Path) -> tuple[Path, dict[str, torch.Tensor]]:
@@ -160,8 +162,9 @@ def test_a_hub_commit_with_only_a_bin_is_refused_then_read_from_its_converted_co
 
 
 def test_every_command_is_dispatched_and_completed():
-    assert set(cli.COMMAND_MODULES) | {"completion"} == set(COMMANDS)
-    assert all(f"\n  {name}" in cli.USAGE for name in COMMANDS)
+    assert {"runs", "data", "convert", "completion"} <= set(command_names())
+    assert all(f"\n  {name}" in format_usage() for name in command_names())
+    assert all(query(f"bertology {name[:3]}") == [name] for name in command_names())
 
 
 def test_checkpoints_that_ship_only_a_bin_are_named_in_one_convert_command(tmp_path,

@@ -28,10 +28,11 @@ from hub_cache import documented_cache
 from own_data_files import write_example
 
 from bertology.cli import reference
-from bertology.cli.entry import CONFIG_CHECKS, SWEEP_FLAGS, USAGE, precheck, report_overrides
+from bertology.cli.entry import SWEEP_FLAGS, dirs_overrides, precheck
+from bertology.cli.help import format_usage
 from bertology.cli.sweep import check_sweep
+from bertology.config.verbs import VERBS, load_config_check, pipeline_names
 from bertology.errors import UserError
-from bertology.pipelines import PIPELINES
 
 # the front page, docs/ (each linked from the front page) and docs/howto/ (one task a page,
 # each linked from a page of docs/): the manual, whose commands are checked; and docs/history/
@@ -365,7 +366,7 @@ def scratch(tmp_path: Path, args: list[str], checkpoints: dict[str, Path]) -> Pa
 def check_command(args: list[str]) -> None:
     """What `bertology` checks before it runs: raises UserError on a refused config."""
     if not args or args[0] in ("-h", "--help", "help"):
-        assert "usage: bertology" in USAGE
+        assert "usage: bertology" in format_usage()
         return
     pipeline, rest = args[0], args[1:]
     if pipeline == "data":  # a dry path: the verb and the set names, nothing fetched
@@ -388,14 +389,15 @@ def check_command(args: list[str]) -> None:
         assert rest and not any(arg.startswith("-") for arg in rest), rest
         return
     if "--help" in rest or "-h" in rest:
-        assert pipeline in PIPELINES, pipeline
+        assert pipeline in pipeline_names(), pipeline
         return
-    if pipeline == "report":
-        rest = report_overrides(rest)
+    if VERBS[pipeline].dirs_key is not None:
+        rest = dirs_overrides(rest, VERBS[pipeline].dirs_key)
     flags = [arg for arg in rest if arg.startswith("-")]
     if flags:  # a sweep: every job, as Hydra's sweeper would launch them (cli.main)
         assert set(flags) <= SWEEP_FLAGS, f"{flags}: check this flag's command by hand"
-        check_sweep(pipeline, [arg for arg in rest if arg not in flags], CONFIG_CHECKS[pipeline])
+        check_sweep(pipeline, [arg for arg in rest if arg not in flags],
+                    load_config_check(pipeline))
         return
     precheck(pipeline, rest)
 
@@ -473,10 +475,10 @@ def test_the_config_table_lists_every_option_of_every_group():
 
 def test_help_names_every_family():
     """`bertology --help` names every model family the pipelines take."""
-    from bertology.cli.entry import USAGE
     from bertology.families import FAMILIES
 
-    assert all(name in USAGE for name in FAMILIES), [n for n in FAMILIES if n not in USAGE]
+    usage = format_usage()
+    assert all(name in usage for name in FAMILIES), [n for n in FAMILIES if n not in usage]
 
 
 def test_the_front_page_quotes_the_default_runs_measured_numbers():

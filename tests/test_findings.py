@@ -13,8 +13,8 @@ from conftest import REPO, compose_config
 from omegaconf import OmegaConf
 from test_experiments import sweep_jobs
 
-from bertology.cli.entry import CONFIG_CHECKS, PIPELINES
 from bertology.config.path_checks import MADE_BY_THE_RUN
+from bertology.config.verbs import load_config_check, pipeline_names
 from bertology.errors import UserError
 from bertology.pipelines import load_pipeline
 from bertology.run.rundir import RunDir
@@ -156,7 +156,7 @@ def test_every_job_of_a_study_passes_its_checks(study):
     jobs = []
     for overrides in sweep_jobs(f"study_{study}", pipeline):
         job = compose_config(pipeline, [*overrides, *reproduce_overrides])
-        CONFIG_CHECKS[pipeline](job)
+        load_config_check(pipeline)(job)
         jobs.append(RunDir(Path(study), {}, OmegaConf.to_container(job, resolve=True)))
     for spec in CATALOG.values():  # each side of each finding picks some job of the sweep
         for side in evidences(spec):
@@ -188,7 +188,7 @@ def test_reproduce_runs_every_study_once():
     studies = reproduce.studies_to_run(None)
     assert set(studies) == set(STUDIES)
     assert {f for s in studies.values() for f in s["findings"]} == set(CATALOG)
-    assert all(spec["pipeline"] in PIPELINES for spec in studies.values())
+    assert all(spec["pipeline"] in pipeline_names() for spec in studies.values())
 
 
 def test_reproduce_fine_tunes_one_model_per_seed(tmp_path, monkeypatch):

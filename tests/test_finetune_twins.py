@@ -121,10 +121,10 @@ def test_a_twin_needs_the_model_arm_and_its_experiment():
              "set compare_to too"),
             ("prune", ["twin_name_or_path=sentence-transformers/all-MiniLM-L6-v2"],
              "attention_gradients")):
-        from bertology.cli.entry import CONFIG_CHECKS
+        from bertology.config.verbs import load_config_check
 
         with pytest.raises(UserError, match=says):
-            CONFIG_CHECKS[pipeline](compose_config(pipeline, overrides))
+            load_config_check(pipeline)(compose_config(pipeline, overrides))
 
 
 # ---------------------------------------------------------------- the pipelines write the twin

@@ -15,7 +15,7 @@ import pytest
 from conftest import REPO, run_cli
 
 from bertology.cli.completion import query
-from bertology.cli.entry import PIPELINES, main
+from bertology.cli.entry import main
 from bertology.cli.help import offered
 from bertology.config.options import (
     EXPERIMENT,
@@ -27,6 +27,7 @@ from bertology.config.options import (
     pipeline_experiments,
     pipeline_groups,
 )
+from bertology.config.verbs import pipeline_names
 
 
 def test_every_config_file_says_what_it_is_on_its_first_comment_line():
@@ -46,7 +47,7 @@ def test_the_description_is_the_first_sentence_of_the_leading_comment(tmp_path):
     assert describe(path, width=30) == "BERT Table 8 (Devlin et ..."
 
 
-@pytest.mark.parametrize("pipeline", sorted(PIPELINES))
+@pytest.mark.parametrize("pipeline", sorted(pipeline_names()))
 def test_help_shows_a_description_beside_every_group_option(pipeline, capsys):
     assert main([pipeline, "--help"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -138,7 +139,7 @@ def test_misspellings_name_the_closest_valid_names(args, words, tmp_path, monkey
     ("bertology runs outputs/pro", []),  # a path: bash completes it (-o default)
 ])
 def test_completion_candidates(line, expected):
-    assert query(line, list(PIPELINES)) == expected
+    assert query(line) == expected
 
 
 def bash_complete(tmp_path: Path, words: list[str], cword: int) -> list[str]:
@@ -212,7 +213,7 @@ def test_report_help_offers_only_what_report_takes(tmp_path, monkeypatch, capsys
 
     text = format_help("report")
     assert "model=bert" not in text and "findings_dir" in text and "--cfg job" in text
-    assert entry.report_overrides(["--cfg", "job", "runs_a", "findings_dir=f"]) == [
+    assert entry.dirs_overrides(["--cfg", "job", "runs_a", "findings_dir=f"], "runs") == [
         "runs=['runs_a']", "--cfg", "job", "findings_dir=f"]
     monkeypatch.chdir(tmp_path)
     (tmp_path / "runs_a").mkdir()

@@ -155,8 +155,8 @@ NOT_RUN_FILES = ('"""Reads metrics.json and .hydra/config.yaml through RunDir.""
 # Names defined in several modules on purpose: each module's instance of one protocol, which a
 # caller reaches through the module.
 SHARED_NAMES = {
-    "run",  # a pipeline's or an analysis's entry: pipelines.PIPELINES, probe's ANALYSES
-    "main",  # a command's entry (cli/entry.py COMMAND_MODULES) or a `python -m` module's
+    "run",  # a pipeline's or an analysis's entry: config/verbs.py's and analysis_settings.py's rows
+    "main",  # a command's entry (a row of config/verbs.py) or a `python -m` module's
     "build",  # an objective module's constructor (objectives.OBJECTIVES for pretraining)
     "log",  # the module's own logger, logging.getLogger(__name__)
 }

@@ -17,8 +17,7 @@ from schema_walk import mlm_checkpoint
 from bertology.analysis import features as feats
 from bertology.analysis import probe_fits, probes
 from bertology.config.analysis_settings import (
-    ANALYSIS_SETTINGS,
-    MLM_ANALYSES,
+    ANALYSES,
     LinearSettings,
     MLPSettings,
 )
@@ -42,16 +41,17 @@ QUIET = ["logger=none", "init=random", "seeds=[0]", "max_train_sentences=300",
 
 def test_analyses_match_their_configs_and_settings():
     files = {p.stem for p in (REPO / "conf" / "analysis").glob("*.yaml")}
-    assert files == set(probe.ANALYSES) == set(ANALYSIS_SETTINGS)
+    assert files == set(ANALYSES)
 
 
-@pytest.mark.parametrize("name", sorted(ANALYSIS_SETTINGS))
+@pytest.mark.parametrize("name", sorted(ANALYSES))
 def test_every_analysis_composes_alone_and_nested_under_its_name(name):
     # cloze and amnesic read an MLM head, so the config check wants a checkpoint with one
-    head = [f"model.name_or_path={mlm_checkpoint()}"] if name in MLM_ANALYSES else []
+    head = ([f"model.name_or_path={mlm_checkpoint()}"] if ANALYSES[name].needs == "mlm_head"
+            else [])
     config = load_probe_config(compose_config("probe", [f"analysis={name}", *head]))
     assert list(config.analyses) == [name]
-    assert isinstance(config.analyses[name], ANALYSIS_SETTINGS[name])
+    assert isinstance(config.analyses[name], ANALYSES[name].settings)
 
 
 def test_several_analyses_compose_side_by_side():

@@ -23,12 +23,9 @@ from reading_models import (
 )
 from torch import nn
 
-from bertology.config.family_checks import (
-    OPTION_NEEDS,
-    PROBE_NEEDS,
-    PRUNE_NEEDS,
-    render_family_table,
-)
+from bertology.config.analysis_settings import ANALYSES
+from bertology.config.family_checks import OPTION_NEEDS, every_need, render_family_table
+from bertology.config.prune_settings import PRUNE_EXPERIMENTS
 from bertology.errors import UserError
 from bertology.families import (
     CAPABILITIES,
@@ -101,14 +98,10 @@ def test_every_row_resolves_on_a_tiny_model_of_its_type(model_type):
 
 
 def test_what_the_checks_name_exists():
-    """The needs tables name real analyses, experiments and capabilities, and every row's
-    `cannot` a real capability."""
-    from bertology.config.analysis_settings import ANALYSIS_SETTINGS
-    from bertology.config.prune_config import EXPERIMENTS
-
-    assert set(PROBE_NEEDS) <= set(ANALYSIS_SETTINGS)
-    assert set(PRUNE_NEEDS) <= set(EXPERIMENTS)
-    needed = {*PROBE_NEEDS.values(), *PRUNE_NEEDS.values(), *OPTION_NEEDS.values()}
+    """The analysis and experiment rows and the options need real capabilities, and every
+    family row's `cannot` names a real capability."""
+    needed = {*every_need(ANALYSES).values(), *every_need(PRUNE_EXPERIMENTS).values(),
+              *OPTION_NEEDS.values()}
     assert needed == set(CAPABILITIES)  # each capability is needed by something
     for name, row in every_family().items():
         assert {c for c, _ in row.cannot} <= set(CAPABILITIES), name
@@ -248,7 +241,7 @@ def prune_experiments(model_type: str) -> list[str]:
     """The head and layer experiments where the type can run them, else the ones every type
     can (magnitude pruning; attention to special tokens and its gradients)."""
     wanted = [name for name in ("heads", "removal", "layers")
-              if why_not(family_of_checkpoint(model_type), PRUNE_NEEDS[name]) is None]
+              if why_not(family_of_checkpoint(model_type), PRUNE_EXPERIMENTS[name].needs) is None]
     return wanted or ["magnitude", "attention_gradients"]
 
 

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from conftest import compose_config
 
-from bertology.cli.entry import CONFIG_CHECKS, main
+from bertology.cli.entry import main
 from bertology.cli.sweep import check_no_repeats, sweep_jobs
+from bertology.config.verbs import load_config_check
 from bertology.errors import UserError
 
 
@@ -67,7 +68,7 @@ def test_the_jobs_are_those_hydra_launches():
 def test_a_good_sweep_passes_every_check():
     jobs, _ = sweep_jobs("pretrain", ["model=bert,roberta", "objective=mlm"])
     for job in jobs:
-        CONFIG_CHECKS["pretrain"](compose_config("pretrain", job))
+        load_config_check("pretrain")(compose_config("pretrain", job))
 
 
 @pytest.mark.parametrize("key", ["hydra.sweep.dir", "hydra.run.dir"])

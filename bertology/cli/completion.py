@@ -1,7 +1,8 @@
-"""Bash completion: `eval "$(bertology completion bash)"` (in ~/.bashrc) completes pipelines,
-config groups and their options (sweep lists too: model=bert,ro<TAB>), keys one level at a
-time (trainer.<TAB>) and flags. Hydra's own `--shell-completion` knows one app, not the
-pipeline word in front of it, so the script asks `bertology completion query LINE` instead.
+"""Bash completion: `eval "$(bertology completion bash)"` (in ~/.bashrc) completes the verbs
+(config/verbs.py's rows), a command's own words (its row's `complete`), a pipeline's config
+groups and their options (sweep lists too: model=bert,ro<TAB>), keys one level at a time
+(trainer.<TAB>) and flags. Hydra's own `--shell-completion` knows one app, not the pipeline
+word in front of it, so the script asks `bertology completion query LINE` instead.
 """
 
 from __future__ import annotations
@@ -10,14 +11,11 @@ from omegaconf import OmegaConf
 
 from bertology.config.compose import CONF_DIR
 from bertology.config.options import EXPERIMENT, group_options, pipeline_groups
+from bertology.config.rows import load_function
+from bertology.config.verbs import VERBS
+from bertology.errors import UserError
 
 FLAGS = ("-m", "--multirun", "--help", "--cfg", "--hydra-help", "--info")
-# the commands beside the pipelines (cli.main dispatches them by name): completed and suggested;
-# `convert DIR` completes nothing, so bash's `-o default` completes the folder
-COMMANDS = ("runs", "data", "convert", "completion")
-RUNS_FLAGS = ("--format", "--metrics", "--out", "--help")  # cli/runs_command.py's parser
-RUNS_FORMATS = ("--format=markdown", "--format=csv")
-DATA_VERBS = ("list", "fetch", "verify", "--all")
 
 BASH_SCRIPT = r"""# bertology bash completion; load it with: eval "$(bertology completion bash)"
 _bertology_complete() {
@@ -40,8 +38,9 @@ complete -o default -F _bertology_complete bertology
 """
 
 
-def query(line: str, pipelines: list[str]) -> list[str]:
-    """Candidates for the last word of a command line typed so far (`bertology pretrain mo`)."""
+def query(line: str) -> list[str]:
+    """Candidates for the last word of a command line typed so far (`bertology pretrain mo`):
+    verbs from config/verbs.py's rows, then a pipeline's groups and keys or a command's own."""
     words = line.split()
     if not line or line[-1].isspace():
         words.append("")
@@ -49,18 +48,15 @@ def query(line: str, pipelines: list[str]) -> list[str]:
         return []
     current = words[-1]
     if len(words) == 2:
-        return _starting(current, [*pipelines, *COMMANDS, "--help"])
-    command = words[1]
-    if command == "data":
-        return _starting(current, DATA_VERBS)
-    if command == "completion":
-        return _starting(current, ["bash"]) if len(words) == 3 else []
-    if command == "runs":  # run dirs: none here, so bash's `-o default` completes paths
-        return _starting(current, RUNS_FORMATS if "=" in current else RUNS_FLAGS) \
-            if current.startswith("-") else []
-    if command not in pipelines:
+        return _starting(current, [*VERBS, "--help"])
+    verb = VERBS.get(words[1])
+    if verb is None:
         return []
-    return pipeline_candidates(command, current, words[2:-1])
+    if verb.check is not None:
+        return pipeline_candidates(words[1], current, words[2:-1])
+    if verb.complete is None:  # bash's `-o default` completes paths
+        return []
+    return _starting(current, load_function(verb.complete)(current, words[2:-1]))
 
 
 def pipeline_candidates(pipeline: str, current: str, before: list[str]) -> list[str]:
@@ -108,14 +104,19 @@ def _starting(prefix: str, candidates) -> list[str]:
     return [c for c in candidates if c.startswith(prefix)]
 
 
-def completion_command(args: list[str], pipelines: list[str]) -> str:
-    """`bertology completion bash` -> the script; `bertology completion query LINE` -> one
-    candidate a line."""
-    from bertology.errors import UserError
+def complete_shells(current: str, args: list[str]) -> list[str]:
+    """`bertology completion <TAB>`: the shells it writes a script for."""
+    return [] if args else ["bash"]
 
+
+def main(args: list[str]) -> int:
+    """`bertology completion bash` prints the script; `bertology completion query LINE` one
+    candidate a line."""
     if args[:1] == ["bash"]:
-        return BASH_SCRIPT
-    if args[:1] == ["query"]:
-        return "\n".join(query(" ".join(args[1:2]), pipelines))
-    raise UserError("completion: use `bertology completion bash` (then "
-                    "eval \"$(bertology completion bash)\", e.g. in ~/.bashrc)")
+        print(BASH_SCRIPT)
+    elif args[:1] == ["query"]:
+        print("\n".join(query(" ".join(args[1:2]))))
+    else:
+        raise UserError("completion: use `bertology completion bash` (then "
+                        "eval \"$(bertology completion bash)\", e.g. in ~/.bashrc)")
+    return 0

@@ -31,6 +31,14 @@ class DataParser(argparse.ArgumentParser):
         raise UserError(f"{message}; see bertology data --help")
 
 
+# what `bertology data <TAB>` offers: parse_args's verbs and fetch's flag
+DATA_WORDS = ("list", "fetch", "verify", "--all")
+
+
+def complete_data(current: str, args: list[str]) -> tuple[str, ...]:
+    return DATA_WORDS
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = DataParser(prog="bertology data", usage=DATA_USAGE)
     verbs = parser.add_subparsers(dest="verb")

@@ -1,4 +1,5 @@
-"""`bertology <pipeline> [hydra overrides]`: one dispatch dict, one primary config per pipeline.
+"""`bertology <verb> [hydra overrides]`: dispatched through config/verbs.py's rows, one primary
+config per pipeline.
 
 Bad input (an unknown option, a value out of range, a missing file) is one line on stderr and
 exit status 2, with no traceback and no run directory left behind. A run that fails on its own
@@ -9,7 +10,6 @@ bertology/run/rundir.py).
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import re
@@ -25,18 +25,13 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from bertology import __version__
-from bertology.cli.completion import COMMANDS, completion_command
-from bertology.cli.help import format_help
+from bertology.cli.help import format_help, format_usage
 from bertology.cli.sweep import check_job, check_sweep
 from bertology.config.compose import CONF_DIR
-from bertology.config.distill_config import load_distill_config
-from bertology.config.finetune_config import load_finetune_config
 from bertology.config.options import did_you_mean
-from bertology.config.pretrain_config import load_pretrain_config
-from bertology.config.probe_config import load_probe_config
-from bertology.config.prune_config import load_prune_config
-from bertology.config.report_config import load_report_config
+from bertology.config.rows import load_function
 from bertology.config.suites import read_checkpoint_record
+from bertology.config.verbs import VERBS, command_names, load_config_check, pipeline_names
 from bertology.errors import (
     EXIT_CTRL_C,
     EXIT_FAILED,
@@ -45,7 +40,7 @@ from bertology.errors import (
     RunFailed,
     UserError,
 )
-from bertology.pipelines import PIPELINES, load_pipeline
+from bertology.pipelines import load_pipeline
 from bertology.run.cache_notes import take_recomputed
 from bertology.run.processes import is_main_process, run_dir_overrides
 from bertology.run.provenance import write_env
@@ -58,49 +53,7 @@ from bertology.run.resume import (
 from bertology.run.rundir import RunInUse, check_not_in_use, is_finished, run_status
 from bertology.run.write_errors import describe_write_error, errno_of
 
-# pipeline -> the check its config must pass before a run directory is made
-CONFIG_CHECKS = {
-    "pretrain": load_pretrain_config,
-    "finetune": load_finetune_config,
-    "probe": load_probe_config,
-    "prune": load_prune_config,
-    "distill": load_distill_config,
-    "report": load_report_config,
-}
-
 SWEEP_FLAGS = {"-m", "--multirun"}
-
-USAGE = """usage: bertology <pipeline> [key=value ...] [-m key=a,b ...]
-
-pipelines:
-  pretrain   masked-LM pretraining (model=bert|roberta|spanbert|electra|modernbert,
-             size=tiny..large, data=synthetic|wikipedia|files|hub)
-  finetune   a checkpoint → a task model (task=sst2|mrpc|conll03|ud_pos|squad|synthetic_*,
-             or your own files: task=own_classification|own_tagging|own_qa;
-             model=minilm or model.name_or_path=<dir>; head.mode=finetune|feature)
-  probe      what a checkpoint knows, layer by layer (analysis=linear|mlp|structural|
-             attention|geometry|cloze|amnesic|position|numeracy, or a list;
-             task=ud_pos|ud_deps|conll03|synthetic_pos|synthetic_depth|synthetic_agreement|
-             own_tagging)
-  prune      how much of a fine-tuned model is needed (model.name_or_path=<finetune model/>
-             or model=minilm to fine-tune first; prune.experiments=[heads,removal,layers,
-             magnitude,int8,matrix]; prune.scores=[gradient,random])
-  distill    a fine-tuned teacher → a smaller student (teacher.name_or_path=<finetune model/>;
-             student.init=teacher_layers|random; kd.alpha, kd.temperature, TinyBERT terms)
-
-  report     run dirs → REPORT.md: metrics over seeds and a verdict per survey finding
-             (bertology report outputs/probe/multirun/<date>/<time> [more dirs])
-
-  data       the real data sets: bertology data list | fetch NAME... | --all | verify
-             (into BERTOLOGY_DATA_DIR, default ~/.cache/bertology/data)
-  runs       a table of finished runs: the overrides that differ, headline metrics
-             (bertology runs [DIR ...] [--format markdown|csv] [--metrics GLOBS])
-  convert    a checkpoint's pytorch_model.bin → model.safetensors beside it
-             (bertology convert DIR; torch.load with weights_only=True, no code runs)
-  completion bash completion: eval "$(bertology completion bash)" (e.g. in ~/.bashrc)
-
-`bertology <pipeline> --help` shows its config groups, each option with a line on it, and its
-experiments; `bertology --version` the version; `python -m bertology` is the same program."""
 
 log = logging.getLogger("bertology")
 
@@ -121,7 +74,7 @@ def _latest_unfinished_run(pipeline: str) -> Path:
 
 def precheck(pipeline: str, overrides: list[str]) -> list[str]:
     """Compose and check the config before Hydra makes a run dir; resolve resume=true."""
-    cfg = check_job(pipeline, overrides, CONFIG_CHECKS[pipeline])  # hydra.run.dir included
+    cfg = check_job(pipeline, overrides, load_config_check(pipeline))  # hydra.run.dir included
     run_dirs = [o.split("=", 1)[1] for o in overrides if o.startswith("hydra.run.dir=")]
     if run_dirs and is_main_process():  # before Hydra writes into a dir another run is using
         check_not_in_use(Path(run_dirs[-1]))
@@ -265,8 +218,9 @@ HYDRA_VALUE_FLAGS = ("--cfg", "-c", "--package", "-p", "--config-name", "-cn", "
                      "-cp", "--config-dir", "-cd")
 
 
-def report_overrides(args: list[str]) -> list[str]:
-    """`bertology report DIR [DIR ...] [key=value ...]`: the dirs become runs=[...]."""
+def dirs_overrides(args: list[str], key: str) -> list[str]:
+    """`bertology report DIR [DIR ...] [key=value ...]`: the dirs become <key>=[...] (the
+    verb row's dirs_key: report's runs)."""
     values = {i + 1 for i, a in enumerate(args) if a in HYDRA_VALUE_FLAGS}
     paths = [a for i, a in enumerate(args)
              if "=" not in a and not a.startswith("-") and i not in values]
@@ -274,23 +228,14 @@ def report_overrides(args: list[str]) -> list[str]:
     if not paths:
         return rest
     quoted = ",".join("'" + p.replace("\\", "\\\\").replace("'", "\\'") + "'" for p in paths)
-    return [f"runs=[{quoted}]", *rest]
-
-
-# command -> the module whose main(args) runs it: no Hydra, no run dir; imported on dispatch,
-# so a command that needs no torch loads none. In sync with completion.COMMANDS.
-COMMAND_MODULES = {
-    "runs": "bertology.cli.runs_command",  # reads finished run dirs, writes none
-    "data": "bertology.cli.data_command",  # lists, fetches and verifies the real data sets
-    "convert": "bertology.cli.convert_command",  # pytorch_model.bin -> model.safetensors
-}
+    return [f"{key}=[{quoted}]", *rest]
 
 
 def run_command(command: str, args: list[str]) -> int:
-    """`bertology <command> ...`: its UserError is one line and exit 2, as a pipeline's."""
-    module = importlib.import_module(COMMAND_MODULES[command])
+    """`bertology <command> ...`, its row's main(args) imported now (a command that needs no
+    torch loads none): its UserError is one line and exit 2, as a pipeline's."""
     try:
-        return module.main(args) or 0
+        return load_function(VERBS[command].run)(args) or 0
     except UserError as err:
         return fail(command, str(err))
 
@@ -330,37 +275,31 @@ def plain_library_logs() -> None:
             logging.getLogger(name).addFilter(StripAnsi())
 
 
-def completion(args: list[str]) -> int:
-    """`bertology completion bash` prints the bash script (bertology/cli/completion.py)."""
-    try:
-        print(completion_command(args, list(PIPELINES)))
-    except UserError as err:
-        return fail("completion", str(err))
-    return 0
+def unknown_verb(name: str) -> str:
+    pipelines, commands = pipeline_names(), command_names()
+    near = did_you_mean(name, [*pipelines, *commands])
+    return (f"unknown pipeline {name!r}{near} (pipelines: {', '.join(pipelines)}; commands: "
+            f"{', '.join(commands)}; bertology --help)")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help", "help"):
-        print(USAGE)
+        print(format_usage())
         return 0
     if args[0] in ("--version", "-V"):
         print(f"bertology {__version__}")
         return 0
     if "-sc" in args or "--shell-completion" in args:  # Hydra's flag: bertology's own script
-        return completion(["bash"] if "install=bash" in args else [])
+        return run_command("completion", ["bash"] if "install=bash" in args else [])
     pipeline, overrides = args[0], args[1:]
-    if pipeline in COMMAND_MODULES:
+    verb = VERBS.get(pipeline)
+    if verb is None:
+        return fail(pipeline, unknown_verb(pipeline))
+    if verb.check is None:
         return run_command(pipeline, overrides)
-    if pipeline == "completion":
-        return completion(overrides)
-    if pipeline == "report":
-        overrides = report_overrides(overrides)
-    if pipeline not in PIPELINES:
-        near = did_you_mean(pipeline, [*PIPELINES, *COMMANDS])
-        return fail(pipeline, f"unknown pipeline {pipeline!r}{near} (pipelines: "
-                    f"{', '.join(PIPELINES)}; commands: {', '.join(COMMANDS)}; "
-                    "bertology --help)")
+    if verb.dirs_key is not None:
+        overrides = dirs_overrides(overrides, verb.dirs_key)
     if "--help" in overrides or "-h" in overrides:  # Hydra's own help is --hydra-help
         print(format_help(pipeline))
         return 0
@@ -372,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
             overrides = precheck(pipeline, overrides)
         elif set(flags) <= SWEEP_FLAGS:  # every job checked before the first starts
             check_sweep(pipeline, [o for o in overrides if o not in flags],
-                        CONFIG_CHECKS[pipeline])
+                        load_config_check(pipeline))
     except UserError as err:
         return fail(pipeline, str(err))
     return launch(pipeline, overrides)

@@ -1,13 +1,15 @@
-"""`bertology <pipeline> --help`: the config groups a pipeline reads, each option with one line
-on what it is (its file's first comment sentence), the default marked, then the experiment
-bundles run with this pipeline. Hydra's own help, which lists names only, stays at
---hydra-help.
+"""`bertology --help`: a line per verb, from config/verbs.py's rows (the lists of analyses,
+prune experiments, scores and models filled in from theirs). `bertology <pipeline> --help`: the
+config groups a pipeline reads, each option with one line on what it is (its file's first
+comment sentence), the default marked, then the experiment bundles run with this pipeline.
+Hydra's own help, which lists names only, stays at --hydra-help.
 """
 
 from __future__ import annotations
 
 import textwrap
 
+from bertology.config.analysis_settings import ANALYSES
 from bertology.config.compose import CONF_DIR
 from bertology.config.options import (
     EXPERIMENT,
@@ -18,6 +20,9 @@ from bertology.config.options import (
     pipeline_groups,
     primary_defaults,
 )
+from bertology.config.prune_settings import PRUNE_EXPERIMENTS, PRUNE_SCORES
+from bertology.config.verbs import VERBS, command_names, pipeline_names
+from bertology.families import FAMILIES
 
 LINE_WIDTH = 100
 
@@ -51,10 +56,11 @@ def offered(pipeline: str, group: str) -> list[str]:
 
 
 def format_help(pipeline: str) -> str:
+    verb = VERBS[pipeline]
     about = describe(CONF_DIR / f"{pipeline}.yaml", width=1000)
     about = textwrap.shorten(about.removeprefix(f"bertology {pipeline}:"), placeholder=" ...",
                              width=LINE_WIDTH - len(pipeline) - 2, break_on_hyphens=False)
-    usage = ("RUN_DIR [RUN_DIR ...] [KEY=VALUE ...]" if pipeline == "report"
+    usage = ("RUN_DIR [RUN_DIR ...] [KEY=VALUE ...]" if verb.dirs_key
              else "[GROUP=OPTION ...] [KEY=VALUE ...] [-m KEY=A,B ...]")
     lines = [f"usage: bertology {pipeline} {usage}", "", f"{pipeline}: {about}", "",
              "config groups (GROUP=OPTION; * the default):"]
@@ -67,11 +73,8 @@ def format_help(pipeline: str) -> str:
     if experiments:
         lines += ["", "experiments (experiment=NAME: a versioned bundle of overrides; most are "
                   "sweeps, run with -m):", *_rows(EXPERIMENT, experiments, None)]
-    if pipeline == "report":
-        lines += ["", "keys: runs=[DIR,...] (the positional dirs land there) and "
-                  "findings_dir=FOLDER (your own",
-                  "  findings, judged beside the survey's); `bertology report DIR --cfg job` "
-                  "prints the config."]
+    if verb.keys_help:
+        lines += ["", *_wrap(f"keys: {verb.keys_help}", "", "  ")]
     else:
         lines += ["", "keys: any key of the config is set as KEY=VALUE (e.g. "
                   "trainer.max_steps=200);",
@@ -81,3 +84,34 @@ def format_help(pipeline: str) -> str:
     lines += ["Hydra's own flags: --hydra-help. Bash completion: "
               'eval "$(bertology completion bash)".']
     return "\n".join(lines)
+
+
+def _wrap(text: str, first: str, rest: str) -> list[str]:
+    return textwrap.wrap(text, width=LINE_WIDTH, initial_indent=first, subsequent_indent=rest,
+                         break_long_words=False, break_on_hyphens=False)
+
+
+def option_lists() -> dict[str, str]:
+    """What a verb's line may list of the other extension points ({models} and kin in a
+    Verb's `about`), from their rows: the line cannot fall behind a new row."""
+    return {"models": "|".join(FAMILIES), "analyses": ", ".join(ANALYSES),
+            "experiments": ", ".join(PRUNE_EXPERIMENTS), "scores": ", ".join(PRUNE_SCORES)}
+
+
+def _verb_lines(names: list[str]) -> list[str]:
+    lists = option_lists()
+    lines = []
+    for name in names:
+        lines += _wrap(VERBS[name].about.format(**lists), f"  {name:<10} ", " " * 13)
+    return lines
+
+
+def format_usage() -> str:
+    """`bertology --help`: a line (or a few) per verb, pipelines first, then commands."""
+    return "\n".join([
+        "usage: bertology <pipeline> [key=value ...] [-m key=a,b ...]", "", "pipelines:",
+        *_verb_lines(pipeline_names()), "",
+        "commands (no config, no run dir):", *_verb_lines(command_names()), "",
+        "`bertology <pipeline> --help` shows its config groups, each option with a line on it, "
+        "and its", "experiments; `bertology --version` the version; `python -m bertology` is "
+        "the same program."])

@@ -140,19 +140,22 @@ def help_text(args: list[str]) -> str:
     from bertology.cli.entry import main
 
     out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):  # argparse's help
+    # argparse's help exits; a refusal goes to stderr (left out)
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()), \
+            contextlib.suppress(SystemExit):
         main(args)
     return out.getvalue().rstrip("\n")
 
 
 def render_cli() -> str:
     """`bertology --help`, then each pipeline's and each command's help."""
-    from bertology.cli.entry import COMMAND_MODULES
-    from bertology.pipelines import PIPELINES
+    from bertology.config.verbs import VERBS
 
     lines = ["# Command line", "", GENERATED, "", "```text", help_text(["--help"]), "```"]
-    for verb in (*PIPELINES, *COMMAND_MODULES):
-        lines += ["", f"## bertology {verb}", "", "```text", help_text([verb, "--help"]), "```"]
+    for verb in VERBS:
+        text = help_text([verb, "--help"])
+        if text:  # completion has no --help of its own: `bertology completion bash`
+            lines += ["", f"## bertology {verb}", "", "```text", text, "```"]
     return "\n".join(lines) + "\n"
 
 

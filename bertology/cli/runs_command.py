@@ -178,6 +178,17 @@ def build_parser() -> Parser:
     return parser
 
 
+RUNS_FLAGS = ("--format", "--metrics", "--out", "--help")  # build_parser's options
+RUNS_FORMATS = ("--format=markdown", "--format=csv")
+
+
+def complete_runs(current: str, args: list[str]) -> tuple[str, ...]:
+    """Its flags; the run dirs are paths, which bash completes itself."""
+    if not current.startswith("-"):
+        return ()
+    return RUNS_FORMATS if "=" in current else RUNS_FLAGS
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print (or write) the table; raises UserError on bad input."""
     args = build_parser().parse_args(argv)

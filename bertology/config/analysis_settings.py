@@ -1,9 +1,16 @@
-"""The settings of each probing analysis (analysis.<name>.* in conf/analysis/<name>.yaml), checked:
-one dataclass per analysis, and ANALYSIS_SETTINGS, the table the probe config builds them from
-(config/probe_config.py)."""
+"""One row per probing analysis: the code that runs it, its checked settings (analysis.<name>.*
+in conf/analysis/<name>.yaml) and what it needs of a checkpoint beyond hidden states.
+
+The probe config builds each analysis's settings from its row (config/probe_config.py), the
+capability checks read its needs (config/family_checks.py), the pipeline runs its code
+(pipelines/probe.py), and `bertology --help` lists the rows. Adding an analysis takes its module,
+its settings and row here, and its conf/analysis/<name>.yaml (tests/test_rows.py adds one that
+way).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from bertology.config.checks import distinct, in_open_unit, non_empty, one_of, positive
@@ -190,17 +197,32 @@ class AmnesicSettings:
         in_open_unit(self.mask_prob, "analysis.amnesic.mask_prob")
 
 
-MLM_ANALYSES = ("cloze", "amnesic")  # the analyses that read the MLM head
+@dataclass(frozen=True)
+class Analysis:
+    run: str  # "module:function": run(ctx, settings) -> metrics, imported when it runs
+    settings: type  # the dataclass analysis.<name>.* is checked into
+    # what it needs of the checkpoint's architecture beyond hidden states, one of
+    # families.CAPABILITIES: the config refuses a model type without it, before any work
+    needs: str | None = None
 
-# analysis name -> its settings; bertology/pipelines/probe.py's ANALYSES has the same keys
-ANALYSIS_SETTINGS = {
-    "linear": LinearSettings,
-    "mlp": MLPSettings,
-    "structural": StructuralSettings,
-    "position": PositionSettings,
-    "numeracy": NumeracySettings,
-    "attention": AttentionSettings,
-    "geometry": GeometrySettings,
-    "cloze": ClozeSettings,
-    "amnesic": AmnesicSettings,
+
+# analysis name -> its row; conf/analysis/<name>.yaml for each (tests/test_probe.py checks it)
+ANALYSES = {
+    "linear": Analysis("bertology.analysis.probes:run_linear", LinearSettings),
+    "mlp": Analysis("bertology.analysis.probes:run_mlp", MLPSettings),
+    "structural": Analysis("bertology.analysis.structural:run", StructuralSettings),
+    "position": Analysis("bertology.analysis.position:run", PositionSettings),
+    "numeracy": Analysis("bertology.analysis.numeracy:run", NumeracySettings),
+    # attention maps: the encoders then run with eager attention
+    "attention": Analysis("bertology.analysis.attention:run", AttentionSettings,
+                          needs="attention_maps"),
+    "geometry": Analysis("bertology.analysis.geometry:run", GeometrySettings),
+    # the masked-LM head: checked before any other analysis spends time
+    "cloze": Analysis("bertology.analysis.cloze:run", ClozeSettings, needs="mlm_head"),
+    "amnesic": Analysis("bertology.analysis.amnesic:run", AmnesicSettings, needs="mlm_head"),
 }
+
+
+def analyses_needing(capability: str, names: Iterable[str]) -> list[str]:
+    """Those of the named analyses whose row needs the capability."""
+    return [name for name in names if ANALYSES[name].needs == capability]

@@ -3,13 +3,16 @@ before any work, and the model type × analysis table of docs/pipelines.md, rend
 rows.
 
 families.py's rows say what a model type cannot do, and why (ALBERT's one shared layer has no
-heads of its own to gate); the tables here say which capability each analysis, prune
-experiment and option needs. An analysis not listed reads hidden states only, which every
-model type gives.
+heads of its own to gate); an analysis's row (config/analysis_settings.py) and a prune
+experiment's (config/prune_settings.py) say which capability it needs, and OPTION_NEEDS here
+which an option set away from its default needs. A row that needs none reads hidden states
+only, which every model type gives.
 """
 
 from __future__ import annotations
 
+from bertology.config.analysis_settings import ANALYSES
+from bertology.config.prune_settings import PRUNE_EXPERIMENTS
 from bertology.families import (
     CAPABILITIES,
     every_family,
@@ -19,12 +22,6 @@ from bertology.families import (
     why_not,
 )
 
-# probe analysis -> the capability it needs (config/analysis_settings.py's names)
-PROBE_NEEDS = {"attention": "attention_maps", "cloze": "mlm_head", "amnesic": "mlm_head"}
-# prune experiment -> the capability it needs (config/prune_config.py's EXPERIMENTS)
-PRUNE_NEEDS = {"heads": "head_gates", "ablation": "head_gates", "removal": "head_removal",
-               "matrix": "head_removal", "layers": "layer_modules",
-               "attention_gradients": "attention_maps"}
 # an option set away from its default -> the capability it needs
 OPTION_NEEDS = {"analysis.amnesic.layer": "layer_modules",
                 "head.freeze_layers": "layer_modules", "head.layer_lr_decay": "layer_modules",
@@ -53,9 +50,10 @@ def probe_uses(analyses: dict, probed: bool = True) -> Uses:
     """A probe run's analyses, and amnesic probing at a layer below the last (it hooks that
     layer's own module). probed=False: a checkpoint compared with (compare_to), whose
     attention maps are read but whose MLM head is not."""
-    uses = {f"analysis={name}": (PROBE_NEEDS[name], f"leave {name} out of analysis=")
-            for name in analyses if name in PROBE_NEEDS
-            and (probed or PROBE_NEEDS[name] == "attention_maps")}
+    needs = {name: ANALYSES[name].needs for name in analyses}
+    uses = {f"analysis={name}": (need, f"leave {name} out of analysis=")
+            for name, need in needs.items()
+            if need is not None and (probed or need == "attention_maps")}
     if not probed:
         return uses
     amnesic = analyses.get("amnesic")
@@ -67,9 +65,9 @@ def probe_uses(analyses: dict, probed: bool = True) -> Uses:
 
 
 def prune_uses(experiments: list[str]) -> Uses:
-    return {f"prune.experiments={name}": (PRUNE_NEEDS[name],
-                                          f"leave {name} out of prune.experiments")
-            for name in experiments if name in PRUNE_NEEDS}
+    needs = {name: PRUNE_EXPERIMENTS[name].needs for name in experiments}
+    return {f"prune.experiments={name}": (need, f"leave {name} out of prune.experiments")
+            for name, need in needs.items() if need is not None}
 
 
 def finetune_uses(head) -> Uses:
@@ -101,10 +99,16 @@ def distill_uses(student, kd) -> Uses:
 
 def uses_of(capability: str) -> str:
     """The analyses and options that need a capability, as the table's first column."""
-    groups = (("probe", PROBE_NEEDS), ("prune", PRUNE_NEEDS), ("", OPTION_NEEDS))
+    groups = (("probe", every_need(ANALYSES)), ("prune", every_need(PRUNE_EXPERIMENTS)),
+              ("", OPTION_NEEDS))
     parts = [f"{label} {', '.join(f'`{n}`' for n, c in needs.items() if c == capability)}"
              .strip() for label, needs in groups if capability in needs.values()]
     return "; ".join(parts)
+
+
+def every_need(rows: dict) -> dict[str, str]:
+    """name -> the capability its row needs, for the rows that need one."""
+    return {name: row.needs for name, row in rows.items() if row.needs is not None}
 
 
 def render_family_table() -> str:

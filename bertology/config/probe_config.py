@@ -13,7 +13,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from bertology.config.analysis_settings import ANALYSIS_SETTINGS, CLOZE_DATA, MLM_ANALYSES
+from bertology.config.analysis_settings import ANALYSES, CLOZE_DATA, analyses_needing
 from bertology.config.checks import (
     build_group,
     build_top_level,
@@ -141,14 +141,14 @@ def load_probe_config(cfg: DictConfig) -> ProbeConfig:
     require(isinstance(analyses, dict), f"analysis={analyses!r} has the wrong type; pick "
             "analyses by name, e.g. analysis=[linear,structural]")
     for name in analyses:
-        one_of(name, tuple(ANALYSIS_SETTINGS), "analysis")
+        one_of(name, tuple(ANALYSES), "analysis")
     if "objective" in container:  # composed for model/*.yaml's sake; checked all the same
         build_group(ObjectiveConfig, container["objective"], "objective")
     config = ProbeConfig(
         model=build_group(ModelConfig, container["model"], "model"),
         size=build_group(SizeConfig, container["size"], "size"),
         task=build_group(TaskConfig, container["task"], "task"),
-        analyses={name: build_group(ANALYSIS_SETTINGS[name], settings, f"analysis.{name}")
+        analyses={name: build_group(ANALYSES[name].settings, settings, f"analysis.{name}")
                   for name, settings in analyses.items()},
         logger=build_group(LoggerConfig, container["logger"], "logger"),
         seed=run.seed, seeds=run.seeds, sample_seed=run.sample_seed, init=run.init,
@@ -180,9 +180,9 @@ def load_probe_config(cfg: DictConfig) -> ProbeConfig:
 
 
 def check_mlm_analyses(config: ProbeConfig) -> None:
-    """Cloze and amnesic probing read the MLM head of a checkpoint: one must be given, and
-    have the head's weights (read from the safetensors header, before any model is built)."""
-    needs = [name for name in config.analyses if name in MLM_ANALYSES]
+    """The analyses that read the MLM head of a checkpoint (cloze, amnesic): one must be given,
+    and have the head's weights (read from the safetensors header, before any model is built)."""
+    needs = analyses_needing("mlm_head", config.analyses)
     if not needs:
         return
     path = config.model.name_or_path

@@ -17,9 +17,6 @@ from bertology.config.checks import (
     build_group,
     build_top_level,
     check_nested,
-    distinct,
-    non_empty,
-    one_of,
     resolve_container,
 )
 from bertology.config.distill_config import KDConfig, StudentConfig, load_distill_config
@@ -31,74 +28,9 @@ from bertology.config.finetune_config import (
 )
 from bertology.config.groups import LoggerConfig, ObjectiveConfig, TaskConfig, TrainerConfig
 from bertology.config.path_checks import MADE_BY_THE_RUN, check_task_architecture, read_checkpoint
+from bertology.config.prune_settings import PruneSettings
 from bertology.config.twin_checks import check_fine_tuned_twin
 from bertology.errors import require
-
-EXPERIMENTS = ("heads", "removal", "layers", "magnitude", "int8", "matrix", "ablation",
-               "attention_gradients")
-SCORES = ("gradient", "confidence", "entropy", "ablation", "random")
-INT8_BACKENDS = ("auto", "torch_ao", "torchao")
-# Sajjad et al. (2020) §3's layer-dropping strategies; pruning/heads.py's LAYER_DROPPING has
-# the same keys (tests/test_layout.py checks it)
-LAYER_STRATEGIES = ("top", "bottom", "alternate_even", "alternate_odd", "symmetric")
-
-
-def unit_interval(value: float, key: str, closed_low: bool = False) -> None:
-    low_ok = value >= 0.0 if closed_low else value > 0.0
-    require(low_ok and value < 1.0, f"{key}={value} must lie in {'[' if closed_low else '('}0, 1)")
-
-
-@dataclass
-class PruneSettings:
-    experiments: list[str] = field(default_factory=lambda: ["heads", "removal"])
-    scores: list[str] = field(default_factory=lambda: ["gradient", "random"])
-    step_fraction: float = 0.1
-    stop_fraction: float = 0.5
-    max_loss: float = 0.01
-    rescore: bool = True
-    importance_examples: int = 512
-    batch_size: int = 32
-    random_seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
-    remove_fraction: float | None = None
-    layer_strategies: list[str] = field(default_factory=lambda: ["top", "bottom"])
-    sparsities: list[float] = field(default_factory=lambda: [0.1, 0.5, 0.9])
-    int8_backend: str = "auto"
-
-    def __post_init__(self) -> None:
-        require(self.experiments, "prune.experiments is empty; choose from "
-                f"{', '.join(EXPERIMENTS)}")
-        for key in ("experiments", "scores", "random_seeds", "layer_strategies", "sparsities"):
-            distinct(getattr(self, key), f"prune.{key}")
-        if "layers" in self.experiments:
-            non_empty(self.layer_strategies, "prune.layer_strategies", "[top,bottom]")
-        if "magnitude" in self.experiments:
-            non_empty(self.sparsities, "prune.sparsities", "[0.1,0.5,0.9]")
-        for name in self.experiments:
-            one_of(name, EXPERIMENTS, "prune.experiments")
-        for name in self.scores:
-            one_of(name, SCORES, "prune.scores")
-        for name in self.layer_strategies:
-            one_of(name, LAYER_STRATEGIES, "prune.layer_strategies")
-        one_of(self.int8_backend, INT8_BACKENDS, "prune.int8_backend")
-        needs_curve = {"heads", "removal", "matrix"} & set(self.experiments)
-        require(not needs_curve or self.scores, "prune.scores is empty; the head experiments "
-                "need at least one score, e.g. prune.scores=[gradient,random]")
-        require(not needs_curve or self.scores[0] != "random" or len(self.scores) == 1,
-                f"prune.scores={self.scores}: list the score under study first; removal and "
-                "the matrix prune by scores[0], and random is the baseline")
-        require(0.0 < self.step_fraction < 1.0, f"prune.step_fraction={self.step_fraction} "
-                "must lie in (0, 1): a step of the whole model would remove every head")
-        unit_interval(self.stop_fraction, "prune.stop_fraction", closed_low=True)
-        unit_interval(self.max_loss, "prune.max_loss")
-        require(self.remove_fraction is None or 0.0 < self.remove_fraction < 1.0,
-                f"prune.remove_fraction={self.remove_fraction} must lie in (0, 1): 1 would "
-                "remove every head (or null for the largest step within max_loss)")
-        require(self.importance_examples > 0 and self.batch_size > 0,
-                "prune.importance_examples and prune.batch_size must be positive")
-        require(bool(self.random_seeds) or "random" not in self.scores,
-                "prune.random_seeds is empty; the random order needs at least one seed")
-        require(all(0.0 < s < 1.0 for s in self.sparsities),
-                f"prune.sparsities={self.sparsities} must lie in (0, 1)")
 
 
 @dataclass

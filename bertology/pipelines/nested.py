@@ -1,6 +1,6 @@
 """A pipeline run nested in another (distill's teacher, prune's fine-tuned model and
-student, pretrain's downstream fine-tuning), dispatched by name through PIPELINES as the CLI
-does, so no pipeline imports another."""
+student, pretrain's downstream fine-tuning), dispatched by name through config/verbs.py's
+rows as the CLI does, so no pipeline imports another."""
 
 import logging
 from pathlib import Path

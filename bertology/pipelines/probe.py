@@ -14,20 +14,12 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from bertology.analysis import (
-    amnesic,
-    attention,
-    cloze,
-    geometry,
-    numeracy,
-    position,
-    probes,
-    structural,
-)
 from bertology.analysis.features import fingerprint_model
 from bertology.analysis.probe_context import Encoder, ProbeContext, device, keep_whole
+from bertology.config.analysis_settings import ANALYSES, analyses_needing
 from bertology.config.path_checks import read_checkpoint, resolve_checkpoint
 from bertology.config.probe_config import ProbeConfig, load_probe_config
+from bertology.config.rows import load_function
 from bertology.data.corpora import text_corpus
 from bertology.data.long_inputs import fit_to_positions
 from bertology.data.probe_sentences import ProbeSplits, load_probe_sentences
@@ -44,25 +36,6 @@ from bertology.run.tracking import build_tracker
 
 log = logging.getLogger(__name__)
 
-# analysis name -> run(ctx, settings) -> metrics; in sync with conf/analysis/*.yaml and
-# config/analysis_settings.py's ANALYSIS_SETTINGS (tests/test_probe.py checks both)
-ANALYSES = {
-    "linear": probes.run_linear,
-    "mlp": probes.run_mlp,
-    "structural": structural.run,
-    "position": position.run,
-    "numeracy": numeracy.run,
-    "attention": attention.run,
-    "geometry": geometry.run,
-    "cloze": cloze.run,
-    "amnesic": amnesic.run,
-}
-# analyses that read attention maps: the encoders then run with eager attention
-READS_ATTENTION = ("attention",)
-# analyses that run the masked-LM head: checked before any other analysis spends time
-NEEDS_MLM_HEAD = ("cloze", "amnesic")
-
-
 def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     config = resolve_probe_paths(load_probe_config(cfg))
     ctx = build_probe_context(config, out_dir)
@@ -73,12 +46,18 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     with figure_source(subject):
         for name, settings in config.analyses.items():
             log.info("analysis %s on task %s", name, config.task.name)
-            metrics.update(ANALYSES[name](ctx, settings))
+            metrics.update(load_function(ANALYSES[name].run)(ctx, settings))
     metrics.update(ctx.notes)
     write_run_index(out_dir, f"bertology probe: {config.task.name}, "
                     f"{'+'.join(config.analyses)} ({subject})", metrics)
     log.info("probed %s", subject)  # the line above the closing summary
     return tracker.finish(metrics)
+
+
+def reads_attention(config: ProbeConfig) -> bool:
+    """An analysis reads attention maps: the encoders run with eager attention (SDPA returns
+    no weights)."""
+    return bool(analyses_needing("attention_maps", config.analyses))
 
 
 def describe_subject(config: ProbeConfig) -> str:
@@ -96,8 +75,7 @@ def build_probe_context(config: ProbeConfig, out_dir: Path) -> ProbeContext:
     splits = load_probe_sentences(config.task, config.data_dir, config.max_train_sentences,
                                   config.max_eval_sentences, config.sample_seed)
     pretrain_default_model(config)  # after the data, whose errors are found in seconds
-    ctx = ProbeContext(config, splits, out_dir,
-                       attention=any(name in READS_ATTENTION for name in config.analyses))
+    ctx = ProbeContext(config, splits, out_dir, attention=reads_attention(config))
     if config.model.name_or_path is None:
         ctx.encoders["model"] = build_random_encoder(config, splits)
     encoders = [ctx.encoder("model")]
@@ -113,7 +91,7 @@ def build_probe_context(config: ProbeConfig, out_dir: Path) -> ProbeContext:
             f"{len(ctx.splits.eval)} eval sentence left to probe; the bootstrap intervals "
             f"resample sentences and need {MIN_BOOTSTRAP_ITEMS} or more (check the eval file "
             "and max_eval_sentences, task.max_seq_length)")
-    if any(name in NEEDS_MLM_HEAD for name in config.analyses):
+    if analyses_needing("mlm_head", config.analyses):  # before any analysis spends time
         ctx.mlm_model()
     return ctx
 
@@ -167,7 +145,6 @@ def build_random_encoder(config: ProbeConfig, splits: ProbeSplits) -> Encoder:
                                         config.cache_dir, pre_split=True)
     model_config = build_config(config.model, config.size, tokenizer)
     torch.manual_seed(config.seed)
-    attention = any(name in READS_ATTENTION for name in config.analyses)
-    model = AutoModel.from_config(model_config,
-                                  attn_implementation="eager" if attention else "sdpa")
+    kernel = "eager" if reads_attention(config) else "sdpa"
+    model = AutoModel.from_config(model_config, attn_implementation=kernel)
     return Encoder(model.to(device()), tokenizer, fingerprint_model(model, "size"), None)

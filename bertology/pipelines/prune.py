@@ -1,8 +1,8 @@
 """bertology prune: how much of a fine-tuned BERT is needed (the survey's §6).
 
 config → the model to prune (a finetune run's model/, or one fine-tuned here first) → task data
-and tokenizer → its original scores → each experiment (heads, removal, layers, magnitude,
-int8, matrix) → tables, plots, metrics; the structurally pruned model in model/.
+and tokenizer → its original scores → each experiment of prune.experiments (a row each in
+config/prune_settings.py) → tables, plots, metrics; the structurally pruned model in model/.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from omegaconf import DictConfig, OmegaConf
 from bertology.config.groups import HeadConfig
 from bertology.config.path_checks import resolve_checkpoint
 from bertology.config.prune_config import PruneConfig, load_prune_config
+from bertology.config.prune_settings import PRUNE_EXPERIMENTS
+from bertology.config.rows import load_function
 from bertology.data.encode import encode
 from bertology.data.tasks import load_task
 from bertology.data.tokenizers import load_pretrained_tokenizer, tokenizer_options
@@ -30,7 +32,6 @@ from bertology.models.task_model import (
     save_task_model_atomic,
 )
 from bertology.pipelines.nested import run_nested
-from bertology.pruning import attention_gradients, compression, head_pruning
 from bertology.pruning.heads import load_pruned, read_pruned_heads
 from bertology.pruning.prune_context import PruneContext, build_importance_batches
 from bertology.run.figures import figure_source
@@ -39,21 +40,6 @@ from bertology.run.replicates import compute_item_ids, write_replicates
 from bertology.run.tracking import build_tracker
 
 log = logging.getLogger(__name__)
-
-# experiment name -> run(ctx) -> metrics, in the order they run (removal reuses the heads
-# experiment's masks; the matrix reuses removal's model); config/prune_config.py's EXPERIMENTS has
-# the same keys.
-EXPERIMENT_RUNS = {
-    "heads": head_pruning.run_heads,
-    "removal": head_pruning.run_removal,
-    "layers": compression.run_layers,
-    "magnitude": compression.run_magnitude,
-    "int8": compression.run_int8,
-    "matrix": compression.run_matrix,
-    "ablation": head_pruning.run_ablation,
-    "attention_gradients": attention_gradients.run_attention_gradients,
-}
-
 
 def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     config = load_prune_config(cfg)
@@ -70,9 +56,10 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     metrics = {f"prune/original/{k}": v for k, v in ctx.base.items()}
     metrics.update({f"eval/{k}": v for k, v in ctx.base.items()})
     with figure_source(f"fine-tuned model: {model_path}"):
-        for name in (n for n in EXPERIMENT_RUNS if n in config.prune.experiments):
+        # in the rows' order, whatever the list's: removal reuses the heads experiment's masks
+        for name in (n for n in PRUNE_EXPERIMENTS if n in config.prune.experiments):
             log.info("experiment %s on task %s", name, config.task.name)
-            metrics.update(EXPERIMENT_RUNS[name](ctx))
+            metrics.update(load_function(PRUNE_EXPERIMENTS[name].run)(ctx))
     if ctx.pruned is not None:
         save_task_model_atomic(ctx.pruned, ctx.tokenizer, out_dir / "model")
     original = "prune/original/"

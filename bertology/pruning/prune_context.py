@@ -20,6 +20,8 @@ from transformers import PreTrainedTokenizerBase
 
 from bertology.config.groups import HeadConfig, TaskConfig
 from bertology.config.prune_config import PruneConfig
+from bertology.config.prune_settings import PRUNE_SCORES
+from bertology.config.rows import load_function
 from bertology.data.encode import build_collate, encode
 from bertology.data.tasks import TaskData
 from bertology.evaluation.predictions import compute_score_replicates, evaluate_task
@@ -121,7 +123,7 @@ class PruneContext:
         """(layers, heads) importance by `score` of `model` with `gates` applied (masked heads
         still get a score; the schedule skips them)."""
         model = self.model if model is None else model
-        return SCORERS[score](self, model, gates, seed)
+        return load_function(PRUNE_SCORES[score].run)(self, model, gates, seed)
 
 
 def task_loss_fn(kind: str):
@@ -129,20 +131,34 @@ def task_loss_fn(kind: str):
     return lambda hf_model, batch: task_loss(TaskModel(hf_model, kind, HeadConfig()), batch)[0]
 
 
+# The scores, each config/prune_settings.py's PRUNE_SCORES row: (ctx, model, gates, seed) ->
+# (layers, heads) importance, higher = keep.
+
+
 def score_gradient(ctx: PruneContext, model: TaskModel, gates, seed) -> np.ndarray:
+    """Michel et al. (2019) §4.1: the loss's sensitivity to each head's gate."""
     return compute_gradient_importance(model.model, ctx.importance_batches,
                                        task_loss_fn(model.kind), gates=gates)
 
 
-def score_attention(name: str):
-    def score(ctx: PruneContext, model: TaskModel, gates, seed) -> np.ndarray:
-        with HeadGates(model.model, gates):
-            return compute_entropy_importance(model.model, ctx.importance_batches, name,
-                                              end_token_id=ctx.tokenizer.sep_token_id)
-    return score
+def score_by_attention(ctx: PruneContext, model: TaskModel, gates, name: str) -> np.ndarray:
+    with HeadGates(model.model, gates):
+        return compute_entropy_importance(model.model, ctx.importance_batches, name,
+                                          end_token_id=ctx.tokenizer.sep_token_id)
+
+
+def score_confidence(ctx: PruneContext, model: TaskModel, gates, seed) -> np.ndarray:
+    """Voita et al. (2019): a head's mean maximum attention weight."""
+    return score_by_attention(ctx, model, gates, "confidence")
+
+
+def score_entropy(ctx: PruneContext, model: TaskModel, gates, seed) -> np.ndarray:
+    """Minus the mean attention entropy, so that focused heads score higher."""
+    return score_by_attention(ctx, model, gates, "entropy")
 
 
 def score_ablation(ctx: PruneContext, model: TaskModel, gates, seed) -> np.ndarray:
+    """The metric is minus the loss on the scoring examples."""
     loss_fn = task_loss_fn(model.kind)
     return compute_ablation_importance(model.model, ctx.importance_batches,
                                        lambda m, batch: -float(loss_fn(m, batch)), gates=gates)
@@ -151,16 +167,6 @@ def score_ablation(ctx: PruneContext, model: TaskModel, gates, seed) -> np.ndarr
 def score_random(ctx: PruneContext, model: TaskModel, gates, seed) -> np.ndarray:
     return mark_removed(model.model,
                         compute_random_importance(importance_shape(model.model), seed or 0))
-
-
-# score name -> (ctx, model, gates, seed) -> (layers, heads) importance, higher = keep
-SCORERS = {
-    "gradient": score_gradient,  # Michel et al. (2019) §4.1
-    "confidence": score_attention("confidence"),  # Voita et al. (2019)
-    "entropy": score_attention("entropy"),
-    "ablation": score_ablation,  # the metric is minus the loss on the scoring examples
-    "random": score_random,
-}
 
 
 def build_importance_batches(examples: list[dict], tokenizer, task: TaskConfig, count: int,
