@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import yaml
 from omegaconf import OmegaConf
@@ -45,6 +46,15 @@ from bertology.errors import UserError, require
 
 LAYOUTS = ("repos", "revisions", "folders")
 SUITES_DIR = "suites"  # under conf/
+
+
+class SuiteMember(NamedTuple):
+    """One checkpoint of a suite the cache (or the disk) holds."""
+
+    seed: int
+    step: int | None  # None: a final model (MultiBERTs' seed repos)
+    name_or_path: str
+    revision: str | None
 
 
 @dataclass(frozen=True)
@@ -89,14 +99,14 @@ class Suite:
         step = self.final_step if step is None else step
         return None if step is None or self.tokens_per_step is None else step * self.tokens_per_step
 
-    def members(self) -> list[tuple[int, int | None, str, str | None]]:
-        """(seed, step, name_or_path, revision) of every checkpoint of the suite the local hub
-        cache (folders: the disk) holds, by seed then step; step None: a final model."""
+    def members(self) -> list[SuiteMember]:
+        """Every checkpoint of the suite the local hub cache (folders: the disk) holds, by seed
+        then step."""
         found = {"repos": self.cached_repos, "revisions": self.cached_revisions,
                  "folders": self.local_folders}[self.layout]()
         return sorted(found, key=lambda m: (m[0], -1 if m[1] is None else m[1]))
 
-    def cached_repos(self) -> list[tuple[int, int | None, str, str | None]]:
+    def cached_repos(self) -> list[SuiteMember]:
         found = []
         for folder in hub_cache().glob("models--*"):
             repo = folder.name.removeprefix("models--").replace("--", "/")
@@ -105,10 +115,10 @@ class Suite:
                 if match and (folder / "refs" / "main").is_file():
                     seed = int(match.groupdict().get("seed") or 0)
                     step = None if final else int(match["step"]) * self.step_unit
-                    found.append((seed, step, repo, None))
+                    found.append(SuiteMember(seed, step, repo, None))
         return found
 
-    def cached_revisions(self) -> list[tuple[int, int | None, str, str | None]]:
+    def cached_revisions(self) -> list[SuiteMember]:
         found = []
         for folder in hub_cache().glob("models--*"):
             repo = folder.name.removeprefix("models--").replace("--", "/")
@@ -119,17 +129,17 @@ class Suite:
             for ref in cached_refs(repo):
                 step = pattern(self.revision).fullmatch(ref)
                 if step:
-                    found.append((seed, int(step["step"]) * self.step_unit, repo, ref))
+                    found.append(SuiteMember(seed, int(step["step"]) * self.step_unit, repo, ref))
         return found
 
-    def local_folders(self) -> list[tuple[int, int | None, str, str | None]]:
+    def local_folders(self) -> list[SuiteMember]:
         found = []
         prefix = self.repo.split("{")[0]  # the template's fixed part: .../runs/seed_
         root = Path(prefix).expanduser() if prefix.endswith("/") else Path(prefix).parent
         for config in root.rglob("config.json") if root.is_dir() else ():
             match = pattern(self.repo).fullmatch(config.parent.as_posix())
             if match:
-                found.append((int(match.groupdict().get("seed") or 0),
+                found.append(SuiteMember(int(match.groupdict().get("seed") or 0),
                               int(match["step"]) * self.step_unit, config.parent.as_posix(),
                               None))
         return found
@@ -177,7 +187,7 @@ def same_checkpoint(name_or_path: str, name: str) -> bool:
     return name_or_path == name
 
 
-def pin_checkpoint(model) -> None:
+def pin_checkpoint(model) -> None:  # a config.groups.ModelConfig (it calls this)
     """model.suite's (seed, step) becomes model.name_or_path and model.revision, and a revision
     its snapshot folder in the hub cache, so every later step reads one commit. Idempotent: a
     copy of a pinned config (dataclasses.replace) is pinned already."""
