@@ -127,6 +127,8 @@ def test_checkpoints_of_a_suite_become_population_members(in_cache, tmp_path, mo
     final = external.parse_checkpoints(["suite:multiberts"])
     assert [c.label for c in final] == [f"google/multiberts-seed_{s}" for s in range(5)]
     assert all(c.tokens == 2000000 * 131072 for c in final)
+    at_the_end = external.parse_checkpoints(["suite:multiberts:2000000"])  # its final step
+    assert [c.label for c in at_the_end] == [c.label for c in final]
     early = external.parse_checkpoints(["suite:multiberts:20000"])
     assert [c.name for c in early] == [f"google/multiberts-seed_{s}-step_20k" for s in (0, 1)]
     own = external.parse_checkpoints([f"suite:{in_cache['suite_file']}:2000",

@@ -108,16 +108,16 @@ def suite_checkpoints(spec: str) -> list[Checkpoint]:
     suite = load_suite(name)
     require(step_text == "" or step_text.isdigit(), f"--checkpoints suite:{spec}: the step "
             "after the second colon must be a number")
-    step = int(step_text) if step_text else None
-    wanted = suite.final_step if step is None and suite.layout != "repos" else step
-    members = [m for m in suite.members() if m[1] == wanted
-               or (step is None and suite.layout == "repos" and m[1] is None)]
-    cached = sorted({repo + (f"@{ref}" if ref else "") for _, _, repo, ref in suite.members()})
+    step = int(step_text) if step_text else suite.final_step
+    # a final model a repos-layout suite keeps in a repo of its own is listed at step None
+    final = step == suite.final_step
+    members = [m for m in suite.members() if m.step == step or (final and m.step is None)]
+    held = sorted({m.name_or_path + (f"@{m.revision}" if m.revision else "")
+                   for m in suite.members()})
     require(bool(members), f"--checkpoints suite:{spec}: the local hub cache holds no "
-            f"checkpoint of suite {suite.name} at step {wanted or 'final'} (cached: "
-            f"{', '.join(cached) or 'none'}); download them once, or name another step")
-    return [Checkpoint(repo, revision, suite.tokens(member_step))
-            for _, member_step, repo, revision in members]
+            f"checkpoint of suite {suite.name} at step {step or 'final'} (cached: "
+            f"{', '.join(held) or 'none'}); download them once, or name another step")
+    return [Checkpoint(m.name_or_path, m.revision, suite.tokens(m.step)) for m in members]
 
 
 def non_embedding_parameters(config: dict) -> int:
