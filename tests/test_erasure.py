@@ -16,6 +16,8 @@ from bertology.analysis.erasure import (
     AlterRep,
     compute_concept_directions,
     compute_inlp_erasure,
+    compute_random_erasure,
+    compute_shuffled_concept,
     fit_leace,
 )
 from bertology.analysis.inlp import fit_inlp, fit_linear_probe, split_dev
@@ -145,3 +147,41 @@ def test_mean_ablation_shows_no_effect_on_a_shuffled_concept(one_thread):
     effects = np.array([e for e, _ in shuffled])
     standard_error = effects.std(ddof=1) / np.sqrt(SHUFFLES)
     assert abs(effects.mean()) <= 4 * standard_error < 0.05, effects
+
+
+def test_a_random_erasure_of_equal_rank_is_the_control_the_concept_beats(concept):
+    """The random subspace of LEACE's rank is an orthogonal projection removing exactly that
+    many directions; on isotropic states it removes rank/dim of their squared norm (by hand:
+    E|Qᵀx|² = rank for unit-variance x); erasing the planted concept sends a probe to chance
+    while the random erasure of equal rank leaves it near where it was (model − control)."""
+    x, labels, x_eval, labels_eval = concept
+    leace = fit_leace(x, labels)
+    control = compute_random_erasure(x.shape[1], leace.rank, seed=1)
+    a = control.matrix
+    assert np.allclose(a @ a, a, atol=1e-12) and np.allclose(a, a.T, atol=1e-12)
+    assert round(np.trace(np.eye(len(a)) - a)) == leace.rank == control.rank
+    noise = np.random.default_rng(2).standard_normal((20_000, x.shape[1]))
+    share = ((noise - erased(control, noise)) ** 2).sum(axis=1).mean() / x.shape[1]
+    assert share == pytest.approx(leace.rank / x.shape[1], rel=0.05)
+    before = fit_linear_probe(x, labels, 0).score(x_eval, labels_eval)
+    after_control = fit_linear_probe(erased(control, x), labels, 0).score(
+        erased(control, x_eval), labels_eval)
+    after_leace = fit_linear_probe(erased(leace, x), labels, 0).score(
+        erased(leace, x_eval), labels_eval)
+    assert before - after_control < 0.1 < before - after_leace
+    with pytest.raises(UserError, match="removes 1 to 31 directions"):
+        compute_random_erasure(32, 32, seed=0)
+
+
+def test_a_shuffled_concept_keeps_its_classes_and_carries_nothing(concept):
+    """The shuffled labels have the concept's class counts; LEACE fit on them removes no more
+    than chance from a probe of the real concept (its directions are noise)."""
+    x, labels, x_eval, labels_eval = concept
+    shuffled = compute_shuffled_concept(labels, seed=3)
+    assert np.array_equal(np.bincount(shuffled), np.bincount(labels))
+    assert (shuffled != labels).mean() > 0.5
+    before = fit_linear_probe(x, labels, 0).score(x_eval, labels_eval)
+    noise_eraser = fit_leace(x, shuffled)
+    after = fit_linear_probe(erased(noise_eraser, x), labels, 0).score(
+        erased(noise_eraser, x_eval), labels_eval)
+    assert before - after < 0.1

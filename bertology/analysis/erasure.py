@@ -1,6 +1,7 @@
 """Linear concept erasure and counterfactual pushes, as interventions (interventions.py applies
 them at a site): LEACE (Belrose et al., 2023), INLP's projection (Ravfogel et al., 2020; fit by
-inlp.py) and AlterRep (Ravfogel et al., 2021).
+inlp.py) and AlterRep (Ravfogel et al., 2021), and the controls an erasure's effect is read
+against: a random subspace of equal rank, and the concept's labels shuffled.
 
 Each is an object with `apply(values)`: (n, dim) activations at a site's positions → (n, dim)
 replacements, computed in float64. Fitting is NumPy on the CPU in float64; applying is torch on
@@ -61,6 +62,22 @@ def fit_leace(x: np.ndarray, labels: np.ndarray) -> Erasure:
     removed = unwhiten @ basis @ basis.T @ whiten  # (dim, dim) M = W⁺ P W
     # x − (x − μ) Mᵀ for row vectors
     return Erasure(np.eye(x.shape[1]) - removed.T, mean @ removed.T, basis.shape[1])
+
+
+def compute_random_erasure(dim: int, rank: int, seed: int) -> Erasure:
+    """The control of an erasure: the orthogonal projection out of a random subspace of the
+    same rank, drawn uniformly (the Q of a Gaussian matrix's QR). Elazar et al. (2021) report a
+    concept's erasure against it: what removing `rank` directions costs whatever they carry."""
+    require(0 < rank < dim, f"a random erasure removes 1 to {dim - 1} directions, not {rank}")
+    gaussian = np.random.default_rng(seed).standard_normal((dim, rank))
+    basis, _ = np.linalg.qr(gaussian)  # (dim, rank) orthonormal columns
+    return Erasure(np.eye(dim) - basis @ basis.T, np.zeros(dim), rank)
+
+
+def compute_shuffled_concept(labels: np.ndarray, seed: int) -> np.ndarray:
+    """The concept's labels permuted across rows: Hewitt & Liang's (2019) control, a concept of
+    the same classes and frequencies that the states cannot carry."""
+    return np.random.default_rng(seed).permutation(np.asarray(labels))
 
 
 def compute_inlp_erasure(result: INLPResult) -> Erasure:
