@@ -22,13 +22,19 @@ from bertology.errors import UserError, require
 SHA = re.compile(r"[0-9a-f]{40}")
 # What a reading pipeline needs of a checkpoint: config, safetensors weights, tokenizer files
 # (WordPiece's vocab.txt, sentencepiece's *.model, BPE's merges.txt and vocab.json)
-CHECKPOINT_FILES = ["*.json", "*.safetensors", "*.txt", "*.model"]
+CHECKPOINT_FILES = ("*.json", "*.safetensors", "*.txt", "*.model")
 
 
 def default_cache_dir() -> Path:
     """Where trained tokenizers, converted checkpoints and other per-machine results go unless
     paths.cache_dir (or BERTOLOGY_CACHE_DIR, its default) says otherwise."""
     return Path.home() / ".cache" / "bertology"
+
+
+def cache_root() -> Path:
+    """bertology's own cache: BERTOLOGY_CACHE_DIR (what paths.cache_dir defaults to), else
+    default_cache_dir(), read at call time."""
+    return Path(os.environ.get("BERTOLOGY_CACHE_DIR") or default_cache_dir()).expanduser()
 
 
 def hub_cache() -> Path:
@@ -96,10 +102,20 @@ def snapshot_sha(path: str | Path) -> str | None:
     return None
 
 
-def resolve_revision(repo_id: str, revision: str, key: str, offline: bool) -> Path:
+def hub_snapshot(repo_id: str, revision: str | None, key: str) -> Path | None:
+    """The snapshot a hub id reads: at a revision, resolve_revision's (downloaded where the
+    hub can be reached); without one, main's where the cache holds it, else None (transformers
+    reads or downloads the id itself)."""
+    if revision is None:
+        return cached_snapshot(repo_id, "main")
+    return resolve_revision(repo_id, revision, key, models_offline())
+
+
+def resolve_revision(repo_id: str, revision: str, key: str, offline: bool,
+                     patterns: tuple[str, ...] = CHECKPOINT_FILES) -> Path:
     """The local snapshot folder of repo_id at revision: from the cache, else (online) the
-    checkpoint's files downloaded into it. Offline and not cached: one line that lists the
-    revisions the cache holds."""
+    files matching patterns downloaded into it. Offline and not cached: one line that lists
+    the revisions the cache holds."""
     folder = cached_snapshot(repo_id, revision)
     if folder is not None:
         return folder
@@ -110,12 +126,12 @@ def resolve_revision(repo_id: str, revision: str, key: str, offline: bool) -> Pa
                         f"Hugging Face cache ({repo_folder(repo_id)}; cached revisions: "
                         f"{held}) and the hub is offline; pick a cached revision, or connect "
                         "once to download it")
-    return download_revision(repo_id, revision, key)
+    return download_revision(repo_id, revision, key, patterns)
 
 
-def download_revision(repo_id: str, revision: str, key: str) -> Path:
-    """The checkpoint files of repo_id at revision, downloaded into the cache (what a reading
-    pipeline needs, not every file of the repo)."""
+def download_revision(repo_id: str, revision: str, key: str, patterns: tuple[str, ...]) -> Path:
+    """The files of repo_id at revision that match patterns (a reading pipeline's: not every
+    file of the repo), downloaded into the cache."""
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import (
         HfHubHTTPError,
@@ -125,7 +141,7 @@ def download_revision(repo_id: str, revision: str, key: str) -> Path:
 
     try:
         return Path(snapshot_download(repo_id, revision=revision, cache_dir=hub_cache(),
-                                      allow_patterns=CHECKPOINT_FILES))
+                                      allow_patterns=list(patterns)))
     except RevisionNotFoundError:
         raise UserError(f"{key}={repo_id!r} has no revision {revision!r}; give a branch, tag or "
                         "commit of that repo (its 'Files and versions' page lists them)") from None
@@ -148,30 +164,30 @@ def converted_snapshot(repo_id: str, sha: str) -> Path:
     """Where `bertology convert <repo_id>` writes the safetensors copy of a commit whose
     snapshot ships only pytorch_model.bin: <BERTOLOGY_CACHE_DIR>/converted/models--org--name/
     snapshots/<sha>, a snapshot folder of its own (same SHA, same config and tokenizer)."""
-    root = Path(os.environ.get("BERTOLOGY_CACHE_DIR") or default_cache_dir()).expanduser()
-    return root / "converted" / repo_folder(repo_id).name / "snapshots" / sha
+    return cache_root() / "converted" / repo_folder(repo_id).name / "snapshots" / sha
 
 
-def needs_conversion(repo_id: str, snapshot: Path) -> bool:
-    """A snapshot that ships pytorch_model.bin and no safetensors, with no converted copy."""
-    return (not any((snapshot / name).is_file() for name in SAFE_WEIGHTS)
-            and (snapshot / PICKLED_WEIGHTS).is_file()
-            and not (converted_snapshot(repo_id, snapshot.name) / "model.safetensors").is_file())
+def ships_safetensors(folder: Path) -> bool:
+    return any((folder / name).is_file() for name in SAFE_WEIGHTS)
+
+
+def readable_folder(repo_id: str, snapshot: Path) -> Path | None:
+    """The folder a run reads a hub snapshot from: the snapshot where it ships safetensors
+    (or no weights at all: the checks that read it say so), its converted copy where it ships
+    only pytorch_model.bin and one was made; None where that copy is still to be made."""
+    if ships_safetensors(snapshot) or not (snapshot / PICKLED_WEIGHTS).is_file():
+        return snapshot
+    converted = converted_snapshot(repo_id, snapshot.name)
+    return converted if ships_safetensors(converted) else None
 
 
 def weights_folder(repo_id: str, snapshot: Path, key: str, label: str) -> Path:
-    """The folder a run reads a hub snapshot from: the snapshot where it ships safetensors,
-    its converted copy where it ships only pytorch_model.bin and one was made, else one line
-    naming the command that makes it (label: how the user names the checkpoint)."""
-    if any((snapshot / name).is_file() for name in SAFE_WEIGHTS):
-        return snapshot
-    converted = converted_snapshot(repo_id, snapshot.name)
-    if (converted / "model.safetensors").is_file():
-        return converted
-    require(not needs_conversion(repo_id, snapshot), f"{key}={label!r} ships only "
-            f"{PICKLED_WEIGHTS} (a pickle, never opened by a run); convert it once: "
-            f"bertology convert {label}")
-    return snapshot
+    """readable_folder, or one line naming the command that makes the converted copy (label:
+    how the user names the checkpoint)."""
+    folder = readable_folder(repo_id, snapshot)
+    require(folder is not None, f"{key}={label!r} ships only {PICKLED_WEIGHTS} (a pickle, "
+            f"never opened by a run); convert it once: bertology convert {label}")
+    return folder
 
 
 def checkpoint_record(name_or_path: str | None, revision: str | None) -> dict | None:

@@ -30,14 +30,12 @@ from omegaconf import OmegaConf
 from bertology.config.checks import one_of
 from bertology.config.hub_revisions import (
     cached_refs,
-    cached_snapshot,
     check_revision_target,
     checkpoint_record,
     hub_cache,
     hub_label,
-    models_offline,
+    hub_snapshot,
     repo_folder,
-    resolve_revision,
     snapshot_sha,
     weights_folder,
 )
@@ -104,32 +102,27 @@ class Suite:
         then step."""
         found = {"repos": self.cached_repos, "revisions": self.cached_revisions,
                  "folders": self.local_folders}[self.layout]()
-        return sorted(found, key=lambda m: (m[0], -1 if m[1] is None else m[1]))
+        return sorted(found, key=lambda m: (m.seed, -1 if m.step is None else m.step))
 
     def cached_repos(self) -> list[SuiteMember]:
         found = []
-        for folder in hub_cache().glob("models--*"):
-            repo = folder.name.removeprefix("models--").replace("--", "/")
+        for repo in cached_repo_ids():
             for template, final in ((self.repo, False), (self.final, True)):
                 match = template and pattern(template).fullmatch(repo)
-                if match and (folder / "refs" / "main").is_file():
-                    seed = int(match.groupdict().get("seed") or 0)
+                if match and (repo_folder(repo) / "refs" / "main").is_file():
                     step = None if final else int(match["step"]) * self.step_unit
-                    found.append(SuiteMember(seed, step, repo, None))
+                    found.append(SuiteMember(seed_of(match), step, repo, None))
         return found
 
     def cached_revisions(self) -> list[SuiteMember]:
         found = []
-        for folder in hub_cache().glob("models--*"):
-            repo = folder.name.removeprefix("models--").replace("--", "/")
+        for repo in cached_repo_ids():
             match = pattern(self.repo).fullmatch(repo)
-            if not match:
-                continue
-            seed = int(match.groupdict().get("seed") or 0)
-            for ref in cached_refs(repo):
+            for ref in cached_refs(repo) if match else ():
                 step = pattern(self.revision).fullmatch(ref)
                 if step:
-                    found.append(SuiteMember(seed, int(step["step"]) * self.step_unit, repo, ref))
+                    found.append(SuiteMember(seed_of(match), int(step["step"]) * self.step_unit,
+                                             repo, ref))
         return found
 
     def local_folders(self) -> list[SuiteMember]:
@@ -137,12 +130,23 @@ class Suite:
         prefix = self.repo.split("{")[0]  # the template's fixed part: .../runs/seed_
         root = Path(prefix).expanduser() if prefix.endswith("/") else Path(prefix).parent
         for config in root.rglob("config.json") if root.is_dir() else ():
-            match = pattern(self.repo).fullmatch(config.parent.as_posix())
+            folder = config.parent.as_posix()
+            match = pattern(self.repo).fullmatch(folder)
             if match:
-                found.append(SuiteMember(int(match.groupdict().get("seed") or 0),
-                              int(match["step"]) * self.step_unit, config.parent.as_posix(),
-                              None))
+                found.append(SuiteMember(seed_of(match), int(match["step"]) * self.step_unit,
+                                         folder, None))
         return found
+
+
+def cached_repo_ids() -> list[str]:
+    """The model repos the local hub cache holds, as org/name."""
+    return [folder.name.removeprefix("models--").replace("--", "/")
+            for folder in hub_cache().glob("models--*")]
+
+
+def seed_of(match: re.Match) -> int:
+    """The seed a template's match names (0 where the template names none)."""
+    return int(match.groupdict().get("seed") or 0)
 
 
 def pattern(template: str) -> re.Pattern:
@@ -215,14 +219,11 @@ def pinned_folder(name_or_path: str | None, revision: str | None,
     (hub_revisions.weights_folder); a path, a mirrored id or an uncached id unchanged."""
     if name_or_path is None or snapshot_sha(name_or_path) is not None or is_path(name_or_path):
         return name_or_path
-    if revision is None:
-        if name_or_path in LOCAL_MIRRORS:
-            return name_or_path
-        snapshot = cached_snapshot(name_or_path, "main")
-        if snapshot is None:
-            return name_or_path  # transformers reads or downloads it (offline: checked later)
-    else:
-        snapshot = resolve_revision(name_or_path, revision, key, models_offline())
+    if revision is None and name_or_path in LOCAL_MIRRORS:
+        return name_or_path  # the installed package's copy (path_checks.resolve_checkpoint)
+    snapshot = hub_snapshot(name_or_path, revision, key)
+    if snapshot is None:
+        return name_or_path  # transformers reads or downloads it (offline: checked later)
     return str(weights_folder(name_or_path, snapshot, key, hub_label(name_or_path, revision)))
 
 

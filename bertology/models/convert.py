@@ -23,10 +23,9 @@ from safetensors.torch import load_file, save_file
 
 from bertology.config.hub_revisions import (
     CHECKPOINT_FILES,
-    cached_snapshot,
     converted_snapshot,
-    hub_cache,
     models_offline,
+    resolve_revision,
 )
 from bertology.errors import UserError, require
 from bertology.run.write_errors import writing
@@ -125,7 +124,9 @@ def convert_hub_checkpoint(label: str) -> str:
     (hub_revisions.converted_snapshot), where every run that names it then reads it; one line
     saying what was written."""
     repo_id, _, revision = label.partition("@")
-    snapshot = hub_snapshot(repo_id, revision or "main", label)
+    # the commit with its .bin: from the cache, or downloaded (offline: refused in one line)
+    snapshot = resolve_revision(repo_id, revision or "main", label, models_offline(),
+                                (*CHECKPOINT_FILES, BIN))
     target = converted_snapshot(repo_id, snapshot.name)
     require(not (target / SAFETENSORS).is_file(), f"{label} is converted already ({target}); "
             "remove that folder to convert it again")
@@ -145,17 +146,3 @@ def convert_hub_checkpoint(label: str) -> str:
         shutil.rmtree(staging, ignore_errors=True)
     return f"wrote {target / SAFETENSORS} ({len(tensors)} tensors) from {label}'s {BIN}; runs " \
            f"that name {label} read it"
-
-
-def hub_snapshot(repo_id: str, revision: str, label: str) -> Path:
-    """The snapshot folder of a hub commit, with its pytorch_model.bin: from the cache, or
-    downloaded where the hub can be reached."""
-    folder = cached_snapshot(repo_id, revision)
-    if folder is not None or models_offline():
-        require(folder is not None, f"{label} is not in the local Hugging Face cache and the "
-                "hub is offline; download it once where the hub can be reached")
-        return folder
-    from huggingface_hub import snapshot_download
-
-    return Path(snapshot_download(repo_id, revision=revision, cache_dir=hub_cache(),
-                                  allow_patterns=[*CHECKPOINT_FILES, BIN]))

@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
 from bertology.config.compose import CONF_DIR
-from bertology.config.hub_revisions import default_cache_dir
+from bertology.config.hub_revisions import cache_root
 from bertology.config.options import group_options
 from bertology.errors import require
 from bertology.run.rundir import METRICS_FILE
@@ -63,7 +62,7 @@ def pretrain_args(name: str) -> list[str]:
 def encoder_dir(name: str, cache: Path | None = None, args: list[str] | None = None) -> Path:
     """Where the run pretrains `name`, keyed by its command (args; default pretrain_args), so
     that changed settings never reuse a model trained under others."""
-    cache = cache or Path(os.environ.get("BERTOLOGY_CACHE_DIR") or default_cache_dir())
+    cache = cache or cache_root()
     command = pretrain_args(name) if args is None else args
     digest = hashlib.sha256(json.dumps(command).encode()).hexdigest()[:12]
     return cache / "encoders" / f"{name}-{digest}"

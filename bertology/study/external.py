@@ -27,13 +27,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from bertology.config.compose import CONF_DIR
-from bertology.config.hub_revisions import (
-    cached_snapshot,
-    checkpoint_record,
-    models_offline,
-    needs_conversion,
-    resolve_revision,
-)
+from bertology.config.hub_revisions import checkpoint_record, hub_snapshot, readable_folder
 from bertology.config.path_checks import is_path, read_checkpoint, resolve_checkpoint
 from bertology.config.suites import load_suite, pinned_folder
 from bertology.errors import require
@@ -76,9 +70,8 @@ class Checkpoint:
         """Whether it is a hub commit that ships only pytorch_model.bin, not converted yet."""
         if is_path(resolve_checkpoint(self.name)):
             return False
-        snapshot = (resolve_revision(self.name, self.revision, "--checkpoints", models_offline())
-                    if self.revision else cached_snapshot(self.name, "main"))
-        return snapshot is not None and needs_conversion(self.name, snapshot)
+        snapshot = hub_snapshot(self.name, self.revision, "--checkpoints")
+        return snapshot is not None and readable_folder(self.name, snapshot) is None
 
 
 def parse_checkpoints(entries: list[str]) -> list[Checkpoint]:
@@ -189,8 +182,7 @@ def checkpoint_config(checkpoint: Checkpoint) -> dict | None:
     safetensors weights and a tokenizer, or a cached hub snapshot); None where a hub id is not
     cached and the hub can be reached (the run downloads it)."""
     folder = checkpoint.local_folder()
-    key = "--checkpoints"
-    return read_checkpoint(checkpoint.name if folder is None else str(folder), key)
+    return read_checkpoint(checkpoint.name if folder is None else str(folder), "--checkpoints")
 
 
 def write_checkpoints_table(population: Path, checkpoints: list[Checkpoint]) -> None:
@@ -199,7 +191,7 @@ def write_checkpoints_table(population: Path, checkpoints: list[Checkpoint]) -> 
     read for a checkpoint the run did not pretrain)."""
     rows = []
     for i, checkpoint in enumerate(checkpoints):
-        folder = checkpoint.local_folder()
+        folder = checkpoint.local_folder()  # again: a hub id its runs downloaded is there now
         config = json.loads((folder / "config.json").read_text()) if folder else {}
         record = checkpoint_record(str(folder) if folder else checkpoint.name, checkpoint.revision)
         rows.append({"member": i, "checkpoint": checkpoint.name, "revision": checkpoint.revision,

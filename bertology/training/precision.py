@@ -40,6 +40,8 @@ from pathlib import Path
 
 import torch
 
+from bertology.config.hub_revisions import cache_root
+
 log = logging.getLogger(__name__)
 
 WARMUP = 1  # untimed steps per precision first: oneDNN and the allocator build their kernels
@@ -269,8 +271,7 @@ def resolve_precision(cfg, trial: TimingTrial | None = None, out_dir: Path | Non
                  "fp32" if began == "no" else began)
         return began
     if cache_dir is None:
-        cache_dir = Path(os.environ.get("BERTOLOGY_CACHE_DIR")
-                         or Path.home() / ".cache" / "bertology").expanduser()
+        cache_dir = cache_root()
     choice = choose(cfg.mixed_precision, device, trial, cache_dir, processes)
     if record is not None and write:
         log.info("%s", describe_choice(choice))
