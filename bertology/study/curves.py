@@ -15,9 +15,10 @@ import re
 import statistics
 from contextlib import suppress
 from dataclasses import dataclass
+from functools import cache
 from pathlib import PurePath
 
-from bertology.config.suites import load_suite
+from bertology.config.suites import Suite, load_suite
 from bertology.errors import UserError
 from bertology.run.figures import literal
 from bertology.run.rundir import RunDir
@@ -79,6 +80,17 @@ def natural_key(label: str) -> list:
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", label)]
 
 
+def means_and_stds(values: list[list[float]]) -> tuple[list[float], list[float]]:
+    """Per point, the mean of its runs and their std (0 with one run)."""
+    return ([statistics.fmean(v) for v in values],
+            [statistics.stdev(v) if len(v) > 1 else 0.0 for v in values])
+
+
+def viridis(plt, count: int) -> list:
+    """count colours along viridis, early to late, short of its pale yellow end."""
+    return list(plt.get_cmap("viridis")([i / max(count - 1, 1) * 0.9 for i in range(count)]))
+
+
 def compute_layer_curves(runs: list[RunDir], metric: str) -> list[LayerCurve]:
     """One curve per group of runs that differ only in seed, for the runs that have the
     layer-wise metric; sorted by label (a checkpoint sweep in training order)."""
@@ -93,10 +105,8 @@ def compute_layer_curves(runs: list[RunDir], metric: str) -> list[LayerCurve]:
         layers = sorted(set.intersection(*(set(keys) for keys in per_run)))
         values = [[r.metrics[keys[layer]] for r, keys in zip(group, per_run)]
                   for layer in layers]  # (layers, seeds)
-        curves.append(LayerCurve(label, [int(layer) for layer in layers],
-                            [statistics.fmean(v) for v in values],
-                            [statistics.stdev(v) if len(v) > 1 else 0.0 for v in values],
-                            len(group)))
+        curves.append(LayerCurve(label, [int(layer) for layer in layers], *means_and_stds(values),
+                                 len(group)))
     return sorted(curves, key=lambda c: natural_key(c.label))
 
 
@@ -107,8 +117,13 @@ def tokens_seen(run: RunDir) -> int | None:
     if suite is None:
         return None
     with suppress(UserError):
-        return load_suite(str(suite)).tokens(run.select("model.suite_step"))
+        return suite_row(str(suite)).tokens(run.select("model.suite_step"))
     return None
+
+
+@cache  # a sweep's runs name the same suite: its YAML is read once
+def suite_row(name: str) -> Suite:
+    return load_suite(name)
 
 
 @dataclass
@@ -134,8 +149,7 @@ def compute_token_curves(runs: list[RunDir], metric: str) -> list[TokensCurve]:
     for layer, by_tokens in sorted(points.items()):
         tokens = sorted(by_tokens)
         values = [by_tokens[t] for t in tokens]
-        curves.append(TokensCurve(layer, tokens, [statistics.fmean(v) for v in values],
-                                  [statistics.stdev(v) if len(v) > 1 else 0.0 for v in values]))
+        curves.append(TokensCurve(layer, tokens, *means_and_stds(values)))
     return curves
 
 
@@ -152,9 +166,7 @@ def plot_token_curves(runs: list[RunDir], task: str, metric: str, name: str, out
     if len({t for c in curves for t in c.tokens}) < 2:
         return None
     figure, axis = plt.subplots(figsize=(5.2, 3.5))
-    colours = plt.get_cmap("viridis")([i / max(len(curves) - 1, 1) * 0.9
-                                       for i in range(len(curves))])
-    for curve, colour in zip(curves, colours):
+    for curve, colour in zip(curves, viridis(plt, len(curves))):
         axis.errorbar(curve.tokens, curve.mean, yerr=curve.std, marker="o", color=colour,
                       capsize=2, label=f"layer {curve.layer}")
     axis.set_xscale("symlog", linthresh=max(min(t for c in curves for t in c.tokens if t) / 2, 1))
@@ -190,9 +202,7 @@ def plot_layer_curves_across_runs(runs: list[RunDir], out_dir) -> dict[str, str]
             if len(curves) < 2:
                 continue
             figure, axis = plt.subplots(figsize=(5.2, 3.5))
-            colours = plt.get_cmap("viridis")([i / max(len(curves) - 1, 1) * 0.9
-                                               for i in range(len(curves))])
-            for curve, colour in zip(curves, colours):
+            for curve, colour in zip(curves, viridis(plt, len(curves))):
                 axis.plot(curve.layers, curve.mean, marker="o", color=colour,
                           label=literal(f"{curve.label} (n={curve.seeds})"))
                 low = [m - s for m, s in zip(curve.mean, curve.std)]
