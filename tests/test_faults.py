@@ -320,8 +320,9 @@ def test_same_seed_same_metrics_other_seed_other_metrics(args, tmp_path):
         # Each run learns its own tokenizer (its own cache dir): the vocabulary is part of what
         # must come out the same (tests/test_wordpiece.py has the bug this caught).
         cache = f"paths.cache_dir={tmp_path / f'cache_{name}'}"
-        # one precision for all three: trainer.mixed_precision=auto picks bf16 or fp32 by timing
-        # both, which two runs on a loaded CPU can decide differently (the log says which)
+        # one precision for all three: trainer.mixed_precision=auto times bf16 against fp32 and
+        # keeps the choice in the cache dir, which each run here has its own of, so each times
+        # anew, and two runs on a loaded CPU can decide differently (the log says which)
         fp32 = "trainer.mixed_precision=no"
         assert main([*args, f"seed={seed}", cache, fp32], tmp_path / name) == 0
         runs[name] = final_metrics(tmp_path / name)
