@@ -23,6 +23,7 @@ from bertology.config.checks import (
     resolve_container,
     resolve_paths,
 )
+from bertology.config.data_checks import check_task_files
 from bertology.config.family_checks import check_uses, distill_uses
 from bertology.config.finetune_config import build_finetune_cfg, load_finetune_config
 from bertology.config.groups import (
@@ -32,7 +33,7 @@ from bertology.config.groups import (
     TaskConfig,
     TrainerConfig,
 )
-from bertology.config.path_checks import check_task_architecture, check_task_files, read_checkpoint
+from bertology.config.path_checks import check_task_architecture, read_checkpoint
 from bertology.errors import require
 from bertology.families import config_value
 

@@ -18,6 +18,7 @@ from bertology.config.checks import (
     resolve_container,
     resolve_paths,
 )
+from bertology.config.data_checks import check_task_files
 from bertology.config.family_checks import check_uses, finetune_uses
 from bertology.config.groups import (
     HeadConfig,
@@ -29,7 +30,7 @@ from bertology.config.groups import (
     TrainerConfig,
     refuse_tokenizer_name_or_path,
 )
-from bertology.config.path_checks import check_task_files, read_checkpoint
+from bertology.config.path_checks import read_checkpoint
 from bertology.errors import require
 from bertology.families import config_value
 

@@ -27,6 +27,7 @@ from bertology.config.checks import (
     resolve_paths,
 )
 from bertology.config.compose import load_group_file
+from bertology.config.data_checks import check_corpus_files
 from bertology.config.finetune_config import build_finetune_cfg, load_finetune_config
 from bertology.config.groups import (
     PAIR_FORMATS,
@@ -38,12 +39,7 @@ from bertology.config.groups import (
     SizeConfig,
     TrainerConfig,
 )
-from bertology.config.path_checks import (
-    MADE_BY_THE_RUN,
-    check_corpus_files,
-    check_tokenizer,
-    read_checkpoint,
-)
+from bertology.config.path_checks import MADE_BY_THE_RUN, check_tokenizer, read_checkpoint
 from bertology.errors import UserError, require
 from bertology.families import FAMILIES, checkpoint_family
 

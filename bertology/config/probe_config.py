@@ -27,6 +27,7 @@ from bertology.config.checks import (
     resolve_paths,
 )
 from bertology.config.compose import CONF_DIR, load_group_file
+from bertology.config.data_checks import check_task_files, missing_data
 from bertology.config.family_checks import check_uses, probe_uses
 from bertology.config.groups import (
     LoggerConfig,
@@ -36,12 +37,7 @@ from bertology.config.groups import (
     TaskConfig,
     refuse_tokenizer_name_or_path,
 )
-from bertology.config.path_checks import (
-    check_mlm_head,
-    check_task_files,
-    missing_data,
-    read_checkpoint,
-)
+from bertology.config.path_checks import check_mlm_head, read_checkpoint
 from bertology.config.pretrain_config import load_pretrain_config
 from bertology.config.twin_checks import check_fine_tuned_twin
 from bertology.errors import require

@@ -19,7 +19,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from bertology.config.path_checks import data_fix
+from bertology.config.data_checks import data_fix
 from bertology.data.corpora import parse_json_lines
 from bertology.data.tasks import read_lines
 from bertology.errors import UserError, require

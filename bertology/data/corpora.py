@@ -16,8 +16,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from bertology.config.data_checks import data_fix, expand_files, under_root
 from bertology.config.groups import DataConfig
-from bertology.config.path_checks import data_fix, expand_files, under_root
 from bertology.data import synthetic
 from bertology.errors import UserError, require
 

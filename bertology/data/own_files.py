@@ -18,8 +18,8 @@ import json
 import logging
 from pathlib import Path
 
+from bertology.config.data_checks import task_file
 from bertology.config.groups import TaskConfig
-from bertology.config.path_checks import task_file
 from bertology.data.corpora import parse_json_lines, read_text
 from bertology.errors import UserError, require
 

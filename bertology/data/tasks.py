@@ -21,9 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bertology.config.data_checks import data_fix, missing_data, reads_local_files, task_file
 from bertology.config.groups import TaskConfig
 from bertology.config.own_data import OWN_FORMATS
-from bertology.config.path_checks import data_fix, missing_data, reads_local_files, task_file
 from bertology.data import synthetic
 from bertology.data.corpora import read_text, resolve_path
 from bertology.data.hub_tasks import load_hub
@@ -308,7 +308,7 @@ def load_local(task: TaskConfig, data_dir: Path) -> tuple[list[dict], list[dict]
 def split_files(task: TaskConfig, data_dir: Path) -> tuple[Path | None, Path]:
     """The task's train file (None: squad splits its eval file) and eval file: inside
     task.path, whose folder must be there, or with no task.path absolute or from the working
-    dir (config/path_checks.task_file)."""
+    dir (config/data_checks.task_file)."""
     if task.path is not None:
         resolve_path(task.path, data_dir, "task.path")
     train = task_file(task, "train_file", data_dir) if task.train_file else None
