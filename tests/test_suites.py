@@ -92,6 +92,10 @@ def test_a_suite_names_its_checkpoints_and_their_tokens(in_cache):
     assert suite.tokens(None) == 2000000 * 131072
     with pytest.raises(UserError, match="multiples of 1000"):
         suite.checkpoint(0, 1500)
+    with pytest.raises(UserError, match="model.suite_step=-1000 must be >= 0"):
+        suite.checkpoint(0, -1000)
+    with pytest.raises(UserError, match="model.suite_seed=-1 must be >= 0"):
+        suite.checkpoint(-1, None)
     held = [(seed, step) for seed, step, _, _ in suite.members()]
     assert held == [(0, None), (0, 20000), (1, None), (1, 20000), (2, None), (3, None),
                     (4, None)]

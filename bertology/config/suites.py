@@ -76,6 +76,7 @@ class Suite:
         """(model.name_or_path, model.revision) of the suite's checkpoint at (seed, step);
         step None: the final model."""
         seed = 0 if seed is None else seed
+        require(seed >= 0, f"model.suite_seed={seed} must be >= 0 (a seed of suite {self.name})")
         require("{seed}" in self.repo or seed == 0, f"model.suite={self.name} has one seed "
                 f"(its repo {self.repo} names none); drop model.suite_seed={seed}")
         if self.layout == "revisions":
@@ -88,7 +89,8 @@ class Suite:
         return self.repo.format(seed=seed, step=self.units(step)), None
 
     def units(self, step: int) -> int:
-        require(step >= 0 and step % self.step_unit == 0, f"model.suite_step={step}: suite "
+        require(step >= 0, f"model.suite_step={step} must be >= 0 (a training step)")
+        require(step % self.step_unit == 0, f"model.suite_step={step}: suite "
                 f"{self.name} keeps checkpoints at multiples of {self.step_unit} steps")
         return step // self.step_unit
 
