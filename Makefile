@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 TORCH   ?= torch==2.13.0
 export BERTOLOGY_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: help setup setup-gpu test test-slow tables lint bench gpu-check reproduce reproduce-population reference default-runs clean
+.PHONY: help setup setup-gpu test test-slow tables lint bench gpu-check reproduce reproduce-population reference results default-runs clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -61,6 +61,7 @@ lint:  ## ruff
 
 # make reproduce ENCODERS="minilm bert modernbert": the findings across encoders (docs/reproduce.md)
 ENCODERS ?= minilm
+NAME ?= minilm
 
 reproduce:  ## every finding at CPU scale, then the report (outputs/reproduce/<stamp>/report/REPORT.md)
 	$(BIN)/python -m bertology.reproduce --encoders $(ENCODERS)
@@ -77,6 +78,11 @@ reproduce-population:  ## pretrain BERTs until 18 learned, run the model-reading
 
 reference:  ## write docs/reference/ (claims, config keys, CLI help) from the code
 	$(BIN)/python -m bertology.cli.reference
+
+# make results REPORT=outputs/reproduce/<stamp>/report [NAME=population]: publish a run's files
+# to docs/results/<NAME>/ and write docs/results.md and the README's block from them
+results:  ## publish a make reproduce run's report to docs/results.md and the README (REPORT=<out>/report)
+	$(BIN)/python -m bertology.study.publish $(REPORT) --name $(NAME)
 
 default-runs:  ## time the default pretrain and probe runs; writes docs/default_runs.md (the docs' one source)
 	$(BIN)/python bench/default_runs.py

@@ -41,6 +41,7 @@ from bertology.study import catalog, encoders, runner
 from bertology.study.external import reproduce_checkpoints
 from bertology.study.matrix import write_matrix
 from bertology.study.members import reproduce_population
+from bertology.study.publish import record_run
 from bertology.study.runner import Step, run_steps
 from bertology.study.steps import EncoderSteps, encoder_steps, model_reading, pretraining_step
 from bertology.study.summary import write_summary
@@ -128,37 +129,46 @@ def main(argv: list[str] | None = None) -> int:
                              "next seed, until K have learned (at most 2K drawn); only those "
                              "get studies")
     args = parser.parse_args(argv)
+    started = time.time()
     try:  # a bad --lanes, --only or --encoders: one line, exit 2, before any step runs
-        require(args.lanes >= 1, f"--lanes {args.lanes} must be 1 or more")
-        names = tuple(encoders.check_encoders(args.encoders))
-        if args.checkpoints is not None:
-            require(args.population is None and names == (encoders.DEFAULT,) and not args.member
-                    and args.first_member == 0 and not args.replace_failed,
-                    "--checkpoints judges the checkpoints it names: drop --population, "
-                    "--encoders, --member, --first-member and --replace-failed")
-            return reproduce_checkpoints(args.out.resolve(), studies_to_run(args.only),
-                                         args.lanes, args.checkpoints, args.member_seeds,
-                                         dry_run=args.dry_run)
-        require(not args.dry_run, "--dry-run prints the cost of --checkpoints; add them")
-        require(args.population is not None or (args.member_seeds is None
-                                                 and args.first_member == 0
-                                                 and not args.replace_failed),
-                "--member-seeds, --first-member and --replace-failed set a population's "
-                "members; add --population K")
-        if args.population is not None:
-            require(args.population >= 2, f"--population {args.population}: a population "
-                    "needs 2 or more members (its spread is what the verdicts read)")
-            require(args.member_seeds is None or args.member_seeds >= 1,
-                    f"--member-seeds {args.member_seeds} must be 1 or more")
-            require(args.first_member >= 0, f"--first-member {args.first_member} must be 0 "
-                    "or more")
-            return reproduce_population(args.out.resolve(), studies_to_run(args.only),
-                                        args.lanes, args.population, tuple(args.member),
-                                        per_member=args.member_seeds, first=args.first_member,
-                                        replace_failed=args.replace_failed)
-        return reproduce(args.out.resolve(), studies_to_run(args.only), args.lanes, names)
+        status = dispatch(args)
     except UserError as err:
         parser.exit(2, f"{parser.prog}: error: {err}\n")
+    if not args.dry_run:
+        record_run(args.out.resolve(), argv, started, status)
+    return status
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    """The run the arguments ask for; its exit status."""
+    require(args.lanes >= 1, f"--lanes {args.lanes} must be 1 or more")
+    names = tuple(encoders.check_encoders(args.encoders))
+    if args.checkpoints is not None:
+        require(args.population is None and names == (encoders.DEFAULT,) and not args.member
+                and args.first_member == 0 and not args.replace_failed,
+                "--checkpoints judges the checkpoints it names: drop --population, "
+                "--encoders, --member, --first-member and --replace-failed")
+        return reproduce_checkpoints(args.out.resolve(), studies_to_run(args.only),
+                                     args.lanes, args.checkpoints, args.member_seeds,
+                                     dry_run=args.dry_run)
+    require(not args.dry_run, "--dry-run prints the cost of --checkpoints; add them")
+    require(args.population is not None or (args.member_seeds is None
+                                             and args.first_member == 0
+                                             and not args.replace_failed),
+            "--member-seeds, --first-member and --replace-failed set a population's "
+            "members; add --population K")
+    if args.population is not None:
+        require(args.population >= 2, f"--population {args.population}: a population "
+                "needs 2 or more members (its spread is what the verdicts read)")
+        require(args.member_seeds is None or args.member_seeds >= 1,
+                f"--member-seeds {args.member_seeds} must be 1 or more")
+        require(args.first_member >= 0, f"--first-member {args.first_member} must be 0 "
+                "or more")
+        return reproduce_population(args.out.resolve(), studies_to_run(args.only),
+                                    args.lanes, args.population, tuple(args.member),
+                                    per_member=args.member_seeds, first=args.first_member,
+                                    replace_failed=args.replace_failed)
+    return reproduce(args.out.resolve(), studies_to_run(args.only), args.lanes, names)
 
 
 def reproduce(out: Path, studies: dict[str, dict], lanes: int,
