@@ -50,9 +50,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     config, tokenizer = load_tokenizer(config, corpus)
     objective = build_objective(config, tokenizer, corpus)
     config = equal_token_batch(config, tokenizer, corpus)
-    data = PretrainData(corpus, tokenizer, config.data, config.model.input_format,
-                        objective.pair_task, config.model.masking, config.model.dupe_factor,
-                        config.seed)
+    data = PretrainData(corpus, tokenizer, config, objective.pair_task)
     log.info("%d held-out sequences; tokenizer %s with %d tokens", len(data.eval_examples),
              config.model.tokenizer, len(tokenizer))
     model = build_model(config.model, config.size, tokenizer,
