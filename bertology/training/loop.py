@@ -22,12 +22,12 @@ and so to the console and `<pipeline>.log`; the tqdm bar only when stderr is a t
 job under SLURM or nohup writes no carriage returns.
 
 Read top to bottom, as nanoGPT's train.py: what train() takes (TrainJob), train() itself (set
-up, then the loop), the step, logging and evaluation, checkpoints; then the budget and the
-learning rate, the bar and the step line, the batches, the stop signals, and the state a
-checkpoint holds. What stands on its own is a module beside this one, named where the loop
-calls it: the precision choice (precision.py), checkpoint files (checkpoint.py), FLOPs
-(flops.py), the held-out evaluation (evaluate.py), what processes exchange (collectives.py),
-16-bit dropout masks (dropout.py) and the Objective contract (objective.py).
+up, then the loop), the step, logging and evaluation, checkpoints; then the optimizer, the
+budget and the learning rate, the bar and the step line, the batches, the stop signals, and the
+state a checkpoint holds. What stands on its own is a module beside this one, named where
+the loop calls it: the precision choice (precision.py), checkpoint files (checkpoint.py),
+FLOPs (flops.py), the held-out evaluation (evaluate.py), what processes exchange
+(collectives.py), 16-bit dropout masks (dropout.py) and the Objective contract (objective.py).
 """
 
 from __future__ import annotations
