@@ -12,6 +12,7 @@ peak should not grow with the corpus.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import resource
@@ -43,8 +44,9 @@ def measure(fraction: float) -> dict:
     corpus = build_corpus(config.data, config.data_dir)
     tokenizer = load_or_train_tokenizer(corpus, "wordpiece", config.model.vocab_size,
                                         config.cache_dir)
-    data = PretrainData(corpus, tokenizer, config.data, config.model.input_format, "nsp",
-                        "static", 1, 0)
+    # the stream measured: NSP pairs, one static copy, seed 0 (not the model's own settings)
+    model = dataclasses.replace(config.model, masking="static", dupe_factor=1)
+    data = PretrainData(corpus, tokenizer, dataclasses.replace(config, model=model, seed=0), "nsp")
     sequences = tokens = 0
     for example, cursor in data.iter_train(Cursor()):
         if cursor.epoch > 0:

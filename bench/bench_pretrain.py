@@ -174,13 +174,14 @@ class Steps:
 
 
 def record_steps(steps: Steps, step_fn: Callable, after: Callable | None = None) -> Callable:
-    """bertology's loop has no per-step hook, so its step function (training/loop.py) is
-    wrapped to note what each step did; the step itself runs unchanged. `after`: called at
-    the end of every step (the profiler's step)."""
+    """bertology's loop has no per-step hook, so its step (Loop.optimizer_step in
+    training/loop.py) is wrapped to note what each step did; the step itself runs unchanged.
+    `after`: called at the end of every step (the profiler's step)."""
 
-    def recorded(trainable, optimizer, batches, cfg, accelerator, state, count_flops) -> int:
+    def recorded(run: loop.Loop) -> int:
+        state = run.state
         began, flops, waited = time.perf_counter(), state.flops, state.data_seconds
-        tokens = step_fn(trainable, optimizer, batches, cfg, accelerator, state, count_flops)
+        tokens = step_fn(run)
         bench_device.synchronize(SETUP.device)  # a GPU step ends when its kernels do
         steps.ends.append(time.perf_counter())
         steps.tokens.append(tokens)
@@ -195,8 +196,9 @@ def record_steps(steps: Steps, step_fn: Callable, after: Callable | None = None)
 
 def run_bertology(size: str, steps: int, precision: str) -> dict:
     recorded = Steps()
-    timed = record_steps(recorded, loop._optimizer_step)
-    with tempfile.TemporaryDirectory() as out, mock.patch.object(loop, "_optimizer_step", timed):
+    timed = record_steps(recorded, loop.Loop.optimizer_step)
+    with tempfile.TemporaryDirectory() as out, \
+            mock.patch.object(loop.Loop, "optimizer_step", timed):
         pretrain.run(compose_pretrain(overrides(size, steps, precision)), Path(out))
         chosen = json.loads((Path(out) / "precision.json").read_text())["precision"]
     return {**recorded.rates(), "precision": {"no": "fp32"}.get(chosen, chosen),
@@ -367,7 +369,7 @@ def measure_peaks(native: bool) -> dict[str, Peak]:
     peaks = {}
     for name in PRECISIONS:
         shapes = PEAK_SHAPES[name] if native or name == "fp32" else EMULATED_SHAPES
-        peaks[name] = max((Peak(timer(*shape, dtypes[name], repeats=5), shape)
+        peaks[name] = max((Peak(timer(shape, dtypes[name], repeats=5), shape)
                            for shape in shapes), key=lambda peak: peak.flops_per_s)
     return peaks
 
@@ -422,8 +424,8 @@ def profile_bertology(size: str, steps: int, precision: str = "auto",
             f"trainer.dropout_masks={masks}"]
     with profile(activities=[ProfilerActivity.CPU], schedule=plan) as profiler, \
             tempfile.TemporaryDirectory() as out, \
-            mock.patch.object(loop, "_optimizer_step",
-                              record_steps(recorded, loop._optimizer_step, profiler.step)):
+            mock.patch.object(loop.Loop, "optimizer_step",
+                              record_steps(recorded, loop.Loop.optimizer_step, profiler.step)):
         pretrain.run(compose_pretrain(args), Path(out))
     events = profiler.key_averages()
     return Profiled(f"{size} {precision} {masks}", precision,

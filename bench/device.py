@@ -27,11 +27,12 @@ def device_name(device: str) -> str:
     return torch.cuda.get_device_name(0) if device == "cuda" else "cpu"
 
 
-def cuda_matmul_flops_per_s(rows: int, inner: int, cols: int, dtype: torch.dtype,
+def cuda_matmul_flops_per_s(shape: tuple[int, int, int], dtype: torch.dtype,
                             repeats: int = 10) -> float:
-    """Measured FLOP/s of one (rows, inner) @ (inner, cols) matmul on the GPU, best of
-    repeats, each timed by CUDA events around 10 back-to-back products (one is too short for
-    the host's clock)."""
+    """Measured FLOP/s of one (rows, inner) @ (inner, cols) matmul on the GPU, shape (rows,
+    inner, cols), best of repeats, each timed by CUDA events around 10 back-to-back products
+    (one is too short for the host's clock); precision.matmul_flops_per_s's call."""
+    rows, inner, cols = shape
     a = torch.randn(rows, inner, device="cuda").to(dtype)
     b = torch.randn(inner, cols, device="cuda").to(dtype)
     a @ b  # cuBLAS picks its kernel on the first call

@@ -221,9 +221,7 @@ def compile_families(device: str, size: str, out: Path) -> None:
         corpus = build_corpus(config.data, config.data_dir)
         config, tokenizer = load_tokenizer(config, corpus)
         objective = build_objective(config, tokenizer, corpus)
-        data = PretrainData(corpus, tokenizer, config.data, config.model.input_format,
-                            objective.pair_task, config.model.masking, config.model.dupe_factor,
-                            config.seed)
+        data = PretrainData(corpus, tokenizer, config, objective.pair_task)
         model = build_model(config.model, config.size, tokenizer,
                             pair_head=objective.pair_task is not None,
                             seed=config.seed).to(device).train()

@@ -6,8 +6,8 @@ from collections import Counter
 from itertools import islice
 from types import SimpleNamespace
 
-from bertology.data.stream import Cursor, InMemoryExamples
-from bertology.training.batches import GROUP_BATCHES, iter_batches
+from bertology.data.stream import InMemoryExamples
+from bertology.training.loop import GROUP_BATCHES, LoopState, iter_batches
 
 IDS = SimpleNamespace(collate=lambda examples: [e["id"] for e in examples])
 
@@ -22,7 +22,7 @@ def test_a_group_spanning_epochs_never_puts_an_example_twice_in_a_batch():
     group by length alone put each example beside its copies from the next epochs (with
     static masking, the same masked sequence twice in one batch)."""
     data = small_corpus(10)
-    batches = [batch for batch, _, _ in islice(iter_batches(data, IDS, Cursor(), 0, 4),
+    batches = [batch for batch, _, _ in islice(iter_batches(data, IDS, LoopState(), 4),
                                                 3 * GROUP_BATCHES)]
     assert all(len(batch) == 4 for batch in batches)
     assert all(max(Counter(batch).values()) == 1 for batch in batches), batches[:4]
@@ -32,7 +32,7 @@ def test_a_group_spanning_epochs_never_puts_an_example_twice_in_a_batch():
 
 def test_batches_are_sorted_by_length_within_an_epoch():
     data = small_corpus(200)  # one group is 64 of an epoch's 200 examples
-    batches = [batch for batch, _, _ in islice(iter_batches(data, IDS, Cursor(), 0, 4),
+    batches = [batch for batch, _, _ in islice(iter_batches(data, IDS, LoopState(), 4),
                                                 GROUP_BATCHES)]
     spreads = [max(3 + i % 5 for i in batch) - min(3 + i % 5 for i in batch) for batch in batches]
     assert sum(spreads) <= 4  # one length per batch, but where a length's run ends

@@ -19,8 +19,13 @@ from bertology.objectives import OBJECTIVES
 from bertology.objectives.mlm import IGNORE
 from bertology.pipelines import pretrain
 from bertology.training.flops import masked_lm_flops
-from bertology.training.progress import BudgetBar
-from bertology.training.state import LoopState, budget_progress, compute_lr, resolve_budget
+from bertology.training.loop import (
+    BudgetBar,
+    LoopState,
+    budget_progress,
+    compute_lr,
+    resolve_budget,
+)
 
 SMOKE = ["logger=none", "trainer=smoke", "data.num_sentences=800", "data.eval_docs=20"]
 

@@ -7,6 +7,8 @@ window's sums stay on the device until a log step or checkpoint reads them (trai
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
@@ -17,8 +19,8 @@ from bertology.errors import RunFailed
 from bertology.models.build import build_model
 from bertology.objectives import OBJECTIVES, mlm
 from bertology.training import loop
+from bertology.training.loop import Health, LoopState
 from bertology.training.objective import Objective
-from bertology.training.state import Health, LoopState
 
 SEED = 0
 TINY = SizeConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
@@ -138,7 +140,12 @@ def test_a_checkpoint_after_a_non_finite_step_is_not_written(tmp_path):
     state = LoopState(step=4)
     state.health.record(4, torch.tensor(float("nan")), torch.tensor(1.0), scaled=False)
     with pytest.raises(RunFailed, match="at step 4"):
-        loop._save(tmp_path, state, None, None, None, None)
+        # a loop that would write (rank 0, one process) into tmp_path, had the check passed
+        loop.Loop.save(SimpleNamespace(
+            state=state, optimizer=None,
+            accelerator=SimpleNamespace(num_processes=1, is_main_process=True),
+            job=SimpleNamespace(model=None, trainer=SimpleNamespace(keep_checkpoints=2),
+                                output=SimpleNamespace(out_dir=tmp_path, export=None))))
     assert not (tmp_path / "checkpoints").exists()
 
 

@@ -1,8 +1,9 @@
 """The house rules that are not the floor plan (tests/test_layout.py has that): the code says why,
-not when or where it was measured; a public name means one thing; one reader of run dirs (the
-docs pages' own rules, their size and no history in the manual, are in tests/test_docs.py). Each
-rule is a checker function run on bertology/, and on a planted violation, so a checker that
-stopped finding anything would fail here too."""
+not when or where it was measured; a public name means one thing; one reader of run dirs; the
+training loop's helpers take few loose parameters (the docs pages' own rules, their size and no
+history in the manual, are in tests/test_docs.py). Each rule is a checker function run on
+bertology/, and on a planted violation, so a checker that stopped finding anything would fail
+here too."""
 
 from __future__ import annotations
 
@@ -201,16 +202,77 @@ def test_a_name_defined_twice_is_found():
                                             "describe": ["a.py", "c.py"]}
 
 
+# ---------------------------------------------------------------- few loose parameters in the loop
+
+# A function in training/ takes at most MAX_LOOSE parameters: what travels together is a record
+# named once (TrainJob, TrainOutput, the Loop, a checkpoint's Snapshot), not seven positional
+# arguments kept in step at every call. Every named parameter counts, defaulted or not,
+# positional or keyword-only; self and cls do not, nor *args and **kwargs (passed through
+# unread). A dataclass's fields are a record's, not a function's parameters.
+MAX_LOOSE = 4
+LOOSE_PARAMETER_ROOMS = ("bertology/training/",)
+# signatures fixed outside bertology, each with its reason
+FIXED_SIGNATURES = {
+    # transformers' AttentionInterface calls it as it calls its own SDPA function
+    "bertology/training/dropout.py:bits_attention",
+}
+
+
+def loose_parameters(source: str) -> list[str]:
+    """'name: N parameters, line L' for each function or lambda of the module taking more
+    than MAX_LOOSE named parameters (self and cls aside)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            args = node.args
+            names = [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
+            if names[:1] in (["self"], ["cls"]):
+                names = names[1:]
+            if len(names) > MAX_LOOSE:
+                name = getattr(node, "name", "lambda")
+                found.append(f"{name}: {len(names)} parameters, line {node.lineno}")
+    return found
+
+
+def test_the_loops_helpers_take_few_loose_parameters():
+    texts = {path: text for path, text in sources().items()
+             if path.startswith(LOOSE_PARAMETER_ROOMS)}
+    hits = {f"{path}:{hit.split(':')[0]}": hit for path, text in texts.items()
+            for hit in loose_parameters(text)}
+    found = [f"{where} ({hit.split(': ', 1)[1]})" for where, hit in hits.items()
+             if where not in FIXED_SIGNATURES]
+    assert not found, (f"more than {MAX_LOOSE} loose parameters (hold them in a record, or a "
+                       "method of the record that holds them):\n" + "\n".join(found))
+    stale = sorted(FIXED_SIGNATURES - set(hits))
+    assert not stale, f"these take few parameters now; drop them from FIXED_SIGNATURES: {stale}"
+
+
+# more than four loose parameters, planted (test_each_checker_finds_what_is_planted)
+PLANTED_LOOSE = [
+    "def save(out_dir, state, model, optimizer, cfg):\n    pass\n",
+    "class Loop:\n    def step(self, a, b, c, d, *, accelerator=None):\n        pass\n",
+    "def f(a, /, b, c, d, e=1):\n    pass\n",
+    "hook = lambda a, b, c, d, e: a\n",
+]
+NOT_LOOSE = ("def f(a, b, c, d, *args, **kwargs):\n    pass\n\n\n"
+             "class A:\n    def g(self, a, b, c, d):\n        pass\n\n"
+             "    @classmethod\n    def h(cls, a, b, c, d=None):\n        pass\n\n\n"
+             "@dataclass\nclass Job:\n    a: int\n    b: int\n    c: int\n    d: int\n"
+             "    e: int = 0\n")
+
+
 # ---------------------------------------------------------------- the checkers find what they must
 
 
 @pytest.mark.parametrize("checker, planted", [*((history_in, p) for p in PLANTED_HISTORY),
-                                              *((run_file_literals, p) for p in PLANTED_RUN_FILES)])
+                                              *((run_file_literals, p) for p in PLANTED_RUN_FILES),
+                                              *((loose_parameters, p) for p in PLANTED_LOOSE)])
 def test_each_checker_finds_what_is_planted(checker, planted):
     assert checker(planted), planted
 
 
 @pytest.mark.parametrize("checker, allowed", [(history_in, NOT_HISTORY),
-                                              (run_file_literals, NOT_RUN_FILES)])
+                                              (run_file_literals, NOT_RUN_FILES),
+                                              (loose_parameters, NOT_LOOSE)])
 def test_each_checker_passes_what_is_allowed(checker, allowed):
     assert checker(allowed) == []

@@ -7,7 +7,7 @@ from conftest import compose_config
 
 from bertology.pipelines import pretrain
 from bertology.run.tracking import without_wall_clock
-from bertology.training.batches import prefetch
+from bertology.training.loop import prefetch
 
 RUN = ["logger=none", "trainer=smoke", "trainer.max_steps=12", "trainer.log_every=4",
        "data.num_sentences=400", "data.eval_docs=10"]

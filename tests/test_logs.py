@@ -16,8 +16,7 @@ import pytest
 
 from bertology.cli.entry import format_summary
 from bertology.config.groups import TrainerConfig
-from bertology.training.progress import format_duration, format_step_line
-from bertology.training.state import LoopState
+from bertology.training.loop import LoopState, format_duration, format_step_line
 
 STEP_LINE = re.compile(r"step (\d+)/(\d+)  loss \d+\.\d{4}  lr \S+  [\d,]+ tok/s  "
                        r"ETA (\d+:\d\d:\d\d|\?)")

@@ -15,13 +15,14 @@ from collections import defaultdict
 from dataclasses import dataclass
 from itertools import islice, takewhile
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 from conftest import compose_config
 
-from bertology.config.groups import DataConfig, ObjectiveConfig
+from bertology.config.groups import DataConfig, ModelConfig, ObjectiveConfig
 from bertology.config.pretrain_config import load_pretrain_config
 from bertology.data.corpora import build_corpus
 from bertology.data.formats import Specials, build_examples
@@ -249,8 +250,10 @@ def test_whole_word_masking_selects_entire_words(request, tokenizer_fixture, fam
 def pretrain_data(tokenizer, masking: str, dupe_factor: int, streaming: bool = False,
                   input_format: str = "segment_pair"):
     cfg = DataConfig(num_sentences=600, eval_docs=5, streaming=streaming, shuffle_buffer=40)
-    return PretrainData(build_corpus(cfg, data_dir()), tokenizer, cfg, input_format, None,
-                        masking, dupe_factor, SEED)
+    model = ModelConfig(masking=masking, dupe_factor=dupe_factor, input_format=input_format)
+    # the three parts of a pretraining config PretrainData reads
+    config = SimpleNamespace(data=cfg, model=model, seed=SEED)
+    return PretrainData(build_corpus(cfg, data_dir()), tokenizer, config, None)
 
 
 def epoch_masks(data: PretrainData, collate, epoch: int) -> dict[int, list[bytes]]:

@@ -27,8 +27,9 @@ def native(monkeypatch, flags=("fpu", "avx2", "amx_bf16")):
 class FakeTrial:
     """A run whose steps take the given seconds in each precision; counts the calls."""
 
-    def __init__(self, seconds: dict[str, float], shape: dict | None = None):
+    def __init__(self, seconds: dict[str, float], shape: dict | None = None, processes: int = 1):
         self.seconds, self.shape, self.calls = seconds, shape or {"model": "fake"}, []
+        self.processes = processes  # of the run timed: more than one does not time
 
     def make_timer(self, device):
         def time_step(name: str) -> float:
@@ -39,6 +40,7 @@ class FakeTrial:
 
 class NeverTimed:
     shape = {"model": "fake"}
+    processes = 1
 
     def make_timer(self, device):
         raise AssertionError("timed where it should not have")
@@ -172,7 +174,7 @@ def test_timing_a_real_run_leaves_it_unchanged_and_is_cached(monkeypatch, tmp_pa
 
 
 def test_the_matmul_timer_reports_a_plausible_rate():
-    rate = precision.matmul_flops_per_s(256, 256, 256, torch.float32, repeats=3)
+    rate = precision.matmul_flops_per_s((256, 256, 256), torch.float32, repeats=3)
     assert 1e8 < rate < 1e14
 
 
@@ -187,8 +189,8 @@ def test_every_precision_line_fits_the_log_contract(monkeypatch, tmp_path):
     deep = tmp_path / ("a-long-cache-directory-name" * 4)
     timed = precision.choose("auto", CPU, FakeTrial({"no": 0.0259, "bf16": 0.0477}), deep)
     cached = precision.choose("auto", CPU, NeverTimed(), deep)
-    several = precision.choose("auto", CPU, FakeTrial({"no": 1, "bf16": 1}, {"other": 1}),
-                               tmp_path / "cold", processes=16)
+    several = precision.choose("auto", CPU, FakeTrial({"no": 1, "bf16": 1}, {"other": 1}, 16),
+                               tmp_path / "cold")
     untimed = precision.choose("auto", CPU, None, deep)
     assert timed.method and cached.cached and cached.cache_file == timed.cache_file
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)

@@ -188,7 +188,7 @@ def _requeue(pipeline: str, err: Interrupted, out_dir: Path) -> None:
     interrupted, so hand over to submitit's preemption handler, which resubmits the same
     Hydra job (same config, same run dir, which resumes) and exits. Further signals are
     ignored so a late one cannot requeue the job twice."""
-    from bertology.training.preemption import preempt_signal
+    from bertology.training.loop import preempt_signal
 
     log.warning("%s; handing over to submitit to requeue the job into %s", err, out_dir)
     print(f"bertology {pipeline}: {err}; requeued by submitit", file=sys.stderr)

@@ -19,7 +19,7 @@ from typing import Protocol
 
 from transformers import PreTrainedTokenizerBase
 
-from bertology.config.groups import DataConfig
+from bertology.config.pretrain_config import PretrainConfig
 from bertology.data.corpora import Corpus
 from bertology.data.formats import build_copies
 from bertology.errors import require
@@ -61,14 +61,18 @@ class InMemoryExamples:
 
 
 class PretrainData:
-    def __init__(self, corpus: Corpus, tokenizer: PreTrainedTokenizerBase, cfg: DataConfig,
-                 input_format: str, pair_task: str | None, masking: str, dupe_factor: int,
-                 seed: int):
-        self.corpus, self.tokenizer, self.cfg = corpus, tokenizer, cfg
-        self.input_format, self.pair_task = input_format, pair_task
-        self.masking, self.dupe_factor, self.seed = masking, dupe_factor, seed
+    """A corpus's pretraining examples, as the pretraining config's sub-configs say: its data
+    (sequence length, held-out documents, streaming) and model (input format, masking, dupe
+    factor), and its seed; `pair_task` is the objective's ("nsp", "sop" or None)."""
+
+    def __init__(self, corpus: Corpus, tokenizer: PreTrainedTokenizerBase,
+                 config: PretrainConfig, pair_task: str | None):
+        self.corpus, self.tokenizer, self.cfg = corpus, tokenizer, config.data
+        self.input_format, self.pair_task = config.model.input_format, pair_task
+        self.masking, self.dupe_factor = config.model.masking, config.model.dupe_factor
+        self.seed = config.seed
         self.eval_examples = self._eval_examples()
-        self._in_memory = None if cfg.streaming else list(self._build(train=True))
+        self._in_memory = None if self.cfg.streaming else list(self._build(train=True))
         require(self._in_memory is None or len(self._in_memory) > 0, self._no_examples())
 
     def _build(self, train: bool) -> Iterator[tuple[int, dict]]:

@@ -43,8 +43,7 @@ from bertology.run.replicates import compute_item_ids, write_replicates
 from bertology.run.resume import refuse_fresh_start
 from bertology.run.tracking import build_tracker
 from bertology.run.training_figures import write_run_page
-from bertology.training.loop import TrainJob, train
-from bertology.training.state import resolve_budget
+from bertology.training.loop import TrainJob, TrainOutput, resolve_budget, train
 
 log = logging.getLogger(__name__)
 
@@ -76,10 +75,11 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     reaches = attention_reaches(model, teacher, layer_map, config.kd.attention_weight)
     objective = kd.build(config.kd, teacher, layer_map, tokenizer.pad_token_id, reaches)
     examples = InMemoryExamples(train_features, eval_features, config.seed)
-    metrics = train(TrainJob(model, objective, examples, trainer, out_dir, tracker, config.seed,
-                             desc="distill",
-                             export=lambda path: write_task_model(model.student, tokenizer, path),
-                             eval_name="eval_subset"))  # compare_models() scores the whole dev set
+    output = TrainOutput(out_dir, tracker,
+                         export=lambda path: write_task_model(model.student, tokenizer, path),
+                         desc="distill",
+                         eval_name="eval_subset")  # compare_models() scores the whole dev set
+    metrics = train(TrainJob(model, objective, examples, trainer, output, config.seed))
     student = model.student.to("cpu")
     metrics.update(compare_models(teacher.to("cpu"), student, config, data, eval_features,
                            tokenizer.pad_token_id, out_dir))

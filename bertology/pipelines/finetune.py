@@ -60,8 +60,7 @@ from bertology.run.resume import refuse_fresh_start
 from bertology.run.rundir import METRICS_FILE, RunDir
 from bertology.run.tracking import build_tracker
 from bertology.run.training_figures import write_run_page
-from bertology.training.loop import TrainJob, train
-from bertology.training.state import resolve_budget
+from bertology.training.loop import TrainJob, TrainOutput, resolve_budget, train
 
 log = logging.getLogger(__name__)
 
@@ -138,12 +137,13 @@ def run_seed(ctx: SeedContext, seed: int, seed_dir: Path) -> dict[str, float]:
     examples = InMemoryExamples(ctx.train_features, ctx.eval_features, seed)
     layers = ctx.model_config.num_hidden_layers
     path = family_of_checkpoint(ctx.model_config.model_type).layers
+    output = TrainOutput(seed_dir, tracker,
+                         export=lambda path: write_task_model(model, ctx.tokenizer, path),
+                         desc=f"finetune seed {seed}",
+                         eval_name="eval_subset")  # evaluate_task below scores the dev set: eval/
     metrics = train(TrainJob(
-        model, objective, examples, ctx.trainer, seed_dir, tracker, seed,
-        desc=f"finetune seed {seed}",
-        lr_scale=lambda name: layer_lr_scale(name, layers, config.head.layer_lr_decay, path),
-        export=lambda path: write_task_model(model, ctx.tokenizer, path),
-        eval_name="eval_subset"))  # evaluate_task below scores the whole dev set: eval/
+        model, objective, examples, ctx.trainer, output, seed,
+        lr_scale=lambda name: layer_lr_scale(name, layers, config.head.layer_lr_decay, path)))
     scores, rows = evaluate_task(model, config.task, ctx.data.eval, ctx.eval_features,
                                  ctx.data.labels, ctx.tokenizer.pad_token_id)
     log.info("seed %d: %s", seed, " ".join(f"{k}={v:.4f}" for k, v in sorted(scores.items())))

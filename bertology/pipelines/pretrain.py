@@ -35,7 +35,7 @@ from bertology.run.replicates import read_replicates, write_replicates
 from bertology.run.resume import refuse_fresh_start
 from bertology.run.tracking import build_tracker
 from bertology.run.training_figures import write_run_page
-from bertology.training.loop import TrainJob, train
+from bertology.training.loop import TrainJob, TrainOutput, train
 
 log = logging.getLogger(__name__)
 
@@ -50,9 +50,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     config, tokenizer = load_tokenizer(config, corpus)
     objective = build_objective(config, tokenizer, corpus)
     config = equal_token_batch(config, tokenizer, corpus)
-    data = PretrainData(corpus, tokenizer, config.data, config.model.input_format,
-                        objective.pair_task, config.model.masking, config.model.dupe_factor,
-                        config.seed)
+    data = PretrainData(corpus, tokenizer, config, objective.pair_task)
     log.info("%d held-out sequences; tokenizer %s with %d tokens", len(data.eval_examples),
              config.model.tokenizer, len(tokenizer))
     model = build_model(config.model, config.size, tokenizer,
@@ -61,9 +59,9 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     tracker = build_tracker(config.logger, out_dir, OmegaConf.to_container(cfg, resolve=True),
                             name=f"pretrain-{config.model.family}-{out_dir.name}",
                             main_process=is_main_process())
-    metrics = train(TrainJob(model, objective, data, config.trainer, out_dir, tracker,
-                             config.seed, export=lambda path: write_model(model, tokenizer, path),
-                             cache_dir=config.cache_dir))
+    output = TrainOutput(out_dir, tracker, export=lambda path: write_model(model, tokenizer, path),
+                         cache_dir=config.cache_dir)
+    metrics = train(TrainJob(model, objective, data, config.trainer, output, config.seed))
     if is_main_process():  # every process holds the same weights; one writes them
         save_models(model, tokenizer, out_dir)
     metrics["model/parameters"] = float(count_parameters(model))

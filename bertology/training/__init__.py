@@ -1,2 +1,3 @@
-"""The one training loop (pretrain, finetune and distill share it), the Objective contract it
-calls, budgets, FLOPs, precision, preemption, cross-process collectives and checkpoints."""
+"""The one training loop (pretrain, finetune and distill share it), read top to bottom in loop.py
+with its budgets, batches and preemption; beside it the Objective contract it calls, FLOPs,
+precision, the held-out evaluation, cross-process collectives and checkpoints."""

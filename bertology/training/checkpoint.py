@@ -21,6 +21,7 @@ import logging
 import os
 import shutil
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -50,13 +51,23 @@ def _fsync_dir(path: Path) -> None:
 Export = Callable[[Path], None]
 
 
-def _write_files(tmp: Path, model: torch.nn.Module, optimizer, state: dict,
-                 export: Export | None) -> None:
-    if export is not None:
-        export(tmp)  # first: the training files below must not be overwritten by it
-    save_model(model, str(tmp / WEIGHTS))  # handles tied embeddings
-    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-    (tmp / "state.json").write_text(json.dumps(state, indent=2))
+@dataclass(frozen=True)
+class Snapshot:
+    """What a checkpoint is written from: the whole trained module, its optimizer, the loop's
+    state (plain numbers and dicts, for state.json) and the pipeline's export, if any."""
+
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    state: dict
+    export: Export | None = None
+
+
+def _write_files(tmp: Path, snapshot: Snapshot) -> None:
+    if snapshot.export is not None:
+        snapshot.export(tmp)  # first: the training files below must not be overwritten by it
+    save_model(snapshot.model, str(tmp / WEIGHTS))  # handles tied embeddings
+    torch.save(snapshot.optimizer.state_dict(), tmp / "optimizer.pt")
+    (tmp / "state.json").write_text(json.dumps(snapshot.state, indent=2))
     files = sorted(file for file in tmp.rglob("*") if file.is_file())
     sums = {file.relative_to(tmp).as_posix(): compute_sha256(file) for file in files}
     (tmp / CHECKSUMS).write_text(json.dumps(sums, indent=2))
@@ -67,17 +78,17 @@ def _write_files(tmp: Path, model: torch.nn.Module, optimizer, state: dict,
                 os.fsync(handle.fileno())
 
 
-def save_checkpoint(root: Path, step: int, model: torch.nn.Module, optimizer, state: dict,
-                    keep: int, export: Export | None = None) -> Path:
-    """Write the checkpoint beside its final name, then rename. A failed write (disk full,
-    read-only dir) removes the partial dir and raises; the earlier checkpoints stay.
-    `export(dir)` adds the loadable model (what the pipeline writes to model/)."""
+def save_checkpoint(root: Path, step: int, snapshot: Snapshot, keep: int) -> Path:
+    """Write the checkpoint beside its final name, then rename, and keep the newest `keep`. A
+    failed write (disk full, read-only dir) removes the partial dir and raises; the earlier
+    checkpoints stay. The snapshot's export adds the loadable model (what the pipeline writes
+    to model/)."""
     final = root / f"{STEP_PREFIX}{step:08d}"
     tmp = root / f".tmp-{STEP_PREFIX}{step:08d}"
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         tmp.mkdir(parents=True)
-        _write_files(tmp, model, optimizer, state, export)
+        _write_files(tmp, snapshot)
     except Exception as err:  # noqa: BLE001 - safetensors and torch have their own types
         shutil.rmtree(tmp, ignore_errors=True)
         mapped = as_os_error(err, tmp)  # an OSError naming the checkpoint, if a write failed

@@ -5,6 +5,7 @@ sequences (run/replicates.py), which the report's intervals read."""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +41,7 @@ def concatenate_items(batches: list[dict[str, np.ndarray]]) -> dict[str, np.ndar
     return {key: np.concatenate([batch[key] for batch in batches]) for key in batches[0]}
 
 
+@dataclass
 class HeldOut:
     """Evaluates on the first eval_batches batches of the held-out examples. With several
     processes each evaluates every N-th batch and the per-batch sums are pooled: the same
@@ -50,12 +52,15 @@ class HeldOut:
     distill) and this periodic one reads only its first eval_batches batches: one name per
     number, so a loss from one set is never paired with an accuracy from the other."""
 
-    def __init__(self, objective: Objective, data: ExampleSource, cfg: TrainerConfig,
-                 accelerator: Accelerator, name: str = "eval"):
-        self.objective, self.data, self.cfg, self.accelerator = objective, data, cfg, accelerator
-        self.name = name
-        self.items: dict[str, np.ndarray] | None = None  # of the latest evaluation
-        self.floor: float | None = None  # eval/mlm_majority_accuracy (majority_floor)
+    objective: Objective
+    data: ExampleSource
+    cfg: TrainerConfig
+    accelerator: Accelerator
+    name: str = "eval"
+    # of the latest evaluation
+    items: dict[str, np.ndarray] | None = field(default=None, init=False, repr=False)
+    # eval/mlm_majority_accuracy (majority_floor)
+    floor: float | None = field(default=None, init=False)
 
     def size(self) -> str:
         """What the evaluation reads, for its log line: "256 of 500 held-out"."""

@@ -34,13 +34,17 @@ import logging
 import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import torch
 
+from bertology.config.groups import TrainerConfig
 from bertology.config.hub_revisions import cache_root
+from bertology.run.processes import is_main_process
+from bertology.training.objective import Objective
 
 log = logging.getLogger(__name__)
 
@@ -54,10 +58,11 @@ TIMING_METHOD = (f"median of {REPEATS} interleaved whole steps per precision, ea
           f"warm-up; bf16 only when more than {NOISE:.0%} faster")
 
 
-def matmul_flops_per_s(rows: int, inner: int, cols: int, dtype: torch.dtype,
+def matmul_flops_per_s(shape: tuple[int, int, int], dtype: torch.dtype,
                        repeats: int = 10) -> float:
-    """Measured FLOP/s of one (rows, inner) @ (inner, cols) matmul in dtype, best of repeats
-    (the benchmarks' peak, for MFU)."""
+    """Measured FLOP/s of one (rows, inner) @ (inner, cols) matmul in dtype, shape (rows, inner,
+    cols), best of repeats (the benchmarks' peak, for MFU)."""
+    rows, inner, cols = shape
     a = torch.randn(rows, inner).to(dtype)
     b = torch.randn(inner, cols).to(dtype)
     a @ b  # oneDNN builds its kernel on the first call
@@ -117,27 +122,24 @@ def machine_key(device: torch.device) -> dict[str, str]:
             "threads": str(torch.get_num_threads()), "torch": torch.__version__}
 
 
+@dataclass
 class TimingTrial:
     """What `auto` needs of a run to time it: the shape its answer is cached under, and the
-    step timer (built only when timing: it copies the model). The batches are the run's
-    first TRIAL_BATCHES, drawn from a fresh iterator: the run's own data position is untouched."""
+    step timer (built only when timing: it copies the model). `stream` yields the run's
+    batches from its start (the loop's iter_batches, a fresh iterator, so the run's own data
+    position is untouched); the first TRIAL_BATCHES are drawn only when the shape is asked
+    for. `processes`: a run of several does not time (the processes would have to agree)."""
 
-    def __init__(self, model: torch.nn.Module, objective, data,
-                 make_optimizer: Callable[[torch.nn.Module], torch.optim.Optimizer], cfg):
-        self.model, self.objective, self.data = model, objective, data
-        self.make_optimizer, self.cfg = make_optimizer, cfg
-        self._batches: list[dict] | None = None
+    model: torch.nn.Module
+    objective: Objective
+    cfg: TrainerConfig
+    stream: Iterator[tuple]  # (collated batch, position, tokens), as iter_batches yields them
+    make_optimizer: Callable[[torch.nn.Module], torch.optim.Optimizer]
+    processes: int = 1
 
-    @property
+    @cached_property
     def batches(self) -> list[dict]:
-        if self._batches is None:
-            from bertology.data.stream import Cursor
-            from bertology.training.batches import iter_batches
-
-            batches = iter_batches(self.data, self.objective, Cursor(0, 0), 0,
-                                   self.cfg.batch_size)
-            self._batches = [next(batches)[0] for _ in range(TRIAL_BATCHES)]
-        return self._batches
+        return [next(self.stream)[0] for _ in range(TRIAL_BATCHES)]
 
     @property
     def shape(self) -> dict:
@@ -146,8 +148,7 @@ class TimingTrial:
                 "seq_length": max(int(b["input_ids"].shape[1]) for b in self.batches)}
 
     def make_timer(self, device: torch.device) -> Callable[[str], float]:
-        return StepTimer(self.model, self.objective.loss, self.batches, self.make_optimizer,
-                         self.cfg.max_grad_norm, device)
+        return StepTimer(self, device)
 
 
 @dataclass
@@ -207,8 +208,8 @@ def _read_cached(path: Path) -> dict | None:
     return cached if cached.get("precision") in ("no", "bf16") else None
 
 
-def choose(requested: str, device: torch.device, trial: TimingTrial | None, cache_dir: Path | None,
-           processes: int = 1) -> Choice:
+def choose(requested: str, device: torch.device, trial: TimingTrial | None,
+           cache_dir: Path | None) -> Choice:
     """The precision a run trains in, with the evidence for it."""
     if requested != "auto":
         return Choice(requested, requested, "set by trainer.mixed_precision")
@@ -226,9 +227,9 @@ def choose(requested: str, device: torch.device, trial: TimingTrial | None, cach
         return Choice(cached["precision"], requested, why, cached["fp32_step_s"],
                       cached["bf16_step_s"], True, machine, shape, cached.get("method", ""),
                       str(path))
-    if processes > 1:
+    if trial.processes > 1:
         base.precision = "bf16" if device.type == "cuda" else "no"
-        base.reason = f"{why}; not timed in a {processes}-process run: the device's default"
+        base.reason = f"{why}; not timed in a {trial.processes}-process run: the device's default"
         return base
     times = measure(trial.make_timer(device))
     base.fp32_step_s, base.bf16_step_s = times["no"], times["bf16"]
@@ -257,13 +258,12 @@ def describe_choice(choice: Choice) -> str:
 
 
 def resolve_precision(cfg, trial: TimingTrial | None = None, out_dir: Path | None = None,
-                      cache_dir: Path | None = None, device: torch.device | None = None,
-                      processes: int = 1, write: bool = True) -> str:
-    """The precision a run trains in: cfg.mixed_precision, with `auto` resolved (above). With
-    out_dir, the choice is logged and written to out_dir/precision.json; a resumed `auto` run
-    (checkpoints in out_dir) keeps the precision precision.json says it began in."""
-    if device is None:
-        device = default_device()
+                      cache_dir: Path | None = None) -> str:
+    """The precision a run trains in on its device (default_device): cfg.mixed_precision, with
+    `auto` resolved (above). With out_dir, the main process logs the choice and writes it to
+    out_dir/precision.json; a resumed `auto` run (checkpoints in out_dir) keeps the precision
+    precision.json says it began in."""
+    device = default_device()
     record = out_dir / "precision.json" if out_dir is not None else None
     began = _began_in(record) if cfg.mixed_precision == "auto" else None
     if began is not None:
@@ -272,8 +272,8 @@ def resolve_precision(cfg, trial: TimingTrial | None = None, out_dir: Path | Non
         return began
     if cache_dir is None:
         cache_dir = cache_root()
-    choice = choose(cfg.mixed_precision, device, trial, cache_dir, processes)
-    if record is not None and write:
+    choice = choose(cfg.mixed_precision, device, trial, cache_dir)
+    if record is not None and is_main_process():
         log.info("%s", describe_choice(choice))
         _write_json(record, asdict(choice))
     return choice.precision
@@ -309,13 +309,11 @@ class StepTimer:
     the optimizer) in a precision, on a copy of the model with its own optimizer: the run's
     weights and optimizer state stay as they were. Batches are used in turn."""
 
-    def __init__(self, model: torch.nn.Module, loss: Callable, batches: list[dict],
-                 make_optimizer: Callable[[torch.nn.Module], torch.optim.Optimizer],
-                 max_grad_norm: float, device: torch.device):
-        self.model = copy.deepcopy(model).to(device).train()
-        self.optimizer = make_optimizer(self.model)
-        self.loss, self.batches, self.max_grad_norm, self.device = (
-            loss, batches, max_grad_norm, device)
+    def __init__(self, trial: TimingTrial, device: torch.device):
+        self.model = copy.deepcopy(trial.model).to(device).train()
+        self.optimizer = trial.make_optimizer(self.model)
+        self.loss, self.batches = trial.objective.loss, trial.batches
+        self.max_grad_norm, self.device = trial.cfg.max_grad_norm, device
         self.steps = 0
 
     def __call__(self, precision: str) -> float:
