@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
 import unicodedata
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from bertology.cli.help import format_usage
 from bertology.cli.sweep import check_sweep
 from bertology.config.verbs import VERBS, load_config_check, pipeline_names
 from bertology.errors import UserError
+from bertology.study.publish import block_markers, published, readme_block, render_results_page
 
 # the front page, docs/ (each linked from the front page) and docs/howto/ (one task a page,
 # each linked from a page of docs/): the manual, whose commands are checked; and docs/history/
@@ -337,13 +339,17 @@ def checkpoints(tmp_path_factory) -> dict[str, Path]:
 
 
 def own_files(args: list[str], folder: Path) -> None:
-    """The user's own task files a command names (relative: from the working dir), written
-    in their format (tests/own_data_files.py), as a reader would have them."""
+    """The user's own task files and findings folder a command names (relative: from the
+    working dir), written in their format (tests/own_data_files.py), as a reader would have
+    them."""
     tagging = "task=own_tagging" in args
     for arg in args:
         key, _, value = arg.partition("=")
         if key in ("task.train_file", "task.eval_file") and value not in ("", "null"):
             write_example(folder / value, tagging)
+        if key == "findings_dir":  # a folder of the reader's findings, one of the survey's
+            (folder / value).mkdir(parents=True, exist_ok=True)
+            shutil.copy(REPO / "conf" / "findings" / "pos_layers.yaml", folder / value)
 
 
 def scratch(tmp_path: Path, args: list[str], checkpoints: dict[str, Path]) -> Path:
@@ -513,3 +519,47 @@ def test_the_reference_pages_are_the_codes_own(name):
 def test_the_reference_pages_are_linked():
     assert len(REFERENCE_PAGES) == len(reference.PAGES)
     assert {p.resolve() for p in REFERENCE_PAGES} <= linked_from(FRONT_PAGES)
+
+
+def test_the_results_pages_are_the_published_runs_files():
+    """docs/results.md and the README's blocks are what study/publish renders from the files
+    under docs/results/ (`make results` copied them from a run's report): no number on them is
+    typed by hand, and the README's one-checkpoint block is filled."""
+    docs = REPO / "docs"
+    assert (docs / "results.md").read_text() == render_results_page(docs)
+    readme = (REPO / "README.md").read_text()
+    runs = published(docs)
+    assert "minilm" in runs, "no make reproduce run published: make results REPORT=<out>/report"
+    for name, folder in runs.items():
+        begin, end = block_markers(name)
+        assert f"{begin}\n{readme_block(folder)}{end}" in readme, f"README's {name} block"
+
+
+DECIMAL = re.compile(r"(?<![\w.])[+−-]?\d+\.\d+(?![\w.])")
+
+
+def rounds_to(value: str, numbers: set[str]) -> bool:
+    """Whether value is one of the numbers, or one of them rounded to value's digits."""
+    digits = len(value.split(".")[1])
+    target = float(value.replace("−", "-"))
+    return any(abs(round(float(n.replace("−", "-")), digits) - target) < 10 ** -(digits + 3)
+               for n in numbers)
+
+
+def test_every_number_on_the_front_page_is_on_the_page_it_cites():
+    """A measured number on the README is typed once: outside the generated results blocks,
+    each decimal number of a paragraph appears (or rounds from one that appears) on a page
+    that paragraph links to, where the run or table that produced it is recorded."""
+    text = (REPO / "README.md").read_text()
+    text = re.sub(r"<!-- results:(\w+).*?<!-- /results:\1 -->", "", text, flags=re.S)
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    untied = []
+    for paragraph in text.split("\n\n"):
+        numbers = {n.lstrip("+−-") for n in DECIMAL.findall(paragraph)}
+        pages = [REPO / t.split("#")[0] for t in LINK.findall(paragraph)
+                 if not t.startswith("http") and t.split("#")[0].endswith(".md")]
+        cited = {n for page in pages if page.is_file() for n in DECIMAL.findall(page.read_text())}
+        cited = {n.lstrip("+−-") for n in cited}
+        untied += [f"{n} ({paragraph[:60]!r}...)" for n in sorted(numbers)
+                   if not rounds_to(n, cited)]
+    assert not untied, "numbers no linked page records: " + "; ".join(untied)
