@@ -4,10 +4,9 @@ from the word-level maps that features.py extracts once.
 
 Per head: mean attention to [CLS], [SEP], punctuation, the word itself, the previous and the
 next word, and each row's entropy; dependency heads (Clark et al. §4.2, dependency_heads.py);
-with compare_to, how far each head's maps moved. Item replicates resample the sentences, so the
-per-layer means and the share of special heads get a sampling error. The statistics, dependency
-heads and head distances are measured on the random-init twin too (`attention/random/…`), on
-the model's resamples, so that model − twin is a paired contrast replicate by replicate.
+with compare_to, how far each head's maps moved. Item replicates resample the sentences. All
+but the classes are measured on the null too (`attention/random/…`: the random-init twin's
+maps sharpened to the model's entropy, attention_null.py), on the model's resamples.
 
 Kovaleva et al.'s five classes (their Figure 1) come from a fixed rule on three masses of each
 map (diagonal, vertical, block), not from their CNN on 400 hand-labelled maps, which are not
@@ -26,6 +25,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from bertology.analysis.attention_null import build_attention_null
 from bertology.analysis.dependency_heads import run_dependencies
 from bertology.analysis.features import iter_attention_maps
 from bertology.analysis.head_similarity import compute_head_distances
@@ -58,11 +58,9 @@ DOMINANT = 0.6
 MIXED_PART = 0.25
 SAME_BLOCK_OVERLAP = 0.5
 KOVALEVA_MIN_WORDS = 6
-# The model, and the same architecture with fresh weights (probe_context's "random"): what a
-# statistic owes to pretraining is its contrast with this twin. An untrained BERT's maps are
-# near uniform (initializer_range 0.02 keeps q·k small), so e.g. its mass on [CLS], [SEP] and
-# punctuation is about their share of the sentence's tokens, and its best "dependency head" is
-# near chance; Clark et al. (2019) report no such null, as position.py's Lin et al. report none
+# The model, and its null: the random-init twin (probe_context's "random"), each head's maps
+# sharpened to the model's head's entropy (attention_null.py: the twin's own are near uniform,
+# so none of its heads could be special). Clark et al. (2019) report no null
 ATTENTION_ENCODERS = ("model", "random")
 ATTENTION_PREFIX = {"model": "attention", "random": "attention/random"}
 TABLE_SCOPE = {"model": "", "random": "random_"}  # the model's tables keep their names
@@ -265,7 +263,7 @@ def run_head_stats(ctx, settings: AttentionSettings, which: str, features, sente
             key = "change/layer_{:02d}/mean" if name == "change" else "layer_{:02d}/" + name
             metrics[f"{prefix}/" + key.format(layer + 1)] = value
     metrics[f"{prefix}/special_heads_fraction"] = float(compute_special_fraction(stats))
-    if which == "model":  # the twin's maps are near uniform: no heat maps, no top heads
+    if which == "model":  # the null's heads look where random weights send them: no heat maps
         if settings.heatmaps:
             for name, values in columns.items():
                 plot_head_heatmap(values, f"{name} ({task})", ctx.out_dir,
@@ -329,8 +327,8 @@ def run_patterns(ctx, settings: AttentionSettings, features, sentences) -> dict[
 
 
 def run(ctx, settings: AttentionSettings) -> dict[str, float]:
-    """Head statistics, dependency heads and head distances of the model and of its
-    random-init twin, Kovaleva classes (and the change with compare_to) of the model, on the
+    """Head statistics, dependency heads and head distances of the model and of its null
+    (the sharpened twin), Kovaleva classes (and the change with compare_to) of the model, on the
     first max_sentences eval sentences."""
     task = ctx.config.task.name
     features = {which: ctx.features(which, "eval") for which in ATTENTION_ENCODERS}
@@ -344,8 +342,10 @@ def run(ctx, settings: AttentionSettings) -> dict[str, float]:
             return {}
         features = {which: SentenceSubset(f, keep) for which, f in features.items()}
         sentences = [sentences[i] for i in keep]
-    log.info("attention: %d layers × %d heads on %d sentences, model and random-init twin",
+    log.info("attention: %d layers × %d heads on %d sentences, model and null",
              features["model"].num_layers, features["model"].num_heads, len(sentences))
+    features["random"] = build_attention_null(features["model"], features["random"],
+                                              len(sentences))
     # One set of resamples for both encoders (as position.py): replicate r of the model and
     # of the twin reads the same sentences (the odd ones, for dependency heads), so
     # model − twin is a paired contrast resample by resample
@@ -404,8 +404,8 @@ def write_layer_table(ctx, settings: AttentionSettings, rows: list[dict]) -> Non
 
 
 def log_twin(metrics: dict[str, float]) -> None:
-    """The findings' attention numbers on the model and on its random-init twin, one line."""
+    """The findings' attention numbers on the model and on its null, one line."""
     parts = [f"{label} {metrics[f'attention/{key}']:.3f} vs "
              f"{metrics[f'attention/random/{key}']:.3f}"
              for key, label in TWIN_LINE if f"attention/random/{key}" in metrics]
-    log.info("attention, model vs random-init twin: %s", "; ".join(parts))
+    log.info("attention, model vs null (the sharpened twin): %s", "; ".join(parts))

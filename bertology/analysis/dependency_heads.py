@@ -11,7 +11,8 @@ and scored on the odd ones, so that the best of 2·L·H heads is not scored wher
 Item replicates resample the odd (scoring) sentences, a sentence's dependents together, with
 the head and offset fixed as chosen on the even ones: they give the sampling error of the
 held-out accuracies (the choice's own variability is the seeds', which draw other sentences).
-The random-init twin's maps go through the same split and, in attention.py, the same
+The null's maps (the random-init twin's, sharpened to the model's entropy: attention_null.py;
+sharpening keeps each row's argmax) go through the same split and, in attention.py, the same
 resamples, so its best head (chosen on its own even sentences) is the null for what
 pretraining adds; its offset baseline is the model's, as it reads only the trees.
 """
@@ -157,8 +158,8 @@ def compute_row_replicates(row: dict, per_sentence: list[dict[str, RelationCount
 def run_dependencies(ctx, settings: AttentionSettings, features, sentences, which: str = "model",
                      indices: np.ndarray | None = None
                      ) -> tuple[dict[str, float], dict[str, np.ndarray]]:
-    """Clark et al.'s §4.2 on one encoder's maps ("model", or "random": its random-init
-    twin, keys attention/random/deps/…): each relation's best head against the best fixed
+    """Clark et al.'s §4.2 on one encoder's maps ("model", or "random": the attention null,
+    keys attention/random/deps/…): each relation's best head against the best fixed
     offset, both chosen on the even sentences and scored on the odd ones (split-half). The
     metrics, and their replicates over `indices` (replicates, odd sentences): resamples of
     the scoring sentences, bootstrap_indices of them where None."""

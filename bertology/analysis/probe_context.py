@@ -107,7 +107,7 @@ class ProbeContext:
     def features(self, which: str = "model", split: str = "train") -> Features:
         """Word-level hidden states of one encoder on one split, from the cache or extracted
         now; with attention maps where an analysis reads them: the eval split of every
-        encoder (the random-init twin's maps are the attention analysis's null); maps take
+        encoder (the random-init twin's, sharpened, are the attention analysis's null); maps take
         ~(layers·heads·n²) floats a sentence, so the train split gets none."""
         key = (which, split)
         if key not in self._features:
