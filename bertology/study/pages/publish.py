@@ -1,6 +1,6 @@
 """The results pages, written from a run's own files rather than typed beside them.
 
-    python -m bertology.study.publish <out>/report --name minilm
+    python -m bertology.study.pages.publish <out>/report --name minilm
 
 copies what a `make reproduce` run wrote (its SUMMARY.md, tables/findings.csv less the run
 dirs, and a header read from the runs: the command, the commits, the CPU, the date and the
@@ -172,7 +172,7 @@ def effect_cell(row: dict) -> str:
 
 def render_results_page(docs: Path) -> str:
     lines = ["# Results", "",
-             "Written by `make results` (`python -m bertology.study.publish`) from the files "
+             "Written by `make results` (`python -m bertology.study.pages.publish`) from the files "
              "each run wrote, kept under [results/](results/); not edited by hand "
              "(tests/test_docs.py renders it again and compares). Earlier runs: "
              "[history](history/README.md). What a verdict means: "
@@ -221,7 +221,7 @@ def write_pages(docs: Path, readme: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bertology.study.publish",
+    parser = argparse.ArgumentParser(prog="python -m bertology.study.pages.publish",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("report", type=Path, nargs="?",
                         help="the report dir of a make reproduce run (<out>/report); without "
