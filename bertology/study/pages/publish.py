@@ -59,7 +59,7 @@ def stamp(seconds: float) -> str:
 
 
 def describe_cpu(cpu: dict) -> str:
-    """'2 cores of an AMD EPYC (avx512_bf16, no AMX)' from a run's env.json."""
+    """'2 cores of an <model> (avx512_bf16, no AMX)' from a run's env.json."""
     flags = set(cpu.get("flags", "").split())
     bf16 = [f for f in ("amx_bf16", "avx512_bf16") if f in flags]
     native = ", ".join(bf16) if bf16 else "no native bf16"
@@ -148,7 +148,7 @@ def header_table(header: dict) -> list[str]:
             *([f"| remark | {header['remark']} |"] if header.get("remark") else [])]
 
 
-def findings_table(folder: Path) -> list[str]:
+def every_finding_table(folder: Path) -> list[str]:
     with (folder / "findings.csv").open(newline="") as handle:
         rows = list(csv.DictReader(handle))
     lines = ["| finding | claim | verdict (Holm) | effect [95% interval] | P(replication) |",
@@ -181,7 +181,7 @@ def render_results_page(docs: Path) -> str:
         header = read_json(folder / HEADER)
         lines += [f"## {TITLES.get(name, name)}", "", *header_table(header), "",
                   (folder / "SUMMARY.md").read_text().rstrip(), "", "### Every finding", "",
-                  *findings_table(folder), ""]
+                  *every_finding_table(folder), ""]
     return "\n".join(lines)
 
 
