@@ -82,7 +82,7 @@ reference:  ## write docs/reference/ (claims, config keys, CLI help) from the co
 # make results REPORT=outputs/reproduce/<stamp>/report [NAME=population]: publish a run's files
 # to docs/results/<NAME>/ and write docs/results.md and the README's block from them
 results:  ## publish a make reproduce run's report to docs/results.md and the README (REPORT=<out>/report)
-	$(BIN)/python -m bertology.study.publish $(REPORT) --name $(NAME)
+	$(BIN)/python -m bertology.study.pages.publish $(REPORT) --name $(NAME)
 
 default-runs:  ## time the default pretrain and probe runs; writes docs/default_runs.md (the docs' one source)
 	$(BIN)/python bench/default_runs.py

@@ -63,11 +63,11 @@ from bertology.run.replicates import (
     write_replicates,
 )
 from bertology.run.rundir import RunDir
-from bertology.study.catalog import runs_of
-from bertology.study.evidence import REDUCTIONS, Evidence
-from bertology.study.results import find_runs
-from bertology.study.specs import Comparison, FindingSpec
-from bertology.study.stats import ALPHA
+from bertology.study.judge.catalog import runs_of
+from bertology.study.judge.evidence import REDUCTIONS, Evidence
+from bertology.study.judge.results import find_runs
+from bertology.study.judge.specs import Comparison, FindingSpec
+from bertology.study.judge.stats import ALPHA
 
 LAYERS = 7  # embeddings + 6 layers (MiniLM)
 SEEDS = (0, 1, 2)

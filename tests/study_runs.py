@@ -17,11 +17,11 @@ from conftest import compose_config
 from omegaconf import OmegaConf
 
 from bertology.pipelines import load_pipeline
-from bertology.study.catalog import load_catalog, load_studies, runs_of
-from bertology.study.results import find_runs
-from bertology.study.specs import ABOUT
-from bertology.study.suite import correct_suite
-from bertology.study.verdicts import judge
+from bertology.study.judge.catalog import load_catalog, load_studies, runs_of
+from bertology.study.judge.results import find_runs
+from bertology.study.judge.specs import ABOUT
+from bertology.study.judge.suite import correct_suite
+from bertology.study.judge.verdicts import judge
 
 CATALOG = load_catalog()
 SEEDS = (0, 1, 2)

@@ -16,8 +16,8 @@ from bertology.analysis.attention_null import build_attention_null
 from bertology.data.probe_sentences import ProbeSentence
 from bertology.run.replicates import REPLICATES, read_replicates
 from bertology.run.rundir import RunDir
-from bertology.study.catalog import load_catalog
-from bertology.study.verdicts import judge
+from bertology.study.judge.catalog import load_catalog
+from bertology.study.judge.verdicts import judge
 
 
 def build_map(word_rows: np.ndarray) -> np.ndarray:

@@ -23,8 +23,8 @@ from bertology.analysis.attention_null import (
 from bertology.analysis.head_similarity import compute_head_distances
 from bertology.run.replicates import bootstrap_indices, write_replicates
 from bertology.run.rundir import RunDir
-from bertology.study.catalog import load_catalog
-from bertology.study.verdicts import compare
+from bertology.study.judge.catalog import load_catalog
+from bertology.study.judge.verdicts import compare
 
 
 def word_row_entropy_by_scipy(maps: list[np.ndarray]) -> np.ndarray:

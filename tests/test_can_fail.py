@@ -67,17 +67,17 @@ from fake_runs import (
 from scipy import stats
 
 from bertology.run.replicates import REPLICATES
-from bertology.study.catalog import finding_files, load_catalog
-from bertology.study.evidence import Evidence
-from bertology.study.specs import Comparison, FindingSpec, parse_finding
-from bertology.study.stats import (
+from bertology.study.judge.catalog import finding_files, load_catalog
+from bertology.study.judge.evidence import Evidence
+from bertology.study.judge.specs import Comparison, FindingSpec, parse_finding
+from bertology.study.judge.stats import (
     ALPHA,
     FEASIBLE,
     Estimate,
     compute_half_width,
     compute_power_half_width,
 )
-from bertology.study.verdicts import compare, judge
+from bertology.study.judge.verdicts import compare, judge
 
 CATALOG = load_catalog()
 DISTANCE = 0.1  # how far past its margin a made-true or made-false comparison sits

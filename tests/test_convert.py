@@ -175,7 +175,8 @@ def test_checkpoints_that_ship_only_a_bin_are_named_in_one_convert_command(tmp_p
 
     from bertology.errors import UserError
     from bertology.models.convert import convert_hub_checkpoint
-    from bertology.study import external, schedule
+    from bertology.study.schedule import command as schedule
+    from bertology.study.schedule import external
 
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.setenv("BERTOLOGY_CACHE_DIR", str(tmp_path / "cache"))

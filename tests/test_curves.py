@@ -1,4 +1,4 @@
-"""The report's layer curves across runs (study/curves.py): a sweep over a pretraining run's
+"""The report's layer curves across runs (study/pages/curves.py): a sweep over a pretraining run's
 checkpoints becomes one probe curve per checkpoint, seeds averaged, named by what differs."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 
 from bertology.pipelines import report
 from bertology.run.rundir import RunDir
-from bertology.study.curves import (
+from bertology.study.pages.curves import (
     compute_layer_curves,
     differing_labels,
     plot_layer_curves_across_runs,
@@ -146,7 +146,7 @@ def test_a_suite_sweep_is_drawn_against_the_tokens_seen(tmp_path):
     """Runs on MultiBERTs seeds 0 and 1 at steps 20k and 2M: each layer's curve has a point per
     step at step x 131,072 tokens, the mean over the two seeds (std by hand); runs with no
     token count (a plain checkpoint) are left out, and a figure is drawn."""
-    from bertology.study.curves import compute_token_curves, plot_token_curves
+    from bertology.study.pages.curves import compute_token_curves, plot_token_curves
 
     runs = [suite_run("a", 0, 20000, [0.5, 0.6]), suite_run("b", 1, 20000, [0.7, 0.8]),
             suite_run("c", 0, 2000000, [0.9, 0.95]), suite_run("d", 1, 2000000, [0.92, 0.97]),

@@ -34,7 +34,12 @@ from bertology.cli.help import format_usage
 from bertology.cli.sweep import check_sweep
 from bertology.config.verbs import VERBS, load_config_check, pipeline_names
 from bertology.errors import UserError
-from bertology.study.publish import block_markers, published, readme_block, render_results_page
+from bertology.study.pages.publish import (
+    block_markers,
+    published,
+    readme_block,
+    render_results_page,
+)
 
 # the front page, docs/ (each linked from the front page) and docs/howto/ (one task a page,
 # each linked from a page of docs/): the manual, whose commands are checked; and docs/history/

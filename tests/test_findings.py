@@ -18,19 +18,19 @@ from bertology.config.verbs import load_config_check, pipeline_names
 from bertology.errors import UserError
 from bertology.pipelines import load_pipeline
 from bertology.run.rundir import RunDir
-from bertology.study import runner
-from bertology.study import schedule as reproduce
-from bertology.study.catalog import (
+from bertology.study.judge.catalog import (
     FINDINGS,
     finding_files,
     load_catalog,
     load_studies,
     runs_of,
 )
-from bertology.study.contrasts import selects
-from bertology.study.evidence import Evidence, evaluate
-from bertology.study.results import find_runs
-from bertology.study.specs import evidence_of
+from bertology.study.judge.contrasts import selects
+from bertology.study.judge.evidence import Evidence, evaluate
+from bertology.study.judge.results import find_runs
+from bertology.study.judge.specs import evidence_of
+from bertology.study.schedule import command as reproduce
+from bertology.study.schedule import runner
 
 EXPERIMENTS = REPO / "conf" / "experiment"
 STUDIES = sorted(p.stem.removeprefix("study_") for p in EXPERIMENTS.glob("study_*.yaml"))

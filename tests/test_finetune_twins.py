@@ -40,8 +40,8 @@ from bertology.errors import UserError
 from bertology.models.build import twin_seed
 from bertology.models.task_model import build_task_model
 from bertology.run.rundir import RunDir
-from bertology.study.catalog import load_catalog
-from bertology.study.verdicts import judge
+from bertology.study.judge.catalog import load_catalog
+from bertology.study.judge.verdicts import judge
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

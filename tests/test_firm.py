@@ -1,5 +1,5 @@
-"""Firm means replicable (bertology/study/suite.py), measured in the project's simulated design:
-suites of 20 findings, each a true effect drawn N(0, 1) against a margin of 0 with its own
+"""Firm means replicable (bertology/study/judge/suite.py), measured in the project's simulated
+design: suites of 20 findings, each a true effect drawn N(0, 1) against a margin of 0 with its own
 seed SD drawn U(0.2, 2), judged on K replicates by the report's own arithmetic (combine_seeds,
 TTest, classify, each replicate left out as verdicts.leave_one_out does, correct_suite), then
 rerun on K fresh replicates of the same world. A firm verdict must recur; nothing on 3
@@ -13,10 +13,10 @@ import pytest
 from scipy import stats
 from test_statistics import left_out
 
-from bertology.study.specs import parse_finding
-from bertology.study.stats import TTest, combine_seeds
-from bertology.study.suite import correct_suite
-from bertology.study.verdicts import FIRM_LEAST, RESOLVED, FindingResult, classify
+from bertology.study.judge.specs import parse_finding
+from bertology.study.judge.stats import TTest, combine_seeds
+from bertology.study.judge.suite import correct_suite
+from bertology.study.judge.verdicts import FIRM_LEAST, RESOLVED, FindingResult, classify
 
 SPECS = [parse_finding({"id": f"claim_{j:02d}", "claim": "a exceeds 0", "source": "a world",
                         "unit": "checkpoint", "compare": {"a": "eval/a", "b": 0.0,
@@ -128,7 +128,7 @@ def test_a_guard_at_a_realistic_distance_reads_uninformative(tmp_path):
     the noncentral t's power at 1 SE, 0.845, within binomial slack; where the guard passes,
     the claim holds."""
     from bertology.run.rundir import RunDir
-    from bertology.study.verdicts import judge
+    from bertology.study.judge.verdicts import judge
 
     spec = parse_finding({
         "id": "guarded", "claim": "a exceeds 0", "source": "a world", "unit": "checkpoint",

@@ -186,7 +186,7 @@ def test_the_usage_names_every_model_and_the_version(capsys):
     """`bertology --help` offers every model= option a run can pretrain; `--version` answers."""
     from bertology import __version__
     from bertology.cli import entry
-    from bertology.study.encoders import pretrainable
+    from bertology.study.judge.encoders import pretrainable
 
     assert entry.main(["--help"]) == 0
     usage = capsys.readouterr().out

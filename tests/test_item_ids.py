@@ -24,10 +24,10 @@ from bertology.run.replicates import (
     write_replicates,
 )
 from bertology.run.rundir import RunDir
-from bertology.study.results import find_runs
-from bertology.study.specs import parse_finding
-from bertology.study.stats import combine_seeds, compute_overlap
-from bertology.study.verdicts import judge
+from bertology.study.judge.results import find_runs
+from bertology.study.judge.specs import parse_finding
+from bertology.study.judge.stats import combine_seeds, compute_overlap
+from bertology.study.judge.verdicts import judge
 
 # a per-seed claim against a number: the comparison's replicates are eval/a's own
 FINDING = {"id": "overlap_demo", "unit": "checkpoint", "claim": "a is above 0.5",

@@ -141,6 +141,28 @@ def test_the_study_wing_imports_nothing_from_the_torch_side():
     assert json.loads(result.stdout.strip().splitlines()[-1]) == [], result.stdout
 
 
+# The study wing's three rooms, low to high: judging (findings, statistics, verdicts), the
+# pages written from judged findings, and the schedule that makes the runs and calls both.
+STUDY_ROOMS = ["judge", "pages", "schedule"]
+
+
+def room(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 3 and parts[1] == "study" else None
+
+
+def test_the_study_has_three_rooms_and_imports_only_go_down_them():
+    """judge/ never imports pages/ or schedule/, pages/ never imports schedule/; every module of
+    the study lives in a room."""
+    loose = sorted(m for m in modules() if unit(m) == "study" and room(m) is None
+                   and m not in ("bertology.study", *(f"bertology.study.{r}" for r in STUDY_ROOMS)))
+    assert not loose, f"give these a room ({', '.join(STUDY_ROOMS)}): {loose}"
+    wrong = [f"{module} -> {target}" for module, targets in graph().items() if room(module)
+             for target in targets if room(target)
+             and STUDY_ROOMS.index(room(module)) < STUDY_ROOMS.index(room(target))]
+    assert not wrong, "imports that go up the study's rooms:\n" + "\n".join(sorted(wrong))
+
+
 def test_no_two_modules_share_a_name():
     """A name says one thing: `context.py` twice, or a module named like the standard
     library's, makes a reader (and a traceback) ambiguous."""

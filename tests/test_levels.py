@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from bertology.run.replicates import bootstrap_indices, resample_counts
-from bertology.study.stats import (
+from bertology.study.judge.stats import (
     TTest,
     collapsed_seeds,
     combine_seeds,

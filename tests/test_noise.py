@@ -58,8 +58,8 @@ from twin_scale import CONLL, PRUNE, SST2, assert_it_learns, conll_arms, print_v
 
 from bertology.analysis.features import Features
 from bertology.pipelines import load_pipeline
-from bertology.study.results import find_runs
-from bertology.study.verdicts import judge
+from bertology.study.judge.results import find_runs
+from bertology.study.judge.verdicts import judge
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

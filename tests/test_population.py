@@ -1,4 +1,4 @@
-"""A finding judged across a checkpoint population (bertology/study/population.py): each
+"""A finding judged across a checkpoint population (bertology/study/judge/population.py): each
 pretrained checkpoint is one replicate, its seeds averaged first; the interval the verdict
 reads is the two-level one (member means on K − 1 degrees of freedom plus the items every
 member shares), and Sellam et al.'s multi-bootstrap is reported beside it.
@@ -29,18 +29,23 @@ from test_report import FINDING, run_report, write_findings, write_run
 from bertology.errors import UserError
 from bertology.pipelines import report
 from bertology.run.replicates import REPLICATES
-from bertology.study.contrasts import Contrast
-from bertology.study.population import (
+from bertology.study.judge.contrasts import Contrast
+from bertology.study.judge.population import (
     MemberSpread,
     compute_multibootstrap,
     member_spread,
     population_test,
 )
-from bertology.study.results import find_runs
-from bertology.study.scope import result_kind, scope_of
-from bertology.study.specs import Comparison, parse_finding
-from bertology.study.stats import TTest, combine_seeds, compute_half_width, compute_random_effects
-from bertology.study.verdicts import (
+from bertology.study.judge.results import find_runs
+from bertology.study.judge.scope import result_kind, scope_of
+from bertology.study.judge.specs import Comparison, parse_finding
+from bertology.study.judge.stats import (
+    TTest,
+    combine_seeds,
+    compute_half_width,
+    compute_random_effects,
+)
+from bertology.study.judge.verdicts import (
     FindingResult,
     at_member_seeds,
     judge,
@@ -430,7 +435,7 @@ def test_the_scope_states_the_recipe_and_the_members_set_aside(tmp_path):
     """A population drawn 5 seeds, 3 of which left the unigram floor: REPORT.md, REPORT.html,
     findings.csv and SUMMARY.md say 3 of 5 seeds of that recipe, name the 2 set aside, and
     list every member drawn."""
-    from bertology.study.summary import write_summary
+    from bertology.study.pages.summary import write_summary
 
     members = {"seed_0": [0.30, 0.31], "seed_1": [0.10, 0.11], "seed_2": [0.20, 0.21]}
     write_member_runs(tmp_path / "runs", members)

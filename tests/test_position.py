@@ -16,7 +16,7 @@ from bertology.analysis import probe_context as context
 from bertology.analysis.features import Features
 from bertology.analysis.position import correct_by_sentence
 from bertology.run.replicates import REPLICATES, read_replicates
-from bertology.study.evidence import reduce_slope
+from bertology.study.judge.evidence import reduce_slope
 
 QUIET = ["analysis=position", "logger=none", "init=random", "seeds=[0,1]",
          "max_train_sentences=200", "max_eval_sentences=80"]

@@ -27,9 +27,9 @@ from bertology.errors import UserError
 from bertology.pipelines import probe
 from bertology.run.replicates import REPLICATES, bootstrap_indices, read_replicates
 from bertology.run.rundir import RunDir
-from bertology.study.catalog import load_catalog
-from bertology.study.evidence import reduce_slope
-from bertology.study.verdicts import judge
+from bertology.study.judge.catalog import load_catalog
+from bertology.study.judge.evidence import reduce_slope
+from bertology.study.judge.verdicts import judge
 
 # init=random: a random tiny BERT of size=, not the default pretrain run's checkpoint (80 s)
 QUIET = ["logger=none", "init=random", "seeds=[0]", "max_train_sentences=300",

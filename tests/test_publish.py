@@ -1,4 +1,4 @@
-"""The results pages come from a run's own files (study/publish.py): the header from what its
+"""The results pages come from a run's own files (study/pages/publish.py): the header from what its
 runs recorded, the tables from its SUMMARY.md and findings.csv, the README's block likewise;
 a run without its record, or a README without its block, is refused in one line."""
 
@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from bertology.study.publish import block_markers, publish, read_header, write_pages
-from bertology.study.summary import write_summary
+from bertology.study.pages.publish import block_markers, publish, read_header, write_pages
+from bertology.study.pages.summary import write_summary
 
 EPYC = {"cores": 2, "model": "AMD EPYC", "flags": "avx2 avx512f avx512_bf16"}
 XEON = {"cores": 2, "model": "Intel Xeon", "flags": "avx512_bf16 amx_bf16 amx_tile"}
@@ -94,7 +94,7 @@ def test_the_pages_are_written_from_the_published_files(tmp_path):
 
 
 def cli(*args, cwd) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bertology.study.publish", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "bertology.study.pages.publish", *map(str, args)],
                           cwd=cwd, capture_output=True, text=True)
 
 
@@ -115,7 +115,7 @@ def test_what_cannot_be_published_is_refused_in_one_line(tmp_path, case):
 
 
 def test_reproduce_records_its_command_without_the_machines_path(tmp_path, monkeypatch):
-    from bertology.study import schedule
+    from bertology.study.schedule import command as schedule
 
     out = tmp_path / "out"
     monkeypatch.setattr(schedule, "dispatch", lambda args: out.mkdir() or 3)

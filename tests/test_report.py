@@ -19,12 +19,12 @@ from scipy import stats
 from bertology.errors import UserError
 from bertology.pipelines import report
 from bertology.run.replicates import write_replicates
-from bertology.study import catalog
-from bertology.study.evidence import REDUCTIONS, lower_middle_layers
-from bertology.study.reporting import FINDING_COLUMNS
-from bertology.study.results import find_runs
-from bertology.study.specs import parse_finding
-from bertology.study.verdicts import judge
+from bertology.study.judge import catalog
+from bertology.study.judge.evidence import REDUCTIONS, lower_middle_layers
+from bertology.study.judge.results import find_runs
+from bertology.study.judge.specs import parse_finding
+from bertology.study.judge.verdicts import judge
+from bertology.study.pages.reporting import FINDING_COLUMNS
 
 FINDING = {"id": "demo", "claim": "a beats b", "source": "a paper, Table 1",
            "unit": "checkpoint", "compare": {"a": "eval/a", "b": "eval/b", "expect": "greater"}}
@@ -361,8 +361,8 @@ def test_the_headline_counts_pretraining_and_checkpoint_claims_apart(tmp_path):
     results = [judge(spec, runs) for spec in cat.values()]
     report.correct_suite(results)
     assert [r.corrected for r in results] == ["holds"] * 3
-    from bertology.study.report_html import write_html
-    from bertology.study.reporting import write_report
+    from bertology.study.pages.report_html import write_html
+    from bertology.study.pages.reporting import write_report
     figures = {r.id: "x.png" for r in results}
     (tmp_path / "x.png").write_bytes(b"\x89PNG")
     text = write_report(results, [], runs, tmp_path, figures).read_text()
@@ -416,7 +416,7 @@ def test_a_fine_tuned_checkpoint_is_named_by_the_checkpoint_it_started_from(tmp_
     run's config; a local dir that is no run's stays as given; no checkpoint at all (random
     init) is "for one checkpoint"."""
     from bertology.run.rundir import RunDir
-    from bertology.study.scope import Scope, checkpoint_of
+    from bertology.study.judge.scope import Scope, checkpoint_of
 
     tuned = write_run(tmp_path / "sst2_model" / "seed_0", {}, 0, model=MINILM)
     prune = write_run(tmp_path / "prune", {}, 0, model={"name_or_path": str(tuned / "model")})

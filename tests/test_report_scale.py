@@ -1,4 +1,4 @@
-"""A report whose runs are smaller than their study states (study/scale.py) says so in the
+"""A report whose runs are smaller than their study states (study/judge/scale.py) says so in the
 first line of REPORT.md, REPORT.html and SUMMARY.md, and lists the shortfalls; runs at the
 stated sizes, or larger, or reading everything (null), make a report that says nothing of the
 kind; the method sentence says one thing."""
@@ -10,10 +10,10 @@ import csv
 import pytest
 from test_report import FINDING, run_report, write_run
 
-from bertology.study.catalog import load_studies
-from bertology.study.results import find_runs
-from bertology.study.scale import SMOKE, find_shortfalls, stated_sizes
-from bertology.study.summary import write_summary
+from bertology.study.judge.catalog import load_studies
+from bertology.study.judge.results import find_runs
+from bertology.study.judge.scale import SMOKE, find_shortfalls, stated_sizes
+from bertology.study.pages.summary import write_summary
 
 POS = {**FINDING, "id": "demo_pos", "study": "probe_pos"}  # a real study's label and sizes
 

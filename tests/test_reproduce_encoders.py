@@ -23,17 +23,24 @@ from omegaconf import OmegaConf
 from scipy import stats
 
 from bertology.errors import UserError
-from bertology.study import encoders, matrix, runner
-from bertology.study import schedule as reproduce
-from bertology.study.catalog import RECIPES_FILE, load_catalog, load_recipes
-from bertology.study.members import (
+from bertology.study.judge import encoders
+from bertology.study.judge.catalog import RECIPES_FILE, load_catalog, load_recipes
+from bertology.study.pages import matrix
+from bertology.study.pages.summary import write_summary
+from bertology.study.schedule import command as reproduce
+from bertology.study.schedule import runner
+from bertology.study.schedule.members import (
     Draws,
     check_member_seeds,
     member_steps,
     write_members_table,
 )
-from bertology.study.steps import EncoderSteps, encoder_steps, model_reading, sst2_model_steps
-from bertology.study.summary import write_summary
+from bertology.study.schedule.steps import (
+    EncoderSteps,
+    encoder_steps,
+    model_reading,
+    sst2_model_steps,
+)
 
 
 def record_commands(monkeypatch) -> list[list[str]]:

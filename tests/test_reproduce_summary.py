@@ -7,7 +7,7 @@ import csv
 import subprocess
 import sys
 
-from bertology.study.summary import write_summary
+from bertology.study.pages.summary import write_summary
 
 FIELDS = ["finding", "about", "unit", "scope", "raw_verdict", "corrected_verdict", "fragile"]
 MINILM = "checkpoint: all-MiniLM-L6-v2"
@@ -149,7 +149,7 @@ def test_a_checkpoint_report_has_no_population_table(tmp_path):
 
 
 def test_a_dir_without_a_report_is_one_line_and_exit_2(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "bertology.study.summary", str(tmp_path)],
+    done = subprocess.run([sys.executable, "-m", "bertology.study.pages.summary", str(tmp_path)],
                           capture_output=True, text=True)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "findings.csv not found" in done.stderr

@@ -1,4 +1,4 @@
-"""Two runs of the findings compared (bertology/study/stability.py): the tool on hand-made
+"""Two runs of the findings compared (bertology/study/pages/stability.py): the tool on hand-made
 findings tables, and on a simulated replication of the project's design in which 8 of 20
 verdicts changed, which must fail it."""
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from test_firm import simulated_suite
 
-from bertology.study import stability
-from bertology.study.reporting import FINDING_COLUMNS, finding_rows
+from bertology.study.pages import stability
+from bertology.study.pages.reporting import FINDING_COLUMNS, finding_rows
 
 COLUMNS = ["finding", "corrected_verdict", "fragile", "p_holm", "effect", "se"]
 

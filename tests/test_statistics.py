@@ -12,10 +12,10 @@ import pytest
 from scipy import stats
 
 from bertology.run.replicates import REPLICATES, bootstrap_indices, compute_ratio_replicates
-from bertology.study.evidence import Evidence, evaluate
-from bertology.study.sign_test import SignTest
-from bertology.study.specs import FindingSpec
-from bertology.study.stats import (
+from bertology.study.judge.evidence import Evidence, evaluate
+from bertology.study.judge.sign_test import SignTest
+from bertology.study.judge.specs import FindingSpec
+from bertology.study.judge.stats import (
     Estimate,
     TTest,
     combine_seeds,
@@ -25,8 +25,8 @@ from bertology.study.stats import (
     holm,
     one_sided_p,
 )
-from bertology.study.suite import correct_suite, holm_levels
-from bertology.study.verdicts import FindingResult, classify
+from bertology.study.judge.suite import correct_suite, holm_levels
+from bertology.study.judge.verdicts import FindingResult, classify
 
 SPEC = FindingSpec("demo", "a claim", "a paper", ())
 T975 = {2: 4.302653, 3: 3.182446}  # t quantiles from a printed table (Student's t, 0.975)

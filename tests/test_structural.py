@@ -42,9 +42,9 @@ from bertology.run.replicates import (
     resample_counts,
 )
 from bertology.run.rundir import RunDir
-from bertology.study.catalog import load_catalog
-from bertology.study.evidence import reduce_slope
-from bertology.study.verdicts import judge
+from bertology.study.judge.catalog import load_catalog
+from bertology.study.judge.evidence import reduce_slope
+from bertology.study.judge.verdicts import judge
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -16,8 +16,8 @@ from bertology.config.groups import ModelConfig
 from bertology.config.hub_revisions import cached_refs, checkpoint_record
 from bertology.config.suites import load_suite
 from bertology.errors import UserError
-from bertology.study import external
-from bertology.study.encoders import ENCODER_STUDIES
+from bertology.study.judge.encoders import ENCODER_STUDIES
+from bertology.study.schedule import external
 
 BRANCH_SUITE = "org/encoder-suite"
 SEEDED_SUITE = "org/encoder-seed{seed}"  # a repo per seed, a branch per step (PolyPythias')
@@ -154,7 +154,7 @@ def test_reproduce_checkpoints_runs_each_members_studies_on_its_commit(in_cache,
     with the members table, which names each checkpoint's revision and SHA."""
     from test_reproduce_encoders import record_commands
 
-    from bertology.study import schedule
+    from bertology.study.schedule import command as schedule
 
     commands = record_commands(monkeypatch)
     status = schedule.main(["--out", str(tmp_path / "out"), "--checkpoints",
@@ -313,7 +313,7 @@ def test_the_how_to_pages_reproduce_commands_check_and_price(tmp_path, monkeypat
     from conftest import REPO
     from hub_cache import documented_cache
 
-    from bertology.study import schedule
+    from bertology.study.schedule import command as schedule
 
     page = (REPO / "docs" / "howto" / "checkpoint-suites.md").read_text()
     lines = [line.split("  #")[0].strip() for line in page.splitlines()

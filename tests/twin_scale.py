@@ -18,11 +18,11 @@ from pathlib import Path
 
 from study_runs import CATALOG
 
-from bertology.study.catalog import runs_of
-from bertology.study.results import find_runs
-from bertology.study.specs import Comparison, parse_comparison
-from bertology.study.stats import ALPHA
-from bertology.study.verdicts import compare
+from bertology.study.judge.catalog import runs_of
+from bertology.study.judge.results import find_runs
+from bertology.study.judge.specs import Comparison, parse_comparison
+from bertology.study.judge.stats import ALPHA
+from bertology.study.judge.verdicts import compare
 
 # SST-2 (finetune_sst2, and distill_sst2's student): 40 steps of 16 of the study's phrases (it
 # trains 2 epochs over 4,000), scored on 200 of the 872 dev sentences. At the study's rate

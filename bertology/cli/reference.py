@@ -25,7 +25,7 @@ from omegaconf import OmegaConf
 from bertology.config import groups
 from bertology.config.compose import CONF_DIR
 from bertology.config.options import primary_defaults
-from bertology.study.catalog import load_catalog
+from bertology.study.judge.catalog import load_catalog
 
 PAGES_DIR = Path("docs") / "reference"
 # the groups a reader sets most, in the order a run composes them (config/groups.py)

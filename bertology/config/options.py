@@ -21,7 +21,7 @@ from bertology.config.compose import CONF_DIR
 OPTIONAL_GROUPS = {"pretrain": ("input_format", "masking", "mask_mix", "mask_rate")}
 HYDRA_GROUPS = ("hydra/launcher",)  # bertology's own Hydra options (the SLURM launcher)
 NOT_GROUPS = ("wandb_sweep", "findings")  # folders of conf/ that are not config groups (W&B
-# sweeps; the study's catalogue, read by bertology/study/catalog.py)
+# sweeps; the study's catalogue, read by bertology/study/judge/catalog.py)
 EXPERIMENT = "experiment"
 DESCRIPTION_WIDTH = 96
 # A sentence ends at a full stop before a capital, unless the stop ends "App.", "Fig.", ...

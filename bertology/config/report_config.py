@@ -17,7 +17,7 @@ KEYS = ("runs", "findings_dir", "members_table")
 class ReportConfig:
     runs: list[Path]  # run dirs or sweep dirs, searched recursively
     findings_dir: Path | None = None  # <id>.yaml files judged beside conf/findings/'s
-    # a population's members table (study/members.py): every member drawn, its recipe and
+    # a population's members table (study/schedule/members.py): every member drawn, its recipe and
     # whether it learned; the report states the selection with the verdicts' scope
     members_table: Path | None = None
 

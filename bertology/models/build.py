@@ -155,7 +155,7 @@ def twin_seed(seed: int, checkpoint: str | None = None) -> int:
     compares the two by CKA). With the checkpoint, its weights are mixed in
     (checkpoint_digest): the members of a checkpoint population, one architecture probed with
     one seed, each get a twin of their own (a twin they shared would add noise common to them
-    all, which their spread cannot show: study/population.py). Without: seed + 1, so that an
+    all, which their spread cannot show: study/judge/population.py). Without: seed + 1, so that an
     init=random model (drawn at s) and its twin differ."""
     if checkpoint is None:
         return seed + 1

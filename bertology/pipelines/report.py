@@ -1,13 +1,13 @@
 """bertology report: run dirs → REPORT.md, REPORT.html, tables and figures, with a verdict
 per survey finding.
 
-runs → the findings they can judge (study/catalog.py) → a raw verdict per finding
-(study/verdicts.py) → Holm's correction over all of them (study/suite.py) → a figure per
+runs → the findings they can judge (study/judge/catalog.py) → a raw verdict per finding
+(study/judge/verdicts.py) → Holm's correction over all of them (study/judge/suite.py) → a figure per
 finding, and one per task of the probe's layer curves across runs (a checkpoint sweep;
-study/curves.py) →
+study/pages/curves.py) →
 REPORT.md, REPORT.html (self-contained: figures inlined), tables/findings.csv and
 tables/metrics.csv. Claims about pretraining and claims about one checkpoint are counted apart
-(study/scope.py), in the headline and in the metrics (report/pretraining/…,
+(study/judge/scope.py), in the headline and in the metrics (report/pretraining/…,
 report/checkpoint/…).
 """
 
@@ -23,15 +23,20 @@ from bertology.errors import UserError
 from bertology.run.atomic import write_json_atomic
 from bertology.run.rundir import METRICS_FILE
 from bertology.run.tables import write_table
-from bertology.study.catalog import (
+from bertology.study.judge.catalog import (
     check_presuppositions,
     findings_for,
     load_catalog,
     studies_guide,
 )
-from bertology.study.curves import plot_layer_curves_across_runs
-from bertology.study.report_html import write_html
-from bertology.study.reporting import (
+from bertology.study.judge.results import find_runs
+from bertology.study.judge.scale import SCALE_TABLE, find_shortfalls, smoke_line
+from bertology.study.judge.selection import MEMBERS_TABLE, Selection
+from bertology.study.judge.suite import correct_suite
+from bertology.study.judge.verdicts import FindingResult, apply_presuppositions, judge
+from bertology.study.pages.curves import plot_layer_curves_across_runs
+from bertology.study.pages.report_html import write_html
+from bertology.study.pages.reporting import (
     FINDING_COLUMNS,
     finding_rows,
     holm_verdict,
@@ -41,11 +46,6 @@ from bertology.study.reporting import (
     verdict_counts,
     write_report,
 )
-from bertology.study.results import find_runs
-from bertology.study.scale import SCALE_TABLE, find_shortfalls, smoke_line
-from bertology.study.selection import MEMBERS_TABLE, Selection
-from bertology.study.suite import correct_suite
-from bertology.study.verdicts import FindingResult, apply_presuppositions, judge
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
 
 def load_selection(table: Path | None, out_dir: Path) -> Selection | None:
     """A population's members table (members_table=), copied into tables/members.csv: every
-    member drawn, set aside or not (study/selection.py)."""
+    member drawn, set aside or not (study/judge/selection.py)."""
     if table is None:
         return None
     selection = Selection.read(table)

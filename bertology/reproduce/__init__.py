@@ -1,2 +1,2 @@
 """`python -m bertology.reproduce` (what `make reproduce` runs): a shim kept for that command;
-the scheduler is bertology/study/schedule.py."""
+the scheduler is bertology/study/schedule/command.py."""

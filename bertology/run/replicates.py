@@ -17,7 +17,7 @@ Beside `<name>.csv`, `replicates/<name>.items.json` lists the ids of the items i
 draw from, in the order bootstrap_indices indexes them: {"items": ["3f1c…", …]}, one id per
 item, a hash of the item's content (compute_item_ids), so two seeds or runs that score the same
 sentence give it the same id wherever it sits in their lists. The report counts from them the
-items seeds share at other positions (study/stats.py, compute_overlap), which the replicates
+items seeds share at other positions (study/judge/stats.py, compute_overlap), which the replicates
 cannot pair. A run made before the ids were written has none: its overlap is unknown.
 """
 

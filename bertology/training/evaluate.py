@@ -100,7 +100,7 @@ class HeldOut:
         """The MLM floor: the share of the held-out masked targets that are their most frequent
         token, the accuracy of always predicting it (the masks are fixed, so it is counted once,
         over every batch, whichever process scores them). A pretraining run at or below it has
-        not learned (study/population.py sets such a member aside)."""
+        not learned (study/judge/population.py sets such a member aside)."""
         if self.floor is None:
             targets = []
             for start in range(0, len(examples), self.cfg.batch_size):

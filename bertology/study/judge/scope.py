@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bertology.study.checkpoints import checkpoint_of
-from bertology.study.specs import FindingSpec
-from bertology.study.verdicts import FindingResult
+from bertology.study.judge.checkpoints import checkpoint_of
+from bertology.study.judge.specs import FindingSpec
+from bertology.study.judge.verdicts import FindingResult
 
 UNITS = {
     "checkpoint": "one trained model: replicates are items and probe or fine-tuning seeds",

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import math
 
-from bertology.study.stats import ALPHA, holm, replication_probability
-from bertology.study.verdicts import (
+from bertology.study.judge.stats import ALPHA, holm, replication_probability
+from bertology.study.judge.verdicts import (
     FIRM_LEAST,
     FindingResult,
     part_note,

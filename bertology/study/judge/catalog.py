@@ -22,8 +22,8 @@ from omegaconf import OmegaConf
 from bertology.config.compose import CONF_DIR
 from bertology.errors import UserError, require
 from bertology.run.rundir import RunDir
-from bertology.study.scope import UNITS
-from bertology.study.specs import FindingSpec, parse_finding
+from bertology.study.judge.scope import UNITS
+from bertology.study.judge.specs import FindingSpec, parse_finding
 
 FINDINGS = CONF_DIR / "findings"
 STUDIES_FILE = "studies.yaml"

@@ -29,7 +29,7 @@ from bertology.config.hub_revisions import cache_root
 from bertology.config.options import group_options
 from bertology.errors import require
 from bertology.run.rundir import METRICS_FILE
-from bertology.study.catalog import load_recipes
+from bertology.study.judge.catalog import load_recipes
 
 DEFAULT = "minilm"  # the studies' own encoder: the run's other studies read it too
 ENCODER_STUDIES = ("probe_pos", "probe_ner", "finetune_sst2", "finetune_conll")

@@ -28,3 +28,14 @@ def find_runs(roots: list[Path]) -> list[RunDir]:
     require(bool(runs), f"no finished runs (metrics.json + .hydra/config.yaml) under "
             f"{', '.join(map(str, roots))}")
     return runs
+
+
+def flatten(config: dict, prefix: str = "") -> dict[str, object]:
+    """{"model.name_or_path": ..., ...} from a nested config."""
+    flat: dict[str, object] = {}
+    for key, value in config.items():
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat

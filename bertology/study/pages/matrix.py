@@ -19,10 +19,10 @@ from scipy import stats
 
 from bertology.run.atomic import write_text_atomic
 from bertology.run.tables import write_table
-from bertology.study.catalog import load_catalog, load_recipes
-from bertology.study.encoders import ENCODER_STUDIES
-from bertology.study.stats import ALPHA, holm
-from bertology.study.summary import is_fragile, read_comparisons
+from bertology.study.judge.catalog import load_catalog, load_recipes
+from bertology.study.judge.encoders import ENCODER_STUDIES
+from bertology.study.judge.stats import ALPHA, holm
+from bertology.study.pages.summary import is_fragile, read_comparisons
 
 SECTION = "## Findings across encoders"
 

@@ -37,14 +37,20 @@ from datetime import datetime
 from pathlib import Path
 
 from bertology.errors import UserError, require
-from bertology.study import catalog, encoders, runner
-from bertology.study.external import reproduce_checkpoints
-from bertology.study.matrix import write_matrix
-from bertology.study.members import reproduce_population
-from bertology.study.publish import record_run
-from bertology.study.runner import Step, run_steps
-from bertology.study.steps import EncoderSteps, encoder_steps, model_reading, pretraining_step
-from bertology.study.summary import write_summary
+from bertology.study.judge import catalog, encoders
+from bertology.study.pages.matrix import write_matrix
+from bertology.study.pages.publish import record_run
+from bertology.study.pages.summary import write_summary
+from bertology.study.schedule import runner
+from bertology.study.schedule.external import reproduce_checkpoints
+from bertology.study.schedule.members import reproduce_population
+from bertology.study.schedule.runner import Step, run_steps
+from bertology.study.schedule.steps import (
+    EncoderSteps,
+    encoder_steps,
+    model_reading,
+    pretraining_step,
+)
 
 log = logging.getLogger("bertology.reproduce")
 
@@ -109,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="instead: judge the findings that read a model across these "
                              "checkpoints, each a population member: hub ids, org/name@revision, "
                              "local folders, or suite:<name>[:<step>] (conf/suites; the cached "
-                             "seeds); prints the cost first (study/external.py)")
+                             "seeds); prints the cost first (study/schedule/external.py)")
     parser.add_argument("--dry-run", action="store_true",
                         help="with --checkpoints: check them and print the cost, run nothing")
     parser.add_argument("--member", nargs="*", default=[], metavar="OVERRIDE",

@@ -34,12 +34,12 @@ from scipy import stats
 
 from bertology.errors import UserError
 from bertology.run.rundir import RunDir
-from bertology.study.checkpoints import checkpoint_of
-from bertology.study.contrasts import Contrast, selects
-from bertology.study.evidence import Evidence
-from bertology.study.sign_test import SignTest
-from bertology.study.specs import Comparison
-from bertology.study.stats import TTest, combine_seeds, compute_terms_overlap
+from bertology.study.judge.checkpoints import checkpoint_of
+from bertology.study.judge.contrasts import Contrast, selects
+from bertology.study.judge.evidence import Evidence
+from bertology.study.judge.sign_test import SignTest
+from bertology.study.judge.specs import Comparison
+from bertology.study.judge.stats import TTest, combine_seeds, compute_terms_overlap
 
 DRAWS = 20_000  # multi-bootstrap draws: p resolves to 5e-5, below Holm's 0.025/30 = 8.3e-4
 DESIGN = "across {k} checkpoints: member means on K − 1 degrees of freedom + shared items"

@@ -15,18 +15,19 @@ from bertology.run.atomic import read_json
 from bertology.run.rundir import HYDRA_DIR, METRICS_FILE, RunDir
 from bertology.run.tables import write_table
 from bertology.run.tracking import read_log
-from bertology.study import catalog, encoders, runner
-from bertology.study.population import below_floor
-from bertology.study.runner import Step, run_steps
-from bertology.study.selection import MEMBERS_TABLE
-from bertology.study.steps import (
+from bertology.study.judge import catalog, encoders
+from bertology.study.judge.population import below_floor
+from bertology.study.judge.selection import MEMBERS_TABLE
+from bertology.study.pages.summary import write_summary
+from bertology.study.schedule import runner
+from bertology.study.schedule.runner import Step, run_steps
+from bertology.study.schedule.steps import (
     SEED_STRIDE,
     EncoderSteps,
     encoder_steps,
     model_reading,
     pretraining_step,
 )
-from bertology.study.summary import write_summary
 
 log = logging.getLogger("bertology.reproduce")
 
@@ -177,7 +178,7 @@ def reproduce_population(out: Path, studies: dict[str, dict], lanes: int, size: 
                          per_member: int | None = None, first: int = 0,
                          replace_failed: bool = False) -> int:
     """The population's steps, then one report over every member's study dirs, which judges
-    the findings across the members (study/population.py), and the members' pretraining
+    the findings across the members (study/judge/population.py), and the members' pretraining
     table; the exit status. With replace_failed, a member that did not learn is replaced by
     the next seed (Draws); only the learned get studies, and the table lists every member
     drawn."""

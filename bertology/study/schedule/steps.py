@@ -10,9 +10,9 @@ from pathlib import Path
 
 from bertology.errors import require
 from bertology.run.rundir import METRICS_FILE, RunDir
-from bertology.study import encoders
-from bertology.study.catalog import load_recipes
-from bertology.study.runner import Step
+from bertology.study.judge import encoders
+from bertology.study.judge.catalog import load_recipes
+from bertology.study.schedule.runner import Step
 
 BUNDLE_SEEDS = (0, 1, 2)  # the bundles' own sweep (conf/experiment/study_*.yaml: seed: 0,1,2)
 # placeholder -> the overrides that make its models after the sst2_model recipe

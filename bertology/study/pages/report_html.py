@@ -11,7 +11,11 @@ from pathlib import Path
 
 from bertology.run.atomic import write_text_atomic
 from bertology.run.rundir import RunDir, headline_keys
-from bertology.study.reporting import (
+from bertology.study.judge.scale import Shortfall
+from bertology.study.judge.scope import scope_of
+from bertology.study.judge.selection import Selection
+from bertology.study.judge.verdicts import FindingResult
+from bertology.study.pages.reporting import (
     FIRM_WORDS,
     KIND_TITLES,
     METHOD,
@@ -22,10 +26,6 @@ from bertology.study.reporting import (
     split_by_kind,
     title_line,
 )
-from bertology.study.scale import Shortfall
-from bertology.study.scope import scope_of
-from bertology.study.selection import Selection
-from bertology.study.verdicts import FindingResult
 
 REPORT_STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; max-width: 1600px; margin: 2em auto;
@@ -121,7 +121,7 @@ def write_html(results: list[FindingResult], skipped: list[tuple[str, str]], run
                curves: dict[str, str] | None = None, shortfalls: list[Shortfall] = (),
                selection: Selection | None = None) -> Path:
     """REPORT.html beside REPORT.md; figures maps a finding's id to its PNG (relative), curves
-    a caption to a figure of layer curves across runs (study/curves.py)."""
+    a caption to a figure of layer curves across runs (study/pages/curves.py)."""
     body = [f"<h1>{escape(title_line(list(shortfalls)).removeprefix('# '))}</h1>",
             f"<p>{len(runs)} finished runs; {len(results)} findings judged. {METHOD}; the "
             "corrected verdict applies Holm's correction over every finding here; a finding "

@@ -32,11 +32,17 @@ from bertology.config.path_checks import is_path, read_checkpoint, resolve_check
 from bertology.config.suites import load_suite, pinned_folder
 from bertology.errors import require
 from bertology.run.tables import write_table
-from bertology.study import catalog
-from bertology.study.members import judge_population
-from bertology.study.runner import run_steps
-from bertology.study.selection import MEMBERS_TABLE
-from bertology.study.steps import EncoderSteps, encoder_steps, job_seeds, model_reading, model_seeds
+from bertology.study.judge import catalog
+from bertology.study.judge.selection import MEMBERS_TABLE
+from bertology.study.schedule.members import judge_population
+from bertology.study.schedule.runner import run_steps
+from bertology.study.schedule.steps import (
+    EncoderSteps,
+    encoder_steps,
+    job_seeds,
+    model_reading,
+    model_seeds,
+)
 
 log = logging.getLogger("bertology.reproduce")
 COSTS = CONF_DIR / "findings" / catalog.COSTS_FILE

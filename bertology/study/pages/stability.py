@@ -9,7 +9,7 @@ Holm verdicts, and fails where they disagree beyond what their own noise excuses
   firm) and the other is not its reversal. An unresolved verdict carries no mark, so a change
   between two unresolved verdicts (underpowered ↔ inconclusive) is a disagreement.
 
-    python -m bertology.study.stability <report A> <report B>
+    python -m bertology.study.pages.stability <report A> <report B>
 
 prints a table of the findings that changed or moved, with both verdicts, their marks, effects
 and Holm-adjusted p, and exits 1 when any of them is a disagreement (0 otherwise). Findings
@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bertology.errors import UserError
-from bertology.study.scale import number
-from bertology.study.summary import read_comparisons
-from bertology.study.verdicts import RESOLVED
+from bertology.study.judge.scale import number
+from bertology.study.judge.verdicts import RESOLVED
+from bertology.study.pages.summary import read_comparisons
 
 MOVED_SE = 3.0  # an effect that moved more than this many combined standard errors
 
@@ -121,7 +121,7 @@ def table(found: list[Difference], only_one: list[str], a: Path, b: Path) -> lis
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bertology.study.stability",
+    parser = argparse.ArgumentParser(prog="python -m bertology.study.pages.stability",
                                      description="the findings two runs disagree on")
     parser.add_argument("reports", nargs=2, type=Path, help="two report dirs")
     args = parser.parse_args(argv)

@@ -22,20 +22,20 @@ import numpy as np
 
 from bertology.errors import require
 from bertology.run.rundir import RunDir
-from bertology.study.checkpoints import checkpoint_of
-from bertology.study.contrasts import contrast_runs, contrast_test, selects
-from bertology.study.evidence import Evidence, layer_keys
-from bertology.study.population import (
+from bertology.study.judge.checkpoints import checkpoint_of
+from bertology.study.judge.contrasts import contrast_runs, contrast_test, selects
+from bertology.study.judge.evidence import Evidence, layer_keys
+from bertology.study.judge.population import (
     MembersCheck,
     MemberSpread,
     population_members,
     population_test,
     set_aside_failed,
 )
-from bertology.study.results import replication_key
-from bertology.study.sign_test import SignTest
-from bertology.study.specs import Comparison, FindingSpec, evidence_of
-from bertology.study.stats import (
+from bertology.study.judge.results import replication_key
+from bertology.study.judge.sign_test import SignTest
+from bertology.study.judge.specs import Comparison, FindingSpec, evidence_of
+from bertology.study.judge.stats import (
     ALPHA,
     FEASIBLE,
     MAX_SEEDS,

@@ -1,12 +1,12 @@
 """The front page's findings block, written by the run rather than by hand: verdict counts per
-kind of claim (about pretraining, about one checkpoint, about the method: study/scope.py), raw
+kind of claim (about pretraining, about one checkpoint, about the method: study/judge/scope.py), raw
 and Holm-corrected, with the findings behind each Holm-corrected count, read from the report's
 tables/findings.csv. The headline is about the pretraining procedure; claims about one
 checkpoint are counted apart and never as claims about BERT. A population's report adds how
 well its members pretrained (tables/members.csv), how many of its pretraining claims resolve
 after Holm, and a row per finding with its intervals.
 
-    python -m bertology.study.summary outputs/reproduce/<stamp>/report
+    python -m bertology.study.pages.summary outputs/reproduce/<stamp>/report
 
 prints it and writes it to <report>/SUMMARY.md (README.md and docs/reproduce.md quote it).
 """
@@ -19,10 +19,10 @@ import math
 from pathlib import Path
 
 from bertology.errors import UserError, require
-from bertology.study.scale import SCALE_TABLE, Shortfall, smoke_line
-from bertology.study.scope import KINDS, kind_of
-from bertology.study.selection import MEMBERS_TABLE, Selection
-from bertology.study.verdicts import VERDICTS
+from bertology.study.judge.scale import SCALE_TABLE, Shortfall, smoke_line
+from bertology.study.judge.scope import KINDS, kind_of
+from bertology.study.judge.selection import MEMBERS_TABLE, Selection
+from bertology.study.judge.verdicts import VERDICTS
 
 
 def read_comparisons(report: Path) -> dict[str, list[dict[str, str]]]:
@@ -146,7 +146,7 @@ def population_words(rows: list[dict[str, str]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bertology.study.summary",
+    parser = argparse.ArgumentParser(prog="python -m bertology.study.pages.summary",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("report", type=Path, help="the report dir of a make reproduce run")
     args = parser.parse_args(argv)
@@ -232,7 +232,7 @@ def value_range(rows: list[dict[str, str]], key: str) -> str:
 
 def scale_line(report: Path) -> list[str]:
     """Where the report's runs are smaller than their studies state (tables/scale.csv,
-    study/scale.py), the first line says so."""
+    study/judge/scale.py), the first line says so."""
     path = report / "tables" / f"{SCALE_TABLE}.csv"
     if not path.is_file():
         return []

@@ -22,8 +22,8 @@ from bertology.config.suites import Suite, load_suite
 from bertology.errors import UserError
 from bertology.run.figures import literal
 from bertology.run.rundir import RunDir
-from bertology.study.evidence import layer_keys
-from bertology.study.results import NOT_THE_EXPERIMENT, replication_key
+from bertology.study.judge.evidence import layer_keys
+from bertology.study.judge.results import NOT_THE_EXPERIMENT, flatten, replication_key
 
 # The layer-wise metrics drawn across runs: the linear probe's accuracy and its selectivity
 # over the control task (Hewitt & Liang, 2019).
@@ -38,17 +38,6 @@ class LayerCurve:
     mean: list[float]
     std: list[float]  # over seeds; 0 with one seed
     seeds: int
-
-
-def flatten(config: dict, prefix: str = "") -> dict[str, object]:
-    """{"model.name_or_path": ..., ...} from a nested config."""
-    flat: dict[str, object] = {}
-    for key, value in config.items():
-        if isinstance(value, dict):
-            flat.update(flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
 
 
 def shorten_paths(values: list[str]) -> list[str]:

@@ -17,8 +17,8 @@ from omegaconf import OmegaConf
 
 from bertology.config.compose import CONF_DIR
 from bertology.run.rundir import RunDir
-from bertology.study.catalog import Study, load_studies
-from bertology.study.curves import flatten
+from bertology.study.judge.catalog import Study, load_studies
+from bertology.study.judge.results import flatten
 
 EXPERIMENT_DIR = CONF_DIR / "experiment"
 # the keys that count what a run reads or spends (a dotted key's last part); null means "all"

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bertology.errors import require
-from bertology.study.evidence import Evidence, parse_evidence
+from bertology.study.judge.evidence import Evidence, parse_evidence
 
 EXPECTATIONS = ("greater", "less")
 ABOUT = ("model", "method")

@@ -1,6 +1,6 @@
 """The results pages, written from a run's own files rather than typed beside them.
 
-    python -m bertology.study.publish <out>/report --name minilm
+    python -m bertology.study.pages.publish <out>/report --name minilm
 
 copies what a `make reproduce` run wrote (its SUMMARY.md, tables/findings.csv less the run
 dirs, and a header read from the runs: the command, the commits, the CPU, the date and the
@@ -59,7 +59,7 @@ def stamp(seconds: float) -> str:
 
 
 def describe_cpu(cpu: dict) -> str:
-    """'2 cores of an AMD EPYC (avx512_bf16, no AMX)' from a run's env.json."""
+    """'2 cores of an <model> (avx512_bf16, no AMX)' from a run's env.json."""
     flags = set(cpu.get("flags", "").split())
     bf16 = [f for f in ("amx_bf16", "avx512_bf16") if f in flags]
     native = ", ".join(bf16) if bf16 else "no native bf16"
@@ -148,7 +148,7 @@ def header_table(header: dict) -> list[str]:
             *([f"| remark | {header['remark']} |"] if header.get("remark") else [])]
 
 
-def findings_table(folder: Path) -> list[str]:
+def every_finding_table(folder: Path) -> list[str]:
     with (folder / "findings.csv").open(newline="") as handle:
         rows = list(csv.DictReader(handle))
     lines = ["| finding | claim | verdict (Holm) | effect [95% interval] | P(replication) |",
@@ -172,7 +172,7 @@ def effect_cell(row: dict) -> str:
 
 def render_results_page(docs: Path) -> str:
     lines = ["# Results", "",
-             "Written by `make results` (`python -m bertology.study.publish`) from the files "
+             "Written by `make results` (`python -m bertology.study.pages.publish`) from the files "
              "each run wrote, kept under [results/](results/); not edited by hand "
              "(tests/test_docs.py renders it again and compares). Earlier runs: "
              "[history](history/README.md). What a verdict means: "
@@ -181,7 +181,7 @@ def render_results_page(docs: Path) -> str:
         header = read_json(folder / HEADER)
         lines += [f"## {TITLES.get(name, name)}", "", *header_table(header), "",
                   (folder / "SUMMARY.md").read_text().rstrip(), "", "### Every finding", "",
-                  *findings_table(folder), ""]
+                  *every_finding_table(folder), ""]
     return "\n".join(lines)
 
 
@@ -221,7 +221,7 @@ def write_pages(docs: Path, readme: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bertology.study.publish",
+    parser = argparse.ArgumentParser(prog="python -m bertology.study.pages.publish",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("report", type=Path, nargs="?",
                         help="the report dir of a make reproduce run (<out>/report); without "

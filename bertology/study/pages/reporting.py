@@ -10,14 +10,14 @@ from pathlib import Path
 from bertology.run.atomic import write_text_atomic
 from bertology.run.figures import GREY, integer_ticks, literal, save_figure
 from bertology.run.rundir import RunDir, headline_keys
-from bertology.study.contrasts import selects
-from bertology.study.evidence import Evidence, layer_keys
-from bertology.study.results import replication_key
-from bertology.study.scale import Shortfall, smoke_line
-from bertology.study.scope import KINDS, checkpoints_named, result_kind, scope_of
-from bertology.study.selection import Selection
-from bertology.study.stats import Estimate
-from bertology.study.verdicts import VERDICTS, FindingResult
+from bertology.study.judge.contrasts import selects
+from bertology.study.judge.evidence import Evidence, layer_keys
+from bertology.study.judge.results import replication_key
+from bertology.study.judge.scale import Shortfall, smoke_line
+from bertology.study.judge.scope import KINDS, checkpoints_named, result_kind, scope_of
+from bertology.study.judge.selection import Selection
+from bertology.study.judge.stats import Estimate
+from bertology.study.judge.verdicts import VERDICTS, FindingResult
 
 MAX_HEADLINES = 8  # per group in REPORT.md; the CSV has them all
 
@@ -253,7 +253,7 @@ METHOD = ("Each claim is tested one-sided at level 0.025: it holds where its two
 
 def title_line(shortfalls: list[Shortfall]) -> str:
     """The page's first line: its title, and where the runs are smaller than their studies
-    state (study/scale.py), that the page shows the page, not the findings."""
+    state (study/judge/scale.py), that the page shows the page, not the findings."""
     return f"# bertology report: {smoke_line(shortfalls)}" if shortfalls \
         else "# bertology report"
 

@@ -16,16 +16,16 @@ import numpy as np
 
 from bertology.errors import require
 from bertology.run.rundir import RunDir
-from bertology.study.evidence import (
+from bertology.study.judge.evidence import (
     Evidence,
     evaluate,
     evaluate_headroom,
     evaluate_items,
     layer_keys,
 )
-from bertology.study.sign_test import SignTest
-from bertology.study.specs import Comparison
-from bertology.study.stats import (
+from bertology.study.judge.sign_test import SignTest
+from bertology.study.judge.specs import Comparison
+from bertology.study.judge.stats import (
     TTest,
     combine_seeds,
     compute_terms_overlap,

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from bertology.study.stats import ALPHA, MAX_SEEDS, POWER, Estimate
+from bertology.study.judge.stats import ALPHA, MAX_SEEDS, POWER, Estimate
 
 
 @dataclass(frozen=True)
