@@ -307,10 +307,10 @@ def test_the_band_trims_the_trained_seeds_near_the_floor(ratio):
     """Where the trained seeds sit 2 spreads above the floor, one falls within the band 7–15%
     of the time (Φ(BAND / spread − 2)) and leaves with the collapsed ones: the per-protocol
     secondary's claim that one arm is better then holds 0.031–0.036 of the time with 5 seeds
-    (20,000 trials), MEASURED_10 with 10. The paired contrast, whose trims fall on either arm
-    alike, keeps its level (0.018–0.021 with 5 seeds). On SST-2 a trained run sits 0.3
-    above its floor, tens of spreads; where trained runs sit a few spreads above it, as barely
-    trained members may, the secondary line is read with this in mind."""
+    (20,000 trials; 10 seeds not measured with the band). The paired contrast, whose trims
+    fall on either arm alike, keeps its level (0.018–0.021 with 5 seeds). On SST-2 a trained
+    run sits 0.3 above its floor, tens of spreads; where trained runs sit a few spreads above
+    it, as barely trained members may, the secondary line is read with this in mind."""
     assert paired_collapse_level(5, ratio, 2, "greater", flagged=True) <= BOUND
 
 
