@@ -15,6 +15,7 @@ import pytest
 
 from bertology.run.replicates import bootstrap_indices, resample_counts
 from bertology.study.judge.stats import (
+    COLLAPSE_BAND,
     TTest,
     collapsed_seeds,
     combine_seeds,
@@ -27,6 +28,9 @@ ITEMS, TRIALS = 200, 4000
 BOUND = 0.025 + 3 * math.sqrt(0.025 * 0.975 / TRIALS)
 RESAMPLES = resample_counts(bootstrap_indices(ITEMS)).T.astype(np.float32)  # (items, R)
 COLLAPSE = 0.2  # a fine-tuning seed's chance to collapse (such runs: Dodge et al., 2020)
+# COLLAPSE_BAND in a run's own standard errors, as on SST-2's 872 dev sentences (an accuracy near
+# 0.5: SE √(0.25/872)), put on the simulation's runs of ITEMS items with unit item variance
+BAND = COLLAPSE_BAND / math.sqrt(0.25 / 872) / math.sqrt(ITEMS)
 
 
 def holds(values: np.ndarray, replicates: np.ndarray, overlap=0.0) -> np.ndarray:
@@ -198,17 +202,37 @@ def holds_on_trained(values: np.ndarray, replicates: np.ndarray, flagged: np.nda
 
 
 def collapse_level(seeds, ratio, drop, null, expect, flagged, trials=TRIALS, seed=0) -> float:
-    """P(holds) of `expect` at the margin: the rule on every seed, or on the seeds that
-    collapsed_seeds does not flag; the first studies are judged by the report's own
-    functions too."""
+    """P(holds) of `expect` at the margin, one arm: the rule on every seed (the primary, every
+    seed counted), or on the seeds that collapsed_seeds does not flag (the per-protocol
+    secondary); the first studies are judged by the report's own functions too."""
     rng = np.random.default_rng([seeds, int(2 * ratio), drop, null == "mean", seed])
     values, replicates, floor = simulate_collapse(seeds, ratio, drop, null, rng, trials)
-    flags = values <= floor if flagged else np.zeros(values.shape, dtype=bool)  # (t, s)
+    flags = values <= floor + BAND if flagged else np.zeros(values.shape, dtype=bool)  # (t, s)
+    return level_of(values, replicates, flags, expect, [values] if flagged else [], floor)
+
+
+def paired_collapse_level(seeds, ratio, drop, expect, flagged, trials=TRIALS, seed=0) -> float:
+    """P(holds) of `expect` for a paired contrast of two arms that collapse alike (each seed of
+    each arm with probability COLLAPSE, on its own), the trained seeds of both at one θ: the
+    contrast's true mean is 0 over every seed and over the seeds that trained in both arms
+    alike. The rule on every seed (the primary) or on the seeds that trained in both arms (the
+    secondary). Each arm scores its own items (their noise independent across the arms)."""
+    rng = np.random.default_rng([seeds, int(2 * ratio), drop, 2, seed])
+    (a, a_reps, floor), (b, b_reps, _) = (simulate_collapse(seeds, ratio, drop, "trained", rng,
+                                                            trials) for _ in range(2))
+    flags = ((a <= floor + BAND) | (b <= floor + BAND)) if flagged else np.zeros(a.shape, bool)
+    return level_of(a - b, a_reps - b_reps, flags, expect, [a, b] if flagged else [], floor)
+
+
+def level_of(values, replicates, flags, expect, arms, floor) -> float:
+    """The share of studies where the rule holds `expect` on the seeds not flagged, checked on
+    the first 20 against combine_seeds and TTest on the seeds collapsed_seeds keeps: a seed
+    goes where it flags it in any of the `arms`' values (none: every seed counts)."""
     sign = 1.0 if expect == "greater" else -1.0  # `less` is `greater` of the negated effect
     holding = holds_on_trained(sign * values, sign * replicates, flags)
     for t in range(20):
-        gone = set(collapsed_seeds(list(values[t]), floor)) if flagged else set()
-        kept = [s for s in range(seeds) if s not in gone]
+        gone = {s for arm in arms for s in collapsed_seeds(list(arm[t]), floor, band=BAND)}
+        kept = [s for s in range(values.shape[1]) if s not in gone]
         assert judged(sign * values[t, kept], sign * replicates[t, kept]) == holding[t]
     return float(holding.mean())
 
@@ -224,9 +248,12 @@ def test_a_rare_collapse_breaks_a_test_of_the_mean(seeds):
     the time with 3 seeds and 0.33 with 5, the chance that no seed collapsed (0.8ⁿ: the seeds
     then agree well above the margin); 0.17–0.18 and 0.25–0.26 at a drop of 8 spreads,
     0.030–0.034 at 2; 0.11 with 10 seeds at 8 or 32 (20,000 trials a cell). No test of a mean
-    keeps its level against so rare a drop at any number of seeds (Bahadur & Savage, 1956):
-    collapsed_seeds flags the seeds instead, and the claim is judged on the seeds that
-    trained (test_flagged_collapses_keep_the_level_of_the_seeds_that_train)."""
+    keeps its level against so rare a drop at any number of seeds (Bahadur & Savage, 1956).
+    The primary verdict counts every seed (intention to treat: which seeds collapse is an
+    outcome of the arm), so where one arm alone collapses its level is this one; each arm's
+    collapse rate is therefore reported as an endpoint of its own beside it, with Fisher's
+    exact test between two arms that differ, and the estimate on the seeds that trained as a
+    secondary line (test_the_per_protocol_secondary_keeps_the_level_of_the_seeds_that_train)."""
     assert collapse_level(seeds, 0.5, 32, "mean", "greater", flagged=False) > BOUND
 
 
@@ -240,19 +267,59 @@ def test_a_rare_collapse_keeps_the_level_of_the_claim_that_the_arm_is_worse(seed
 
 @pytest.mark.parametrize("expect", ["greater", "less"])
 @pytest.mark.parametrize(("seeds", "ratio", "drop"), cells(COLLAPSE_CELLS, {(3, 0.5, 32),
-                                                                          (5, 4.0, 2)}))
-def test_flagged_collapses_keep_the_level_of_the_seeds_that_train(seeds, expect, ratio, drop):
-    """The seeds that train are at the margin and a seed collapses to the majority class with
-    probability 0.2: with the seeds collapsed_seeds flags set aside (fewer than 2 left: no
-    verdict), the rule holds 0.018–0.027 of the time in either direction with 3 and 5 seeds
-    (20,000 trials a cell). At a drop of 2 spreads a trained seed falls to the floor 2.3% of
-    the time and is set aside too, which trims the trained seeds' lower tail: 0.031 for
-    `greater` with 10 seeds."""
+                                                                          (5, 4.0, 8)}))
+def test_collapses_alike_in_both_arms_keep_the_level_of_the_primary(seeds, expect, ratio,
+                                                                    drop):
+    """Intention to treat where the arms collapse alike: a paired contrast whose seeds
+    collapse in either arm with probability 0.2 each, at a true mean of 0 over every seed.
+    A seed collapsed in one arm only moves the contrast up or down by as much, with equal
+    chance, so the contrast is symmetric and its rare large values widen the seeds' spread
+    more than they move the mean: with 3 and 5 seeds the rule holds 0.023–0.026 of the time
+    at a drop of 2 spreads, 0.009–0.012 at 8 and 0.005–0.011 at 32, in either direction
+    (20,000 trials a cell): at or under its 2.5%, and well under where collapses are far
+    below the trained seeds. Where one arm alone collapses the primary reads the level of
+    test_a_rare_collapse_breaks_a_test_of_the_mean instead."""
+    assert paired_collapse_level(seeds, ratio, drop, expect, flagged=False) <= BOUND
+
+
+PER_PROTOCOL_CELLS = [cell for cell in COLLAPSE_CELLS if cell[2] > 2 or cell[0] == 3]
+
+
+@pytest.mark.parametrize("expect", ["greater", "less"])
+@pytest.mark.parametrize(("seeds", "ratio", "drop"), cells(PER_PROTOCOL_CELLS, {(3, 0.5, 32),
+                                                                              (5, 4.0, 8)}))
+def test_the_per_protocol_secondary_keeps_the_level_of_the_seeds_that_train(seeds, expect,
+                                                                            ratio, drop):
+    """The secondary line: the seeds that train are at the margin, a seed collapses to the
+    majority class with probability 0.2, and the claim is judged on the seeds collapsed_seeds
+    does not flag (within the band of the floor, BAND, the band in a run's standard errors as
+    on SST-2; fewer than 2 left: no estimate). One arm: 0.018–0.025 at drops of 8 and 32
+    spreads, 0.012–0.026 with 3 seeds at 2; a paired contrast judged on the seeds that
+    trained in both arms: 0.009–0.024 (20,000 trials a cell). Below 8 spreads the band trims
+    trained seeds too (test_the_band_trims_the_trained_seeds_near_the_floor)."""
     assert collapse_level(seeds, ratio, drop, "trained", expect, flagged=True) <= BOUND
+    assert paired_collapse_level(seeds, ratio, drop, expect, flagged=True) <= BOUND
 
 
-def test_collapsed_seeds_are_those_at_or_below_the_majority_class():
-    assert collapsed_seeds([0.91, 0.5, 0.89], 0.5) == [1]
-    assert collapsed_seeds([0.91, 0.49, 0.89, 0.52], 0.5) == [1]
-    assert collapsed_seeds([0.91, 0.52, 0.50], [0.5, 0.53, 0.49]) == [1]  # each its own floor
-    assert collapsed_seeds([0.91, 0.92], 0.5) == []
+@pytest.mark.slow
+@pytest.mark.parametrize("ratio", [0.5, 4.0])
+def test_the_band_trims_the_trained_seeds_near_the_floor(ratio):
+    """Where the trained seeds sit 2 spreads above the floor, one falls within the band 7–15%
+    of the time (Φ(BAND / spread − 2)) and leaves with the collapsed ones: the per-protocol
+    secondary's claim that one arm is better then holds 0.031–0.036 of the time with 5 seeds
+    (20,000 trials; 10 seeds not measured with the band). The paired contrast, whose trims
+    fall on either arm alike, keeps its level (0.018–0.021 with 5 seeds). On SST-2 a trained
+    run sits 0.3 above its floor, tens of spreads; where trained runs sit a few spreads above
+    it, as barely trained members may, the secondary line is read with this in mind."""
+    assert paired_collapse_level(5, ratio, 2, "greater", flagged=True) <= BOUND
+
+
+def test_collapsed_seeds_are_those_within_a_band_of_the_majority_class():
+    """0.51 against a floor of 0.509 collapsed (within COLLAPSE_BAND = 0.02 of it), as did a run
+    below its floor; a clearly trained run (0.80 against 0.51) did not."""
+    assert COLLAPSE_BAND == 0.02
+    assert collapsed_seeds([0.91, 0.51, 0.89], 0.509) == [1]
+    assert collapsed_seeds([0.80, 0.49, 0.89, 0.515], 0.5) == [1, 3]
+    assert collapsed_seeds([0.91, 0.535, 0.50], [0.5, 0.53, 0.49]) == [1, 2]  # each its own
+    assert collapsed_seeds([0.80, 0.92], 0.51) == []
+    assert collapsed_seeds([0.51, 0.515], 0.509, band=0.0) == []  # the old rule: the floor only

@@ -124,7 +124,7 @@ def test_the_within_member_share_and_its_prediction_for_more_seeds():
         assert abs(np.median(shares) - truth) < 0.1, (members, np.median(shares))
         ratio = predicted.mean() / ((0.05 ** 2 + 0.1 ** 2 / 8) / members)
         assert bias[0] < ratio < bias[1], (members, ratio)
-    # members that ran 2 and 6 seeds (a collapsed seed set aside, say): each priced by its own
+    # members that ran 2 and 6 seeds (a crashed seed rerun short, say): each priced by its own
     _, predicted = simulate_spread(0.05, 0.1, 24, [2, 6] * 12, rng)
     ratio = predicted.mean() / ((0.05 ** 2 + 0.1 ** 2 / 8) / 24)
     assert 0.95 < ratio < 1.08, ratio
@@ -246,8 +246,8 @@ def test_runs_of_three_checkpoints_are_judged_across_them(tmp_path):
 
 def test_a_checkpoint_whose_pretraining_did_not_learn_is_set_aside(tmp_path):
     """A member whose pretraining run ended at or below its MLM floor (the accuracy of always
-    predicting the most frequent masked token) is a failed run, set aside as a collapsed
-    fine-tuning seed is, with a note; one just above its floor stays, and so does a
+    predicting the most frequent masked token) is a failed run, set aside with a note (a
+    collapsed fine-tuning seed, by contrast, counts); one just above its floor stays, and so does a
     checkpoint without a pretraining record (a hub id)."""
     runs_dir, models = tmp_path / "runs", tmp_path / "models"
     members = {"a": [0.30, 0.31, 0.29], "b": [0.20, 0.21, 0.19], "c": [0.25, 0.26, 0.24],

@@ -494,30 +494,117 @@ def test_a_report_that_judges_nothing_says_which_studies_to_run(tmp_path):
     assert "probe/layer_03/accuracy" not in text.split("## Runs")[1]  # the rest: metrics.csv
 
 
-def test_a_collapsed_seed_is_set_aside_and_named(tmp_path):
-    """A fine-tuning seed at the majority class (Mosbach et al., 2021: a failed run) is not
-    averaged in: freezing "costs" 0.30 on seed 2 only because that seed of the frozen arm
-    collapsed. The seed leaves both arms, the note names it, and the claim is judged on the
-    two seeds that trained; with every seed collapsed, all stay and the note says so."""
-    finding = {**FINDING, "compare": {
-        "a": {"metric": "eval/accuracy", "where": {"arm": "frozen"}},
-        "b": {"metric": "eval/accuracy", "where": {"arm": "full"}},
-        "expect": "greater", "margin": -0.015}}
-    accuracy = {"full": (0.80, 0.82, 0.81), "frozen": (0.805, 0.823, 0.51)}
+ARMS = {**FINDING, "compare": {
+    "a": {"metric": "eval/accuracy", "where": {"arm": "frozen"}},
+    "b": {"metric": "eval/accuracy", "where": {"arm": "full"}},
+    "expect": "greater", "margin": -0.015}}
+
+
+def write_arms(folder: Path, accuracy: dict[str, tuple], floor: float) -> Path:
     for arm, values in accuracy.items():
         for seed, acc in enumerate(values):
-            write_run(tmp_path / f"{arm}{seed}", {"eval/accuracy": acc,
-                                                  "eval/majority_accuracy": 0.51},
-                      seed, finding, arm=arm)
-    result = judge(parse_finding(finding), find_runs([tmp_path]))
-    assert result.tests[0].estimate.n == 2
-    assert result.tests[0].estimate.mean == pytest.approx((0.005 + 0.003) / 2)
-    assert "1 of 3 seeds collapsed" in result.note and "seed 2" in result.note
-    for seed in (0, 1):  # all three collapsed: nothing left to judge on, all kept
+            write_run(folder / f"{arm}{seed}", {"eval/accuracy": acc,
+                                                "eval/majority_accuracy": floor},
+                      seed, ARMS, arm=arm)
+    return folder
+
+
+def clopper_pearson(k: int, n: int) -> tuple[float, float]:
+    """The exact 95% interval by its beta quantiles."""
+    low = 0.0 if k == 0 else stats.beta.ppf(0.025, k, n - k + 1)
+    high = 1.0 if k == n else stats.beta.ppf(0.975, k + 1, n - k)
+    return low, high
+
+
+def per_seed_interval(values: list[float]) -> str:
+    """A paired mean and its t interval on n − 1 degrees of freedom, as a note writes it."""
+    values = np.array(values)
+    half = stats.t.isf(0.025, len(values) - 1) * values.std(ddof=1) / math.sqrt(len(values))
+    mean = values.mean()
+    return f"{mean:+.3g} [{mean - half:+.3g}, {mean + half:+.3g}]"
+
+
+def test_a_collapsed_seed_counts_and_its_rate_is_reported(tmp_path):
+    """A fine-tuning seed at the majority class (Mosbach et al., 2021: a failed run) counts in
+    the verdict (intention to treat): freezing "costs" 0.30 on seed 2 because that seed of the
+    frozen arm collapsed, and the estimate is the mean over all three seeds. The note gives each
+    arm's rate (1 of 3 frozen, 0 of 3 full, each with its Clopper–Pearson interval) and, as a
+    secondary line, the contrast on the two seeds that trained in both arms. With every frozen
+    seed collapsed, no seed trained in both arms and the note says so."""
+    write_arms(tmp_path, {"full": (0.80, 0.82, 0.81), "frozen": (0.805, 0.823, 0.51)}, 0.51)
+    result = judge(parse_finding(ARMS), find_runs([tmp_path]))
+    assert result.tests[0].estimate.n == 3
+    assert result.tests[0].estimate.mean == pytest.approx((0.005 + 0.003 - 0.30) / 3)
+    low, high = clopper_pearson(1, 3)
+    assert f"arm=frozen 1 of 3 [{low:.2g}, {high:.2g}]" in result.note
+    assert f"arm=full 0 of 3 [0, {1 - 0.025 ** (1 / 3):.2g}]" in result.note
+    assert "every seed counts in the verdict" in result.note
+    assert ("secondary, per protocol, on the 2 seeds that trained in every arm: "
+            + per_seed_interval([0.805 - 0.80, 0.823 - 0.82])) in result.note
+    for seed in (0, 1):  # all three frozen seeds collapse: none trained in both arms
         (tmp_path / f"frozen{seed}" / "metrics.json").write_text(json.dumps(
             {"eval/accuracy": 0.50 + 0.005 * seed, "eval/majority_accuracy": 0.51}))
-    result = judge(parse_finding(finding), find_runs([tmp_path]))
-    assert result.tests[0].estimate.n == 3 and "kept, fewer than 2 trained" in result.note
+    result = judge(parse_finding(ARMS), find_runs([tmp_path]))
+    assert result.tests[0].estimate.n == 3 and "arm=frozen 3 of 3" in result.note
+    assert "no per-protocol estimate: fewer than 2 replicates trained" in result.note
+
+
+def test_an_arm_that_collapses_on_2_of_5_seeds_is_its_own_endpoint(tmp_path):
+    """freeze_lower's shape: the all-layers arm collapses on seeds 1 and 3 (0.51 and 0.515
+    against a floor of 0.509: within the band, though above the floor), the frozen arm never.
+    The primary estimate is the mean over all 5 seeds; the note shows both rates and Fisher's
+    exact p (by hand, the hypergeometric: 2 collapses among 10 runs, 5 an arm; 0 in the frozen
+    arm has probability C(5, 2)/C(10, 2) = 2/9, as has 2, so p = 4/9); the per-protocol line
+    uses seeds 0, 2 and 4; findings.csv carries the rates and the p; REPORT.md and the page
+    show the note."""
+    full, frozen = (0.80, 0.51, 0.82, 0.515, 0.81), (0.79, 0.805, 0.80, 0.81, 0.795)
+    runs = write_arms(tmp_path / "runs", {"full": full, "frozen": frozen}, 0.509)
+    result = judge(parse_finding(ARMS), find_runs([runs]))
+    gaps = [f - a for f, a in zip(frozen, full)]
+    assert result.tests[0].estimate.n == 5
+    assert result.tests[0].estimate.mean == pytest.approx(sum(gaps) / 5)
+    low, high = clopper_pearson(2, 5)
+    assert f"arm=full 2 of 5 [{low:.2g}, {high:.2g}]" in result.note
+    assert f"arm=frozen 0 of 5 [0, {1 - 0.025 ** (1 / 5):.2g}]" in result.note
+    p = 2 * math.comb(5, 2) / math.comb(10, 2)
+    assert f"Fisher's exact p = {p:.2g} between the arms" in result.note
+    assert ("on the 3 seeds that trained in every arm: "
+            + per_seed_interval([gaps[0], gaps[2], gaps[4]])) in result.note
+    run_report(runs, tmp_path / "report", ARMS)
+    with (tmp_path / "report" / "tables" / "findings.csv").open() as handle:
+        row = next(csv.DictReader(handle))
+    assert row["collapsed"] == "arm=frozen:0/5;arm=full:2/5"
+    assert float(row["collapse_fisher_p"]) == pytest.approx(4 / 9)
+    assert "arm=full 2 of 5" in (tmp_path / "report" / "REPORT.md").read_text()
+    assert "arm=full 2 of 5" in (tmp_path / "report" / "REPORT.html").read_text()
+
+
+def test_a_population_member_keeps_its_collapsed_seed(tmp_path):
+    """Three checkpoints, three fine-tuning seeds each (seed s of member m: 10m + s); member c's
+    all-layers run of seed 21 collapses (0.52 against 0.509, within the band). Each member's
+    value is the mean of all its seeds' contrasts, the collapsed one too, and the verdict is
+    across the 3 members; the rate counts the 9 runs of each arm; the secondary line drops
+    seed 21 alone: 8 seeds of 3 checkpoints, member c's mean over its other two."""
+    gaps = {"a": (-0.010, -0.012, -0.008), "b": (-0.020, -0.018, -0.022),
+            "c": (-0.015, 0.52, -0.013)}  # frozen − full per seed; c's second: full collapsed
+    for m, (member, row) in enumerate(gaps.items()):
+        for s, gap in enumerate(row):
+            full = 0.52 if gap > 0.3 else 0.80 + 0.01 * s
+            frozen = 0.80 + 0.01 * s + (gap if gap < 0.3 else 0.0)
+            for arm, acc in (("full", full), ("frozen", frozen)):
+                write_run(tmp_path / f"{member}{arm}{s}", {"eval/accuracy": acc,
+                                                           "eval/majority_accuracy": 0.509},
+                          10 * m + s, ARMS, arm=arm, model={"name_or_path": f"ckpt-{member}"})
+    result = judge(parse_finding(ARMS), find_runs([tmp_path]))
+    assert result.members == ("ckpt-a", "ckpt-b", "ckpt-c")
+    c_itt = (-0.015 + (0.80 + 0.01 - 0.52) - 0.013) / 3
+    means = [np.mean(gaps["a"]), np.mean(gaps["b"]), c_itt]
+    assert result.tests[0].estimate.n == 3
+    assert result.tests[0].estimate.mean == pytest.approx(np.mean(means))
+    assert "arm=frozen 0 of 9" in result.note and "arm=full 1 of 9" in result.note
+    trained = [np.mean(gaps["a"]), np.mean(gaps["b"]), (-0.015 - 0.013) / 2]
+    assert ("on the 8 seeds of 3 checkpoints that trained in every arm: "
+            + per_seed_interval(trained)) in result.note
 
 
 @pytest.mark.parametrize("model, shown", [("sentence-transformers/all-MiniLM-L6-v2", True),

@@ -69,7 +69,10 @@ def pretraining_failed(checkpoint: str) -> bool:
     MLM accuracy at or below the floor the run recorded beside it (<run>/metrics.json for
     <run>/model: eval/mlm_majority_accuracy, the accuracy of always predicting the most
     frequent masked token). The pretraining analogue of a fine-tuning seed that collapsed to
-    the majority class (Mosbach et al., 2021), judged by the same rule. False where there is
+    the majority class (Mosbach et al., 2021), at the floor itself: a fine-tuning's band
+    (stats.COLLAPSE_BAND) would span most of what members learn above an MLM floor. Unlike a
+    collapsed seed, which counts in its verdict, a failed member is set aside, and the scope
+    names it: it is not a draw of the procedure's models. False where there is
     no such record (a hub checkpoint, or a run from before the floor was recorded)."""
     try:
         metrics = RunDir(Path(checkpoint).parent).metrics

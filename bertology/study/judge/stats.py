@@ -11,7 +11,7 @@ part, the item noise every seed shares, which more seeds do not shrink. Each par
 quantile and the two add in quadrature, which keeps the level for every ratio of the parts. One
 seed measures no seed-to-seed variance: its claim is underpowered. Items that seeds share at
 other positions of their lists escape the replicates and enter at a bound (compute_overlap);
-seeds whose fine-tuning collapsed are flagged, not averaged in (collapsed_seeds).
+seeds whose fine-tuning collapsed are counted as an endpoint of their own (collapsed_seeds).
 
 The derivation: docs/findings.md, "The statistics, derived".
 """
@@ -107,18 +107,30 @@ def compute_terms_overlap(terms: list[list[list | None]]) -> float | None:
     return max((compute_overlap(seeds) for seeds in terms), default=0.0)
 
 
-def collapsed_seeds(values: list[float], floor) -> list[int]:
-    """The seeds whose runs collapsed: an accuracy at or below the floor, the accuracy of
-    always predicting the majority class (a run's majority_accuracy; one floor, or one per
-    seed). Mosbach, Andriushchenko & Klakow (2021) call such a fine-tuning run failed and
-    report how many failed; Dodge et al. (2020) see many restarts diverge on small GLUE tasks.
-    No test of a mean over seeds keeps its level, at any number of seeds, where a rare collapse
-    drags that mean (Bahadur & Savage, 1956; docs/findings.md, "Overlapping sentences and
-    collapsed seeds"): a verdict reports "k of n seeds collapsed" and judges the seeds that
-    trained. Without a floor there is no flag: on 3 healthy seeds a median/MAD rule flags one
-    5% of the time even at 10 MADs."""
+# A fine-tuning run within this much accuracy of its majority-class floor collapsed. Mosbach et
+# al. (2021) call a run failed at or below the majority classifier; Dodge et al. (2020) see the
+# diverged restarts end near it. At the floor exactly, 0.51 against 0.509 counts as trained,
+# though it is one binomial standard error of an accuracy near 0.5 on SST-2's 872 dev sentences
+# (√(0.25/872) = 0.017) from predicting the majority class; a trained run sits 0.3 above it.
+COLLAPSE_BAND = 0.02
+
+
+def collapsed_seeds(values: list[float], floor, band: float = COLLAPSE_BAND) -> list[int]:
+    """The seeds whose runs collapsed: an accuracy within `band` of the floor or below it, the
+    floor the accuracy of always predicting the majority class (a run's majority_accuracy; one
+    floor, or one per seed). Mosbach, Andriushchenko & Klakow (2021) call such a fine-tuning run
+    failed and report how many failed; Dodge et al. (2020) see many restarts diverge on small
+    GLUE tasks. Which seeds collapse is an outcome of the arm, so a verdict keeps every seed
+    (intention to treat) and reports each arm's collapse rate as an endpoint of its own, with
+    the estimate on the seeds that trained in every arm as a secondary, per-protocol line
+    (study/judge/collapses.py). The primary's level: a rare collapse in one arm drags its mean, and
+    no test of a mean keeps its level against that at any number of seeds (Bahadur & Savage,
+    1956); where collapses are as likely in either arm the paired contrast stays symmetric and
+    the level holds (docs/statistics.md, "Overlapping sentences and collapsed seeds"). Without a
+    floor there is no flag: on 3 healthy seeds a median/MAD rule flags one 5% of the time even
+    at 10 MADs."""
     floors = np.broadcast_to(np.asarray(floor, dtype=np.float64), (len(values),))
-    return [s for s, (v, f) in enumerate(zip(values, floors)) if v <= f]
+    return [s for s, (v, f) in enumerate(zip(values, floors)) if v <= f + band]
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,9 @@ each formed seed by seed (contrasts.py) or, over a checkpoint population, member
 against its margin (stats.py), an intersection-union test over the parts of a compound claim,
 and Holm's step-down in each direction over the report, so that the chance of any false
 "holds" or "does not hold" in the suite stays at α. A finding says what it is `about`
-(`model` or `method`); runs identical but for their seed count as one replication.
+(`model` or `method`); runs identical but for their seed count as one replication. Every
+seed counts, a collapsed fine-tuning too, and each arm's collapse rate is reported beside the
+verdict as an endpoint of its own (collapses.py).
 
 Each verdict, defined: docs/findings.md, "The verdicts, defined".
 """
@@ -23,6 +25,12 @@ import numpy as np
 from bertology.errors import require
 from bertology.run.rundir import RunDir
 from bertology.study.judge.checkpoints import checkpoint_of
+from bertology.study.judge.collapses import (
+    ArmCollapses,
+    collapse_note,
+    count_collapses,
+    trained_groups,
+)
 from bertology.study.judge.contrasts import contrast_runs, contrast_test, selects
 from bertology.study.judge.evidence import Evidence, layer_keys
 from bertology.study.judge.population import (
@@ -41,7 +49,6 @@ from bertology.study.judge.stats import (
     MAX_SEEDS,
     SEED_VARIANCE_LEVEL,
     TTest,
-    collapsed_seeds,
 )
 
 VERDICTS = ("holds", "does not hold", "underpowered", "leans against", "inconclusive",
@@ -90,6 +97,8 @@ class FindingResult:
     p_replication: float = math.nan  # a resolved verdict's predictive P(replication) (suite.py)
     # per comparison across a population of 5 or more: the sign test and skewness of its members
     checks: list[MembersCheck | None] = field(default_factory=list)
+    # each arm's fine-tuning collapse rate, an endpoint of its own (collapses.py)
+    collapses: list[ArmCollapses] = field(default_factory=list)
 
     @property
     def id(self) -> str:
@@ -107,45 +116,6 @@ class FindingResult:
         return -1 if -1 in leans else 1 if leans and all(x == 1 for x in leans) else 0
 
 
-# A trained model's accuracy and its majority-class floor, as each pipeline writes them: a run
-# at or below the floor collapsed (Mosbach et al., 2021; Dodge et al., 2020)
-ACCURACY_FLOORS = (("eval/accuracy", "eval/majority_accuracy"),
-                   ("prune/original/accuracy", "prune/original/majority_accuracy"),
-                   ("distill/teacher/accuracy", "distill/teacher/majority_accuracy"))
-
-
-def collapsed(runs: list[RunDir]) -> set:
-    """The seeds some run of which collapsed to the majority class (stats.collapsed_seeds)."""
-    seeds = set()
-    # a sentence classifier's floor only: a tagger's token accuracy sits near its majority tag
-    # (CoNLL's all-O tagger scores 0.82) while it learns, so a tagger is not flagged by it
-    classifiers = [r for r in runs if str(r.select("task.kind", default="classification"))
-                   == "classification"]
-    for accuracy, floor in ACCURACY_FLOORS:
-        scored = [r for r in classifiers if accuracy in r.metrics and floor in r.metrics]
-        flagged = collapsed_seeds([r.metrics[accuracy] for r in scored],
-                                  [r.metrics[floor] for r in scored])
-        seeds |= {scored[i].seed for i in flagged}
-    return seeds
-
-
-def set_aside_collapsed(runs: list[RunDir]) -> tuple[list[RunDir], str]:
-    """The runs of the seeds that trained, and the note that says how many collapsed. A seed
-    that collapsed leaves every arm (its pairs go with it): averaging it in drags the mean, and
-    no test of a mean keeps its level against a rare collapse (docs/findings.md). Where fewer
-    than 2 seeds trained, all stay: there is nothing to judge on, and a guard says so."""
-    gone = collapsed(runs)
-    seeds = {r.seed for r in runs}
-    if not gone or len(seeds - gone) < 2:
-        note = (f"{len(gone)} of {len(seeds)} seeds collapsed (accuracy ≤ majority class); "
-                "kept, fewer than 2 trained") if gone else ""
-        return runs, note
-    note = (f"{len(gone)} of {len(seeds)} seeds collapsed (accuracy ≤ majority class: seed "
-            f"{', '.join(map(str, sorted(gone, key=str)))}), set aside; judged on the "
-            f"{len(seeds - gone)} that trained")
-    return [r for r in runs if r.seed not in gone], note
-
-
 def judge(spec: FindingSpec, runs: list[RunDir]) -> FindingResult:
     """The raw verdict; the corrected one needs the whole suite (correct_suite). Runs that read
     two or more pretrained checkpoints are judged across them, each checkpoint one replicate
@@ -153,12 +123,15 @@ def judge(spec: FindingSpec, runs: list[RunDir]) -> FindingResult:
     require(all(isinstance(c.a, Evidence) for c in spec.comparisons + spec.guards),
             f"finding {spec.id}: side a must read the runs (a metric), not a number")
     members, failed = set_aside_failed(population_members(runs, evidence_of(spec)))
-    groups, notes, repeats = {}, [failed], []
+    groups, repeats = {}, []
     for name, group in (members or {"": runs}).items():  # seeds are judged within a member
-        group, collapse = set_aside_collapsed(group)
         groups[name], repeat = independent_runs(spec, group)
         repeats += repeat
-        notes += [f"{name}: {collapse}" if members and collapse else collapse]
+    # every seed counts, collapsed or not (intention to treat); the collapse rate is reported
+    # on its own, and the claim on the seeds that trained in every arm as a secondary line
+    collapses, trained = count_collapses(spec, groups), trained_groups(spec, groups)
+    secondary = [compare(c, trained).test for c in spec.comparisons] if trained else []
+    notes = [failed, collapse_note(collapses, secondary, trained)]
     compared = [compare(c, groups) for c in spec.comparisons]
     result = FindingResult(spec, [r for g in groups.values() for r in g],
                            [c.test for c in compared], [c.design for c in compared],
@@ -166,7 +139,7 @@ def judge(spec: FindingSpec, runs: list[RunDir]) -> FindingResult:
                            multibootstrap=[c.multibootstrap for c in compared],
                            spreads=[c.spread for c in compared],
                            checks=[c.check for c in compared],
-                           headrooms=[c.headroom for c in compared])
+                           headrooms=[c.headroom for c in compared], collapses=collapses)
     result.guard_tests = [compare(g, groups).test for g in spec.guards]
     result.p_holds, result.p_fails = combine_parts(result.tests)
     result.raw, result.raw_note = classify(result, ALPHA, repeated=bool(repeats))

@@ -10,6 +10,7 @@ from pathlib import Path
 from bertology.run.atomic import write_text_atomic
 from bertology.run.figures import GREY, integer_ticks, literal, save_figure
 from bertology.run.rundir import RunDir, headline_keys
+from bertology.study.judge.collapses import collapse_column, fisher_p
 from bertology.study.judge.contrasts import selects
 from bertology.study.judge.evidence import Evidence, layer_keys
 from bertology.study.judge.results import replication_key
@@ -30,7 +31,8 @@ def format_estimate(e: Estimate) -> tuple[str, str]:
 
 FINDING_COLUMNS = ["finding", "about", "unit", "scope", "claim", "source", "test", "design",
                    "effect", "ci_low", "ci_high", "se", "dof", "seeds", "item_replicates",
-                   "item_overlap", "members", "set_aside", "member_seeds",
+                   "item_overlap", "members", "set_aside", "collapsed", "collapse_fisher_p",
+                   "member_seeds",
                    "within_member_share",
                    "multibootstrap_low", "multibootstrap_high",
                    "multibootstrap_p", "members_sign_p", "members_skewness", "p_holds",
@@ -69,6 +71,10 @@ def finding_rows(results: list[FindingResult], selection: Selection | None = Non
                 "item_replicates": test.estimate.items, "item_overlap": overlap,
                 "members": len(r.members) or None,
                 "set_aside": aside if r.members else "",
+                # each arm's fine-tunings that collapsed, "arm:k/n;…", and Fisher's p between
+                # two arms whose rates differ (collapses.py: an endpoint of its own)
+                "collapsed": collapse_column(r.collapses),
+                "collapse_fisher_p": fisher_p(r.collapses),
                 # the fewest seeds a member ran on a side (blank: one, or not its own)
                 "member_seeds": spread.seeds[0] if spread else None,
                 "within_member_share": spread.within if spread else None,
