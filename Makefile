@@ -47,14 +47,14 @@ test:  ## fast test suite, under 3 minutes on 2 cores (everything not marked slo
 # The measuring tests write the tables of docs/reliability.md, bad-input.md and damaged-files.md;
 # `make tables` runs all of them (fast and slow), so test-slow leaves their files out.
 # make test + test-slow + tables = every test.
-MEASURING := $(shell $(PY) tests/reliability_tables.py --list)
+MEASURING := $(shell $(PY) tests/helpers/reliability_tables.py --list)
 
 # The same two one-thread workers ($(PYTEST)): 28 min against 48 in one process (bench/RESULTS.md).
 test-slow:  ## the slow tests (end-to-end runs, whole sweeps), less the measuring ones
 	$(PYTEST) -m slow $(addprefix --ignore=,$(MEASURING))
 
 tables:  ## run the measuring tests (all of them) and write their tables into docs/ (reliability.md, ...)
-	$(BIN)/python tests/reliability_tables.py
+	$(BIN)/python tests/helpers/reliability_tables.py
 
 lint:  ## ruff
 	$(BIN)/ruff check bertology tests bench

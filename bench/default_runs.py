@@ -5,7 +5,7 @@ machine) and writes docs/default_runs.md from what they measured.
     .venv/bin/python bench/default_runs.py      # make default-runs
 
 README.md, docs/pipelines.md, docs/probing.md, conf/trainer/default.yaml and conf/probe.yaml
-point here instead of quoting their own numbers; tests/test_docs.py checks that the numbers
+point here instead of quoting their own numbers; tests/house/test_docs.py checks that the numbers
 README.md quotes are this file's.
 """
 
@@ -74,7 +74,7 @@ def main() -> None:
     lines = ["# The default runs, measured", "",
              "Written by `make default-runs` (`bench/default_runs.py`): do not edit by hand. The "
              "docs quote these numbers and no others about the default runs "
-             "(`tests/test_docs.py` checks README.md's).", "",
+             "(`tests/house/test_docs.py` checks README.md's).", "",
              f"Measured at {commit} on {date.today().isoformat()}, {os.cpu_count()} cores of "
              f"{cpu_name()} ({cpu_flags()}), load average {load:.1f} at the start and "
              f"{{end_load}} at the end, one run after another, a fresh cache.", "",

@@ -10,7 +10,7 @@ from config.json, before any work (config/family_checks.py).
 
 Adding a family takes its conf/model/<name>.yaml, its row in FAMILIES and its tests; the config
 checks, model building, task models, probing, cloze scoring, head gating and removal, students
-and FLOP counts all read the row (tests/test_layout.py adds a family that way and runs the
+and FLOP counts all read the row (tests/house/test_layout.py adds a family that way and runs the
 pipelines on it). A row says where the encoder's layers, heads and MLM decoder live, how the
 family's config class names bertology's keys, and what its architecture fixes, so a family
 laid out unlike BERT (ModernBERT: model.layers, a fused Wqkv, no segment embeddings) is still

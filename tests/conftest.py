@@ -172,19 +172,21 @@ def negation_model(tmp_path_factory) -> Path:
 # ---------------------------------------------------------------- the reliability tables
 
 
-TABLES_ENV = "BERTOLOGY_RELIABILITY_TABLES"  # set by tests/reliability_tables.py alone
+TABLES_ENV = "BERTOLOGY_RELIABILITY_TABLES"  # set by tests/helpers/reliability_tables.py alone
 
 
 def tables_wanted() -> bool:
-    """Whether this run writes the reliability tables (tests/reliability_tables.py runs it)."""
+    """Whether this run writes the reliability tables (tests/helpers/reliability_tables.py
+    runs it)."""
     return bool(os.environ.get(TABLES_ENV))
 
 
 def write_markdown_table(name: str, header: list[str], rows: list[list[str]]) -> None:
     """<dir>/<name>, a table docs/reliability.md shows, written only when the measuring tests
-    run under tests/reliability_tables.py (which names the dir in BERTOLOGY_RELIABILITY_TABLES
-    and runs every test of those files): a `make test`, or a `-k` run, writes no table, so a
-    table never holds part of a run. Rows with the same first two cells keep the last."""
+    run under tests/helpers/reliability_tables.py (which names the dir in
+    BERTOLOGY_RELIABILITY_TABLES and runs every test of those files): a `make test`, or a `-k`
+    run, writes no table, so a table never holds part of a run. Rows with the same first two
+    cells keep the last."""
     if not tables_wanted() or not rows:
         return
     folder = os.environ[TABLES_ENV]

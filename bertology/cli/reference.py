@@ -8,7 +8,7 @@
   and the comment beside them in the code;
 - cli.md: `bertology --help` and each verb's own help, as they print.
 
-tests/test_docs.py checks the committed pages equal what this writes now.
+tests/house/test_docs.py checks the committed pages equal what this writes now.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ in conf/analysis/<name>.yaml) and what it needs of a checkpoint beyond hidden st
 The probe config builds each analysis's settings from its row (config/probe_config.py), the
 capability checks read its needs (config/family_checks.py), the pipeline runs its code
 (pipelines/probe.py), and `bertology --help` lists the rows. Adding an analysis takes its module,
-its settings and row here, and its conf/analysis/<name>.yaml (tests/test_rows.py adds one that
+its settings and row here, and its conf/analysis/<name>.yaml (tests/house/test_rows.py adds one that
 way).
 """
 
@@ -206,7 +206,8 @@ class Analysis:
     needs: str | None = None
 
 
-# analysis name -> its row; conf/analysis/<name>.yaml for each (tests/test_probe.py checks it)
+# analysis name -> its row; conf/analysis/<name>.yaml for each
+# (tests/analysis/test_probe.py checks it)
 ANALYSES = {
     "linear": Analysis("bertology.analysis.probes:run_linear", LinearSettings),
     "mlp": Analysis("bertology.analysis.probes:run_mlp", MLPSettings),

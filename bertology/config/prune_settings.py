@@ -63,7 +63,7 @@ PRUNE_SCORES = {
 
 INT8_BACKENDS = ("auto", "torch_ao", "torchao")
 # Sajjad et al. (2020) §3's layer-dropping strategies; pruning/heads.py's LAYER_DROPPING has
-# the same keys (tests/test_rows.py checks it)
+# the same keys (tests/house/test_rows.py checks it)
 LAYER_STRATEGIES = ("top", "bottom", "alternate_even", "alternate_odd", "symmetric")
 
 

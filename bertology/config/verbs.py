@@ -5,7 +5,7 @@ runs (pipelines/nested.py) all read VERBS; nothing else lists the verbs.
 A verb with a config check is a pipeline: Hydra composes conf/<verb>.yaml, the check refuses bad
 input before a run dir exists, and run(cfg, out_dir) returns its metrics. A verb without one is
 a command: main(args) runs it, with no Hydra and no run dir. Adding a verb takes its module, its
-conf/<verb>.yaml (a pipeline's) and its row here (tests/test_rows.py adds one that way).
+conf/<verb>.yaml (a pipeline's) and its row here (tests/house/test_rows.py adds one that way).
 """
 
 from __future__ import annotations

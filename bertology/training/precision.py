@@ -247,7 +247,7 @@ def choose(requested: str, device: torch.device, trial: TimingTrial | None,
 def describe_choice(choice: Choice) -> str:
     """One short log line: the choice, both median timings where it timed, and why. How the
     steps were timed is in precision.json (`method`) and docs/pipelines.md, not in the line:
-    a log line stays within the log contract (tests/test_logs.py) on every CPU."""
+    a log line stays within the log contract (tests/reliability/test_logs.py) on every CPU."""
     name = {"no": "fp32", "bf16": "bf16", "fp16": "fp16"}[choice.precision]
     line = f"mixed precision {choice.requested}: {name}"
     if choice.fp32_step_s:

@@ -14,7 +14,7 @@ item replicates, and the members are the replicates:
 where s²_members holds pretraining, probe-seed and private item noise alike (each member's mean
 carries them all), and V_sh the noise of items every member scores (stats.combine_seeds, the
 same two-level arithmetic as seeds of one checkpoint, one level up). This is the interval the
-verdict reads. Its level with 5 members is tested in tests/test_population.py.
+verdict reads. Its level with 5 members is tested in tests/study/test_population.py.
 
 Sellam et al.'s multi-bootstrap, which resamples members and items jointly, is computed beside
 it and reported (findings.csv's multibootstrap_* columns), not used for the verdict: with few
@@ -216,7 +216,7 @@ def member_spread(contrasts: list[Contrast], values: list[float], private: bool 
 
 # |sample skewness| of the members' values beyond which a mean over them is in doubt: with a
 # fifth of the members weak, a t-test across 5 of them holds a claim false of the mean up to 0.34
-# of the time (tests/test_population.py), at 18 still 0.04-0.08 against its 0.025
+# of the time (tests/study/test_population.py), at 18 still 0.04-0.08 against its 0.025
 SKEWED = 1.0
 CHECK_LEAST = 5  # members from which the sign test and skewness are reported
 

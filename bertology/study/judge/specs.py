@@ -114,7 +114,7 @@ def parse_comparisons(block, finding: str) -> tuple[Comparison, ...]:
 
 def parse_finding(spec: dict) -> FindingSpec:
     require(isinstance(spec, dict) and spec.get("id"), f"a finding block needs an id: {spec!r}")
-    about = spec.get("about", "model")  # the catalog declares it (tests/test_findings.py)
+    about = spec.get("about", "model")  # the catalog declares it (tests/study/test_findings.py)
     require(about in ABOUT, f"finding {spec['id']}: about={about!r}; valid: {', '.join(ABOUT)} "
             "(model: what training put in the model; method: a property of the probe, metric "
             "or architecture)")

@@ -5,7 +5,7 @@ A resolved verdict is firm where its Holm-adjusted p lies below α/10 and no rep
 (a seed, or a population's checkpoint) loses it at its Holm step; with 3 replicates or fewer
 nothing is firm (one left out leaves 2). Otherwise it is fragile. In the project's simulated
 design (effects N(0, 1), seed SD U(0.2, 2), suites of 20) a firm verdict recurs in an
-independent rerun at 0.91 with 18 replicates, 0.80 with 5 (tests/test_firm.py). A resolved
+independent rerun at 0.91 with 18 replicates, 0.80 with 5 (tests/study/test_firm.py). A resolved
 verdict on 5 or more replicates also prints its predictive replication probability. An
 unresolved verdict carries no mark: its note gives the budget that would settle it, with its
 range over the seed variance's plausible values. Each verdict and the marks, defined:

@@ -5,7 +5,7 @@
 copies what a `make reproduce` run wrote (its SUMMARY.md, tables/findings.csv less the run
 dirs, and a header read from the runs: the command, the commits, the CPU, the date and the
 wall time) into docs/results/<name>/, then renders docs/results.md and the README's block for
-that run from every folder under docs/results/. tests/test_docs.py renders them again from
+that run from every folder under docs/results/. tests/house/test_docs.py renders them again from
 those files and checks that the pages equal them, so no number on either page is typed by
 hand.
 """
@@ -174,7 +174,7 @@ def render_results_page(docs: Path) -> str:
     lines = ["# Results", "",
              "Written by `make results` (`python -m bertology.study.pages.publish`) from the files "
              "each run wrote, kept under [results/](results/); not edited by hand "
-             "(tests/test_docs.py renders it again and compares). Earlier runs: "
+             "(tests/house/test_docs.py renders it again and compares). Earlier runs: "
              "[history](history/README.md). What a verdict means: "
              "[findings.md](findings.md#the-verdicts-defined).", ""]
     for name, folder in published(docs).items():

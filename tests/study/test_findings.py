@@ -48,7 +48,7 @@ def test_every_finding_says_what_it_is_about():
     """The headline counts claims about the model; two claims about probes (Hewitt & Liang's
     memorising control, strong random-init probes) are true of random vectors per word type
     too, so they are claims about the method. MLP selectivity does not hold on random
-    vectors per type (tests/test_noise.py), so it is a model claim judged against the twin;
+    vectors per type (tests/study/test_noise.py), so it is a model claim judged against the twin;
     so are the two claims about fine-tuning a pretrained model (finetuning_top_layers,
     special_token_gradients), judged against the twin fine-tuned the same way. word_order is a
     behaviour an order-blind classifier shares (most SST-2 predictions survive shuffling),

@@ -318,7 +318,7 @@ def test_same_seed_same_metrics_other_seed_other_metrics(args, tmp_path):
     runs = {}
     for name, seed in (("a", 0), ("b", 0), ("c", 1)):
         # Each run learns its own tokenizer (its own cache dir): the vocabulary is part of what
-        # must come out the same (tests/test_wordpiece.py has the bug this caught).
+        # must come out the same (tests/runner/test_wordpiece.py has the bug this caught).
         cache = f"paths.cache_dir={tmp_path / f'cache_{name}'}"
         # one precision for all three: trainer.mixed_precision=auto times bf16 against fp32 and
         # keeps the choice in the cache dir, which each run here has its own of, so each times

@@ -54,7 +54,7 @@ from bertology.study.judge.verdicts import (
 
 GREATER = Comparison(None, 0.0, "greater", 0.0)  # a − 0 > 0: only the margin and side matter
 TRIALS, MEMBERS, SEEDS, ITEMS = 4000, 5, 2, RESAMPLES.shape[0]
-BOUND = 0.025 + 3 * math.sqrt(0.025 * 0.975 / TRIALS)  # as tests/test_levels.py
+BOUND = 0.025 + 3 * math.sqrt(0.025 * 0.975 / TRIALS)  # as tests/study/test_levels.py
 
 
 def paired(values: list[float], replicates: list[np.ndarray], items=None) -> Contrast:

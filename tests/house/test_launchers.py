@@ -130,7 +130,7 @@ def test_the_slurm_preset_makes_a_valid_sbatch_script(tmp_path, monkeypatch):
 
 # ---------------------------------------------------------------- W&B sweeps
 
-WANDB_SWEEP = Path(__file__).parents[1] / "conf" / "wandb_sweep" / "pretrain_masking.yaml"
+WANDB_SWEEP = Path(__file__).parents[2] / "conf" / "wandb_sweep" / "pretrain_masking.yaml"
 
 
 def agent_command(sweep_config: dict, args: dict, monkeypatch, tmp_path) -> list[str]:

@@ -3,7 +3,7 @@
 measured rather than text typed by hand. `make tables` runs it, and `make test-slow` (so CI)
 ends with it.
 
-    python tests/reliability_tables.py [--commit SHA] [-- pytest options]
+    python tests/helpers/reliability_tables.py [--commit SHA] [-- pytest options]
 
 The measuring tests (MEASURING: every test of those files, fast and slow) run in one pytest
 session with BERTOLOGY_RELIABILITY_TABLES naming a fresh outputs/reliability/; only then do
@@ -26,7 +26,7 @@ import sys
 from datetime import date
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
 TABLES = REPO / "outputs" / "reliability"
 # each table the measuring tests write, and the page of docs/ that shows it
@@ -34,8 +34,9 @@ PAGES = {"schema_inputs.md": DOCS / "bad-input.md", "bad_inputs.md": DOCS / "bad
          "faults.md": DOCS / "reliability.md", "degenerate.md": DOCS / "bad-input.md",
          "damage_walk.md": DOCS / "damaged-files.md"}
 FILES = tuple(PAGES)
-MEASURING = ("tests/test_schema_inputs.py", "tests/test_bad_inputs.py", "tests/test_faults.py",
-             "tests/test_resume.py", "tests/test_degenerate.py", "tests/test_damage_walk.py")
+MEASURING = ("tests/reliability/test_schema_inputs.py", "tests/reliability/test_bad_inputs.py",
+             "tests/reliability/test_faults.py", "tests/reliability/test_resume.py",
+             "tests/analysis/test_degenerate.py", "tests/reliability/test_damage_walk.py")
 STAMP = re.compile(r"^\*Tables written by the tests at .*\*$", re.M)
 
 

@@ -90,7 +90,7 @@ def corpus_file(tmp: Path, content: bytes) -> list[str]:
 def own_files(tmp: Path, train: bytes, dev: bytes | None = None,
               suffix: str = ".csv") -> list[str]:
     """A user's own train file of these bytes (dev: a good one) in the working dir, read by
-    task=own_classification (tests/own_data_files.py writes the good files)."""
+    task=own_classification (tests/helpers/own_data_files.py writes the good files)."""
     good_train, good_dev = write_classification(tmp / "own", suffix)
     good_train.write_bytes(train)
     if dev is not None:

@@ -216,7 +216,7 @@ def test_the_default_config_is_checked_and_composes():
 
 
 def test_the_compression_matrix_bundle_composes_and_asks_for_every_experiment():
-    text = (Path(__file__).parent.parent / "conf" / "experiment" /
+    text = (Path(__file__).parents[2] / "conf" / "experiment" /
             "compression_matrix.yaml").read_text()
     assert "bertology prune experiment=compression_matrix" in text
     config = load_prune_config(compose_config("prune", ["experiment=compression_matrix"]))

@@ -183,8 +183,8 @@ LOG_PREFIX = len("[2026-11-27 20:40:55,664][bertology.training.precision][INFO] 
 
 def test_every_precision_line_fits_the_log_contract(monkeypatch, tmp_path):
     """Each branch of the choice, on a CPU with every native-bf16 flag and on a GPU with a long
-    name, is one log line under the 200 characters of tests/test_logs.py; the method is in the
-    record, not the line."""
+    name, is one log line under the 200 characters of tests/reliability/test_logs.py; the
+    method is in the record, not the line."""
     native(monkeypatch, flags=("amx_bf16", "avx512_bf16", "amx_tile"))
     deep = tmp_path / ("a-long-cache-directory-name" * 4)
     timed = precision.choose("auto", CPU, FakeTrial({"no": 0.0259, "bf16": 0.0477}), deep)

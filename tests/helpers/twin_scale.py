@@ -1,4 +1,4 @@
-"""The scale at which tests/test_noise.py runs the twin null of the fine-tuning, pruning and
+"""The scale at which tests/study/test_noise.py runs the twin null of the fine-tuning, pruning and
 distillation studies, and what it asserts of the pretrained arm there.
 
 Each study keeps its own recipe (model, task, arms, seeds, experiments) on the real SST-2 and
@@ -7,7 +7,7 @@ the twin" is only asked where a claim could hold: every guard must hold on the p
 (assert_it_learns). Where a smaller size, or the study's own rate, left the pretrained arm short
 of that, the size's comment says what was measured.
 
-Both twin tests together, on two lanes (tests/study_runs.py): 768 CPU-seconds, 11.6 minutes
+Both twin tests together, on two lanes (tests/helpers/study_runs.py): 768 CPU-seconds, 11.6 minutes
 wall on 2 cores that other jobs shared (load average about 3); the tests they replaced, which
 trained a tiny random BERT on a synthetic task, took 66 CPU-seconds.
 """

@@ -1,7 +1,7 @@
 """Synthetic runs made from a finding's spec, with the effect of each of its comparisons set on
 purpose, as the pipelines would have written them.
 
-tests/test_can_fail.py asks, for every finding of the catalog, for worlds in which its claim
+tests/study/test_can_fail.py asks, for every finding of the catalog, for worlds in which its claim
 is true, false the opposite way, null, or blind, and judges them with the report's own code.
 A world gives every comparison the finding makes (its claim's and its guards') a target:
 
@@ -269,7 +269,7 @@ class World:
 
 # ---------------------------------------------------------------- measured noise
 
-REPRODUCE = Path(__file__).resolve().parent / "fixtures" / "reproduce_findings.csv"
+REPRODUCE = Path(__file__).resolve().parents[1] / "fixtures" / "reproduce_findings.csv"
 # The share of a seed's spread that is the noise of its own items (shown in its replicates). The
 # committed numbers cannot say (the seed part holds seed effects and private items alike). It
 # moves the estimate of the shared part: 0 on average on private items, but cut at 0, so

@@ -1,6 +1,6 @@
 """The probe pipeline's core: extract-once features and their cache, layer-wise probes with
 control tasks (Hewitt & Liang, 2019), the dispatch in sync with conf/analysis/, and the CLI's
-answers to bad input. MDL probing has its own file, tests/test_mdl.py."""
+answers to bad input. MDL probing has its own file, tests/analysis/test_mdl.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""How tests/test_noise.py runs a study and judges it. Each arm × seed is composed as
+"""How tests/study/test_noise.py runs a study and judges it. Each arm × seed is composed as
 `bertology <pipeline> -m experiment=study_<name>` composes it and saved as Hydra saves it, then
 run here, one run after another, or on two lanes: one process per core, each on one thread as
 the test module's own runs (the way `make reproduce` runs its studies side by side), so that

@@ -2,7 +2,7 @@
 classification (single sentences and pairs, columns renamed), JSON lines of tokens and tags for
 tagging, SQuAD JSON for QA; the label set read from the train file; local files only, never
 the hub; and finetune, probe and prune running on them end to end. The bad files, through the
-CLI (one line, exit 2, no run dir), are cases of tests/test_bad_inputs.py."""
+CLI (one line, exit 2, no run dir), are cases of tests/reliability/test_bad_inputs.py."""
 
 from __future__ import annotations
 

@@ -192,8 +192,8 @@ HISTORY_MARKS = {
     "a machine path": re.compile(r"(?<![\w.~<>-])/(?:work|tmp|home|root|scratch|mnt)/"),
 }
 # a run's provenance names its commit: the `| commit |` row of a results page's run header
-# (docs/reproduce.md) and the stamps that bench/default_runs.py and tests/reliability_tables.py
-# write above the tables they generate
+# (docs/reproduce.md) and the stamps that bench/default_runs.py and
+# tests/helpers/reliability_tables.py write above the tables they generate
 PROVENANCE = re.compile(
     r"^(\| commit \||Measured at [0-9a-f]+ on |\*Tables written by the tests at )")
 
@@ -298,7 +298,7 @@ def fill(args: list[str]) -> list[str]:
             arg = arg.replace(placeholder, value)
         assert not re.search(r"<[^>]+>", arg), (
             f"{arg}: an unknown placeholder; use {', '.join(PLACEHOLDERS)} or add it to "
-            "PLACEHOLDERS in tests/test_docs.py")
+            "PLACEHOLDERS in tests/house/test_docs.py")
         filled.append(arg)
     return filled
 
@@ -345,7 +345,7 @@ def checkpoints(tmp_path_factory) -> dict[str, Path]:
 
 def own_files(args: list[str], folder: Path) -> None:
     """The user's own task files and findings folder a command names (relative: from the
-    working dir), written in their format (tests/own_data_files.py), as a reader would have
+    working dir), written in their format (tests/helpers/own_data_files.py), as a reader would have
     them."""
     tagging = "task=own_tagging" in args
     for arg in args:
@@ -394,7 +394,7 @@ def check_command(args: list[str]) -> None:
         missing = [str(d) for d in parsed.dirs if not d.is_dir()]
         assert not missing, f"bertology runs: {missing} are not dirs"
         return
-    if pipeline == "completion":  # the shell script: tests/test_help.py runs it
+    if pipeline == "completion":  # the shell script: tests/house/test_help.py runs it
         return
     if pipeline == "convert":  # folders or hub ids, converted for real in test_convert.py
         assert rest and not any(arg.startswith("-") for arg in rest), rest

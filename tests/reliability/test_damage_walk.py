@@ -1,5 +1,5 @@
 """The damage walk (issue 41): every file a pipeline reads from outside, damaged each way a
-file is damaged in the wild (tests/damage_walk.py makes the cases), through `bertology ...`
+file is damaged in the wild (tests/helpers/damage_walk.py makes the cases), through `bertology ...`
 in process (cli.main, as the console script runs it). Each case ends as docs/reliability.md
 lists it:
 

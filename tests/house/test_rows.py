@@ -87,11 +87,11 @@ def run_toy(cfg, out_dir: Path) -> dict[str, float]:
 
 
 # the toys' YAML (their first comment sentence is what --help shows beside them)
-TOY_ANALYSIS_YAML = """# A toy analysis that counts words (tests/test_rows.py; never shipped).
+TOY_ANALYSIS_YAML = """# A toy analysis that counts words (tests/house/test_rows.py; never shipped).
 toy:
   words: 10               # words counted
 """
-TOY_VERB_YAML = """# bertology toy: counts to a number (tests/test_rows.py; never shipped).
+TOY_VERB_YAML = """# bertology toy: counts to a number (tests/house/test_rows.py; never shipped).
 defaults:
   - size: tiny
   - _self_

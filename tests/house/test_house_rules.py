@@ -1,8 +1,8 @@
-"""The house rules that are not the floor plan (tests/test_layout.py has that): the code says why,
-not when or where it was measured; a public name means one thing; one reader of run dirs; the
-training loop's helpers take few loose parameters (the docs pages' own rules, their size and no
-history in the manual, are in tests/test_docs.py). Each rule is a checker function run on
-bertology/, and on a planted violation, so a checker that stopped finding anything would fail
+"""The house rules that are not the floor plan (tests/house/test_layout.py has that): the code says
+why, not when or where it was measured; a public name means one thing; one reader of run dirs;
+the training loop's helpers take few loose parameters (the docs pages' own rules, their size and
+no history in the manual, are in tests/house/test_docs.py). Each rule is a checker function run
+on bertology/, and on a planted violation, so a checker that stopped finding anything would fail
 here too."""
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ NOT_HISTORY = ('"""Masked LM (Devlin et al., 2019, §3.1 Task #1): a band of ±1
 RUN_FILES = ("metrics.json", ".hydra")
 # the modules that spell a run file themselves, each with its reason above it
 SPELLS_RUN_FILES = {
-    # config/ sits below run/ (LAYERS in tests/test_layout.py): it checks a fine-tuned twin's
+    # config/ sits below run/ (LAYERS in tests/house/test_layout.py): it checks a fine-tuned twin's
     # recorded config (<model dir>/../.hydra/config.yaml) before any run starts, so it cannot
     # import RunDir or its constants
     "bertology/config/twin_checks.py",

@@ -1,7 +1,7 @@
 """Every claim can fail (issue 28): for each finding of the catalog, runs built so that its
 claim is false, and the report's verdict on them is not "holds".
 
-The worlds are made from the finding's own yaml (tests/fake_runs.py turns a target per
+The worlds are made from the finding's own yaml (tests/helpers/fake_runs.py turns a target per
 comparison into runs with seed noise and item replicates), so the tests follow the catalog as
 it changes. For every finding:
 - it can hold: every comparison (claim and guards) DISTANCE beyond its margin on the claim's
@@ -21,7 +21,7 @@ it changes. For every finding:
 The no_nsp of 920d8f1 (`all: [mlm − mlm_nsp > −0.01, MLM accuracy > 0.12]`) holds in its
 blind world, so test_can_fail[no_nsp] fails on it; the other 29 findings of 920d8f1 pass.
 Whether an untrained model satisfies a threshold claim (an anisotropy slope above 0) is the
-random-init twin null's question (tests/test_noise.py), not this file's.
+random-init twin null's question (tests/study/test_noise.py), not this file's.
 
 At realistic distances. DISTANCE is about 20 of those worlds' standard errors: they show that
 the verdict's arithmetic can say no, not that a measurement as noisy as the real one can. The

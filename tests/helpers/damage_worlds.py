@@ -1,4 +1,4 @@
-"""The damage walk's intact worlds (tests/damage_walk.py damages one file of each): a tiny
+"""The damage walk's intact worlds (tests/helpers/damage_walk.py damages one file of each): a tiny
 checkpoint as a researcher brings one from the hub, small data files of every format the
 readers accept, runs that fill the cache, a finished run dir. Each `World` is the pipeline,
 its arguments (a cache and a run dir of the case's own) and the run dir it writes."""

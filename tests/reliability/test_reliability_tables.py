@@ -1,11 +1,11 @@
-"""tests/reliability_tables.py puts the tables the tests wrote into their pages of docs/."""
+"""tests/helpers/reliability_tables.py puts the tables the tests wrote into their pages of docs/."""
 
 import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1] / "helpers"))
 from reliability_tables import FILES, PAGES, STAMP, scrub, splice, table_span  # noqa: E402
 
 PAGE_LINES = ["# Reliability", "", "| fault | pipeline | outcome |", "|---|---|---|",

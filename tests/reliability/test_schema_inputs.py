@@ -1,6 +1,6 @@
 """The generated bad-input suite: every leaf key of every pipeline's config, walked
-from the composed configs (tests/schema_walk.py), is fed values derived from its own value and
-kind, never from a hand list:
+from the composed configs (tests/helpers/schema_walk.py), is fed values derived from its own
+value and kind, never from a hand list:
 
 - a value of the wrong type (a string for a number or a flag, a list for a string, a mapping
   for a null, a fraction for an integer);

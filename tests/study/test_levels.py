@@ -1,4 +1,4 @@
-"""The rule's level where real runs differ from the simulation of tests/test_statistics.py:
+"""The rule's level where real runs differ from the simulation of tests/study/test_statistics.py:
 eval sentences that the seeds share at other positions of their lists (each seed samples its
 own sentences from one eval file, so some recur), and fine-tuning seeds that collapse to the
 majority class. The true effect is at the margin in every cell, and the rule may hold at most

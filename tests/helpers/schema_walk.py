@@ -1,6 +1,6 @@
 """The schema's leaf keys, walked from the composed configs: every pipeline's primary
 config with every option of every group it composes. The generated bad-input suite
-(tests/test_schema_inputs.py) feeds each key values derived from this walk."""
+(tests/reliability/test_schema_inputs.py) feeds each key values derived from this walk."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from conftest import write_vocab
 from omegaconf import OmegaConf
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CONF = REPO / "conf"
 PIPELINES = ("pretrain", "finetune", "probe", "prune", "distill", "report")
 

@@ -1,5 +1,5 @@
 """The damage walk's cases (issue 41): every file a pipeline reads from outside, and each kind
-of damage a file meets in the wild. tests/test_damage_walk.py runs them.
+of damage a file meets in the wild. tests/reliability/test_damage_walk.py runs them.
 
 A `Target` is one file (or folder) of a small intact world made under a temporary dir: a
 checkpoint dir (config.json, the weights, the tokenizer files), a data file of each format the

@@ -1,7 +1,7 @@
 """The floor plan: imports only go down the layers, no pipeline imports another, the CLI answers
 without torch, and a model family is one row of families.py plus its YAML. The house's other
 rules (no history in the code, a public name means one thing, one reader of run dirs, a docs
-page's size) are in tests/test_house_rules.py."""
+page's size) are in tests/house/test_house_rules.py."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ The noise reaches each study where its evidence comes from, and everything downs
 Studies run on tiny models and data with three seeds, as the report needs seeds.
 
 A raw verdict is a one-sided test at level 0.05, so on noise each one may hold with
-probability up to 0.05 by construction (tests/test_statistics.py measures that rate at the
+probability up to 0.05 by construction (tests/study/test_statistics.py measures that rate at the
 boundary; Holm's corrected verdict bounds it for the whole suite). The noise is therefore
 seeded from the data and the model's weights, never from anything machine-specific, so CI and
 every clone test the same realization.
@@ -29,7 +29,7 @@ probe or a metric, e.g. that probes memorise) may, and are left out:
   (finetune_sst2 at init=random; finetune_conll, which sweeps init itself, with MiniLM replaced
   by a random MiniLM; prune and distill start from the random MiniLM's fine-tuned SST-2 model,
   prune's own twin arm from finetune_sst2's init=random runs), on the
-  true labels of the real SST-2 and CoNLL-2003, at the reduced scale of tests/twin_scale.py,
+  true labels of the real SST-2 and CoNLL-2003, at the reduced scale of tests/helpers/twin_scale.py,
   where MiniLM itself learns the tasks: the same runs on MiniLM must meet every guard;
 - pretrain studies: the encoder left untrained is already the twin (the last i.i.d. test)."""
 
@@ -326,12 +326,12 @@ def test_layer_and_head_findings_do_not_hold_on_a_random_init_modernbert(tmp_pat
 
 
 # The fine-tuning, pruning and distillation studies, on MiniLM (model/) and on its twin (twin/),
-# at the reduced scale of tests/twin_scale.py, where the pretrained arm learns the task.
+# at the reduced scale of tests/helpers/twin_scale.py, where the pretrained arm learns the task.
 
 
 @pytest.fixture(scope="module")
 def lanes():
-    """Two lanes (tests/study_runs.py), started once for the twin tests below."""
+    """Two lanes (tests/helpers/study_runs.py), started once for the twin tests below."""
     with start_lanes() as pool:
         yield pool
 

@@ -141,7 +141,7 @@ def test_wandb_offline_run_is_written(tmp_path):
     assert (tmp_path / "metrics.json").exists()
 
 
-# A killed run resuming to the same metrics: tests/test_faults.py.
+# A killed run resuming to the same metrics: tests/reliability/test_faults.py.
 
 
 # ---------------------------------------------------------------- the main job and a sweep
