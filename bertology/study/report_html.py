@@ -11,6 +11,7 @@ from pathlib import Path
 
 from bertology.run.atomic import write_text_atomic
 from bertology.run.rundir import RunDir, headline_keys
+from bertology.study.record import FindingResult, Verdict
 from bertology.study.reporting import (
     FIRM_WORDS,
     KIND_TITLES,
@@ -25,7 +26,6 @@ from bertology.study.reporting import (
 from bertology.study.scale import Shortfall
 from bertology.study.scope import scope_of
 from bertology.study.selection import Selection
-from bertology.study.verdicts import FindingResult
 
 REPORT_STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; max-width: 1600px; margin: 2em auto;
@@ -58,9 +58,10 @@ def members_rows(selection: Selection) -> str:
     return "".join(cells)
 
 
-def verdict_cell(verdict: str, fragile: bool = False) -> str:
+def verdict_cell(verdict: Verdict, fragile: bool = False) -> str:
     mark = ' <span class="fragile">(fragile)</span>' if fragile else ""
-    return f'<span class="{escape(verdict.replace(" ", "-"))}">{escape(verdict)}</span>{mark}'
+    label = verdict.label
+    return f'<span class="{escape(label.replace(" ", "-"))}">{escape(label)}</span>{mark}'
 
 
 def image_uri(path: Path) -> str:

@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bertology.study.checkpoints import checkpoint_of
+from bertology.study.record import FindingResult
 from bertology.study.specs import FindingSpec
-from bertology.study.verdicts import FindingResult
 
 UNITS = {
     "checkpoint": "one trained model: replicates are items and probe or fine-tuning seeds",
