@@ -29,11 +29,12 @@ from bertology.study.judge.catalog import (
     load_catalog,
     studies_guide,
 )
+from bertology.study.judge.record import FindingResult
 from bertology.study.judge.results import find_runs
 from bertology.study.judge.scale import SCALE_TABLE, find_shortfalls, smoke_line
 from bertology.study.judge.selection import MEMBERS_TABLE, Selection
 from bertology.study.judge.suite import correct_suite
-from bertology.study.judge.verdicts import FindingResult, apply_presuppositions, judge
+from bertology.study.judge.verdicts import apply_presuppositions, judge
 from bertology.study.pages.curves import plot_layer_curves_across_runs
 from bertology.study.pages.report_html import write_html
 from bertology.study.pages.reporting import (
@@ -59,8 +60,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
         catalog.update(load_catalog(config.findings_dir))
     check_presuppositions(catalog)
     results, skipped = judge_all(runs, catalog)
-    apply_presuppositions(results)  # the manipulation check, before Holm
-    correct_suite(results)
+    results = correct_suite(apply_presuppositions(results))  # the manipulation check, then Holm
     shortfalls = find_shortfalls(runs)  # runs smaller than their studies state: say so first
     if shortfalls:
         log.warning("%s", smoke_line(shortfalls))
@@ -81,7 +81,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
                           selection)
     write_html(results, skipped, runs, out_dir, figures, curves, shortfalls, selection)
     log.info("%s: %d runs, %s", report, len(runs),
-             ", ".join(f"{r.id}={r.raw}/{holm_verdict(r)}" for r in results) or "no findings")
+             ", ".join(f"{r.id}={r.raw.label}/{holm_verdict(r)}" for r in results) or "no findings")
     metrics = {"report/runs": float(len(runs)), "report/smoke_sized": float(bool(shortfalls)),
                **verdict_metrics("report", results)}
     for kind, group in split_by_kind(results).items():  # pretraining and checkpoint apart

@@ -100,7 +100,7 @@ def judge_studies(roots: list[Path], studies: set[str], only: tuple[str, ...] = 
     runs = find_runs(roots)
     results = [judge(spec, runs_of(spec, runs)) for spec in CATALOG.values()
                if set(spec.studies) <= studies and (not only or spec.id in only)]
-    correct_suite(results)
+    results = correct_suite(results)
     assert results, f"no finding reads {studies}"
     return results
 
@@ -112,7 +112,7 @@ def assert_no_finding_holds(root: Path | list[Path], studies: set[str],
     count)."""
     results = judge_studies(root if isinstance(root, list) else [root], studies, only)
     counted = {spec.id for spec in CATALOG.values() if spec.about in about}
-    held = [(r.id, r.raw, r.corrected) for r in results
-            if r.id in counted and "holds" in (r.raw, r.corrected)]
+    held = [(r.id, r.raw.label, r.corrected.label) for r in results
+            if r.id in counted and "holds" in (r.raw.label, r.corrected.label)]
     assert not held, f"findings that hold on noise: {held}"
     return results

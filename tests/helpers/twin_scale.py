@@ -87,6 +87,6 @@ def describe(test) -> str:
 def print_verdicts(arm: str, results: list) -> list:
     """Each finding's verdicts, raw / corrected, and its estimates (one per part)."""
     for r in results:
-        print(f"{arm} {r.id} ({r.spec.about}): {r.raw} / {r.corrected}; "
+        print(f"{arm} {r.id} ({r.spec.about}): {r.raw.label} / {r.corrected.label}; "
               + "; ".join(map(describe, r.tests)))
     return results

@@ -210,7 +210,8 @@ def test_a_twin_with_the_models_effect_does_not_hold(finding):
     rng = np.random.default_rng(38)
     same = World(spec, [(first, first.margin + past), (contrast, 0.0), *guards], rng).runs()
     result = judge(spec, same)
-    assert result.raw != "holds" and result.tests[1].estimate.mean == pytest.approx(0.0, abs=1e-9)
+    assert result.raw.label != "holds"
+    assert result.tests[1].estimate.mean == pytest.approx(0.0, abs=1e-9)
     beyond = World(spec, [(first, first.margin + past), (contrast, past), *guards], rng).runs()
     result = judge(spec, beyond)
-    assert result.raw == "holds" and result.tests[1].estimate.mean == pytest.approx(past)
+    assert result.raw.label == "holds" and result.tests[1].estimate.mean == pytest.approx(past)

@@ -128,7 +128,7 @@ def build(spec: FindingSpec, targets, name: str) -> World:
 
 
 def verdict(spec: FindingSpec, targets, name: str) -> str:
-    return judge(spec, build(spec, targets, name).runs()).raw
+    return judge(spec, build(spec, targets, name).runs()).raw.label
 
 
 def check_can_fail(spec: FindingSpec) -> None:
@@ -161,7 +161,7 @@ def test_can_hold(finding):
     spec = CATALOG[finding]
     targets = world(spec)
     result = judge(spec, build(spec, targets, "holds").runs())
-    assert result.raw == "holds"
+    assert result.raw.label == "holds"
     for test, (comparison, target) in zip(result.tests + result.guard_tests, targets):
         assert test.estimate.mean == pytest.approx(target, abs=1e-9), comparison.describe()
         assert test.estimate.n == len(SEEDS) and test.estimate.items and test.estimate.se > 0
@@ -244,7 +244,7 @@ def verdicts(finding: str, wrong: int | None, tries: int) -> Counter:
     noises = measured_noise(spec)
     rng = np.random.default_rng(zlib.crc32(f"{finding} measured {wrong} {tries}".encode()))
     world = MeasuredWorld(spec, measured_targets(spec, noises, wrong), noises, rng)
-    return Counter(judge(spec, world.runs()).raw for _ in range(tries))
+    return Counter(judge(spec, world.runs()).raw.label for _ in range(tries))
 
 
 def chance(noise: Noise, alpha: float, distance: float = DISTANCE_SE,

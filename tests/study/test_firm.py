@@ -8,15 +8,18 @@ the noncentral t predicts."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from scipy import stats
 from test_statistics import left_out
 
+from bertology.study.judge.record import Compared, FindingResult, Verdict
 from bertology.study.judge.specs import parse_finding
 from bertology.study.judge.stats import TTest, combine_seeds
 from bertology.study.judge.suite import correct_suite
-from bertology.study.judge.verdicts import FIRM_LEAST, RESOLVED, FindingResult, classify
+from bertology.study.judge.verdicts import FIRM_LEAST, RESOLVED, classify
 
 SPECS = [parse_finding({"id": f"claim_{j:02d}", "claim": "a exceeds 0", "source": "a world",
                         "unit": "checkpoint", "compare": {"a": "eval/a", "b": 0.0,
@@ -27,12 +30,12 @@ SPECS = [parse_finding({"id": f"claim_{j:02d}", "claim": "a exceeds 0", "source"
 def judged(spec, values: np.ndarray) -> FindingResult:
     """One finding on per-seed values, raw, with each seed left out (as judge() does)."""
     test = TTest(combine_seeds(list(values), [None] * len(values)), 0.0, "greater")
-    result = FindingResult(spec, [], [test], ["per seed"], p_holds=test.p_holds,
-                           p_fails=test.p_fails, replicates=len(values))
-    result.raw, result.raw_note = classify(result, 0.05)
-    if result.raw in RESOLVED and len(values) >= FIRM_LEAST:
-        result.left_out = left_out(list(values), None, 0.0, "greater")
-    return result
+    result = FindingResult(spec, (), (Compared(test, "per seed"),))
+    raw = Verdict(*classify(result, 0.05))
+    resolved = raw.label in RESOLVED and len(values) >= FIRM_LEAST
+    return replace(result, raw=raw, corrected=raw,
+                   left_out=tuple(left_out(list(values), None, 0.0, "greater")) if resolved
+                   else ())
 
 
 def simulated_suite(effects: np.ndarray, spreads: np.ndarray, replicates: int,
@@ -40,9 +43,7 @@ def simulated_suite(effects: np.ndarray, spreads: np.ndarray, replicates: int,
     """A suite of findings judged on fresh draws of `replicates` seeds, Holm-corrected."""
     values = effects[:, None] + spreads[:, None] * rng.standard_normal((len(effects),
                                                                         replicates))
-    results = [judged(spec, row) for spec, row in zip(SPECS, values)]
-    correct_suite(results)
-    return results
+    return correct_suite([judged(spec, row) for spec, row in zip(SPECS, values)])
 
 
 def recurrence(replicates: int, worlds: int, seed: int) -> tuple[int, int]:
@@ -54,9 +55,9 @@ def recurrence(replicates: int, worlds: int, seed: int) -> tuple[int, int]:
         first = simulated_suite(effects, spreads, replicates, rng)
         second = simulated_suite(effects, spreads, replicates, rng)
         for a, b in zip(first, second):
-            if a.corrected in RESOLVED and not a.fragile:
+            if a.corrected.label in RESOLVED and not a.fragile:
                 firm += 1
-                recurred += a.corrected == b.corrected
+                recurred += a.corrected.label == b.corrected.label
     return firm, recurred
 
 
@@ -116,8 +117,8 @@ def test_a_claim_false_by_2_se_does_not_hold_at_holms_step_at_the_predicted_rate
         effects[0] = -2.0 * spreads[0] / np.sqrt(18)  # 2 SE below a margin of 0
         results = simulated_suite(effects, spreads, 18, rng)
         target = results[0]
-        found += target.corrected == "does not hold"
-        held += target.corrected == "holds"
+        found += target.corrected.label == "does not hold"
+        held += target.corrected.label == "holds"
         predicted.append(holm_prediction([r.p_fails for r in results[1:]], 17, 2.0))
     rate, expected = found / worlds, float(np.mean(predicted))
     slack = 3 * np.sqrt(expected * (1 - expected) / worlds)
@@ -147,7 +148,7 @@ def test_a_guard_at_a_realistic_distance_reads_uninformative(tmp_path):
         runs = [RunDir(tmp_path / f"{world}-{s}", {"eval/a": 1.0 + 0.01 * rng.standard_normal(),
                                                    "eval/g": float(g)}, {"seed": s})
                 for s, g in enumerate(guards)]
-        verdicts.append(judge(spec, runs).raw)
+        verdicts.append(judge(spec, runs).raw.label)
     expected = 1 - stats.nct.sf(stats.t.isf(0.025, seeds - 1), seeds - 1, 1.0)
     rate = verdicts.count("uninformative") / worlds
     slack = 3 * np.sqrt(expected * (1 - expected) / worlds)
@@ -201,9 +202,8 @@ def twinned_suite(world: int, rng: np.random.Generator, tmp_path) -> list[Findin
         for s in range(REPLICATES)]
     effects, spreads = rng.normal(0, 1, 20), rng.uniform(0.2, 2, 20)
     values = effects[1:, None] + spreads[1:, None] * rng.standard_normal((19, REPLICATES))
-    results = [judge(TWINNED, runs)] + [judged(spec, row) for spec, row in zip(SPECS[1:], values)]
-    correct_suite(results)
-    return results
+    return correct_suite([judge(TWINNED, runs)]
+                         + [judged(spec, row) for spec, row in zip(SPECS[1:], values)])
 
 
 def compound_can_fail(worlds: int, seed: int, tmp_path) -> dict[str, float]:
@@ -218,8 +218,8 @@ def compound_can_fail(worlds: int, seed: int, tmp_path) -> dict[str, float]:
     for world in range(worlds):
         results = twinned_suite(world, rng, tmp_path)
         target = results[0]
-        found += target.corrected == "does not hold"
-        held += target.corrected == "holds"
+        found += target.corrected.label == "does not hold"
+        held += target.corrected.label == "holds"
         level = holm_level([r.p_fails for r in results[1:]])
         predicted.append(np.mean(pair <= level))
         critical = stats.t.isf(level / 2, REPLICATES - 1)

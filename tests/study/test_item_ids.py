@@ -89,7 +89,7 @@ def findings_row(out) -> dict:
 def test_the_report_counts_the_overlap_of_the_recorded_ids(tmp_path):
     write_seeds(tmp_path / "runs", ITEMS)
     result = judge(parse_finding(FINDING), find_runs([tmp_path / "runs"]))
-    assert result.overlaps == [pytest.approx(BY_HAND)]
+    assert [p.overlap for p in result.parts] == [pytest.approx(BY_HAND)]
     reps = [item_replicates(seed) - 0.5 for seed in range(3)]
     values = [v - 0.5 for v in VALUES]
     counted = combine_seeds(values, reps, overlap=BY_HAND)
@@ -105,7 +105,7 @@ def test_the_report_counts_the_overlap_of_the_recorded_ids(tmp_path):
 def test_runs_without_ids_still_report_with_the_overlap_unknown(tmp_path):
     write_seeds(tmp_path / "runs", None)
     result = judge(parse_finding(FINDING), find_runs([tmp_path / "runs"]))
-    assert result.overlaps == [None]  # unknown, counted as 0
+    assert [p.overlap for p in result.parts] == [None]  # unknown, counted as 0
     reps = [item_replicates(seed) - 0.5 for seed in range(3)]
     expected = combine_seeds([v - 0.5 for v in VALUES], reps, overlap=0.0)
     assert result.tests[0].estimate.interval() == pytest.approx(expected.interval())
@@ -118,7 +118,7 @@ def test_one_run_without_ids_makes_the_overlap_unknown(tmp_path):
     write_seeds(tmp_path / "runs", ITEMS)
     (tmp_path / "runs" / "1" / "replicates" / f"test{ITEMS_SUFFIX}").unlink()
     result = judge(parse_finding(FINDING), find_runs([tmp_path / "runs"]))
-    assert result.overlaps == [None]
+    assert [p.overlap for p in result.parts] == [None]
 
 
 @pytest.mark.slow

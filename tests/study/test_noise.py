@@ -441,6 +441,6 @@ def test_mlp_less_selective_does_not_hold_on_random_vectors_per_type(tmp_path, m
     first = spec.comparisons[0]
     result = judge(dataclasses.replace(spec, comparisons=(first,)), find_runs([tmp_path]))
     print(f"per-type vectors: {result.tests[0].estimate.mean:+.4f} "
-          f"{result.tests[0].estimate.interval()} {result.raw}")
-    assert result.raw != "holds"
+          f"{result.tests[0].estimate.interval()} {result.raw.label}")
+    assert result.raw.label != "holds"
     assert spec.about == "model" and spec.reads_twin

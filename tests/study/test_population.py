@@ -36,6 +36,7 @@ from bertology.study.judge.population import (
     member_spread,
     population_test,
 )
+from bertology.study.judge.record import Compared, FindingResult
 from bertology.study.judge.results import find_runs
 from bertology.study.judge.scope import result_kind, scope_of
 from bertology.study.judge.specs import Comparison, parse_finding
@@ -46,7 +47,6 @@ from bertology.study.judge.stats import (
     compute_random_effects,
 )
 from bertology.study.judge.verdicts import (
-    FindingResult,
     at_member_seeds,
     judge,
     seeds_a_member,
@@ -275,8 +275,8 @@ def test_a_population_whose_members_disagree_does_not_hold(tmp_path):
     runs = find_runs([tmp_path / "runs"])
     across = judge(parse_finding(FINDING), runs)
     alone = judge(parse_finding(FINDING), [r for r in runs if "/a/" in f"{r.path}/"])
-    assert alone.raw == "holds" and not alone.members
-    assert across.raw not in ("holds", "does not hold")
+    assert alone.raw.label == "holds" and not alone.members
+    assert across.raw.label not in ("holds", "does not hold")
 
 
 def test_an_open_verdict_says_when_more_seeds_a_member_would_settle_it(tmp_path):
@@ -288,26 +288,27 @@ def test_an_open_verdict_says_when_more_seeds_a_member_would_settle_it(tmp_path)
              "e": [-0.05, 0.05]}
     write_member_runs(tmp_path / "noisy", noisy, private=True)
     result = judge(parse_finding(FINDING), find_runs([tmp_path / "noisy"]))
-    assert result.raw == "underpowered" and result.spreads[0].within == 1.0, result.raw_note
-    [at_two] = [int(n) for n in re.findall(r"≈ (\d+) checkpoints", result.raw_note)]
+    assert result.raw.label == "underpowered", result.raw.note
+    assert result.parts[0].spread.within == 1.0
+    [at_two] = [int(n) for n in re.findall(r"≈ (\d+) checkpoints", result.raw.note)]
     assert at_two > 5 and "100% of the checkpoints' spread is probe and fine-tuning noise" \
-        in result.raw_note
+        in result.raw.note
     # at 8 seeds a member the 5 checkpoints run would do
-    assert "(--member-seeds 8), these 5 checkpoints would resolve it" in result.raw_note
+    assert "(--member-seeds 8), these 5 checkpoints would resolve it" in result.raw.note
     steady = {name: [np.mean(v) - 0.001, np.mean(v) + 0.001] for name, v in noisy.items()}
     write_member_runs(tmp_path / "steady", steady, private=True)
     result = judge(parse_finding(FINDING), find_runs([tmp_path / "steady"]))
-    assert result.raw == "underpowered" and result.spreads[0].within < 0.01
-    assert "--member-seeds" not in result.raw_note, result.raw_note
+    assert result.raw.label == "underpowered" and result.parts[0].spread.within < 0.01
+    assert "--member-seeds" not in result.raw.note, result.raw.note
     write_member_runs(tmp_path / "single", {name: v[:1] for name, v in noisy.items()},
                       private=True)
     result = judge(parse_finding(FINDING), find_runs([tmp_path / "single"]))
-    assert result.spreads == [None] and "--member-seeds" not in result.raw_note
+    assert result.parts[0].spread is None and "--member-seeds" not in result.raw.note
     # seeds 0, 1 on every checkpoint (a MultiBERTs sweep): noise shared by seed index would
     # sit in the within part and not in the members' spread, so no split is claimed
     write_member_runs(tmp_path / "shared", noisy)
     result = judge(parse_finding(FINDING), find_runs([tmp_path / "shared"]))
-    assert result.spreads == [None] and "--member-seeds" not in result.raw_note
+    assert result.parts[0].spread is None and "--member-seeds" not in result.raw.note
 
 
 def test_more_seeds_a_member_are_priced_on_every_part_a_claim_needs():
@@ -318,12 +319,13 @@ def test_more_seeds_a_member_are_priced_on_every_part_a_claim_needs():
         return TTest(combine_seeds(list(mean + sd * np.linspace(-1.5, 1.5, 10)),
                                    [None] * 10), 0.0, "greater")
     a, b = part(0.02, 0.03), part(0.02, 0.05)
-    result = FindingResult(parse_finding(FINDING), [], [a, b], ["", ""],
-                           members=tuple("abcdefghij"),
-                           spreads=[MemberSpread((2, 2), 1.0, 2.0), MemberSpread((2, 2), 0.0, 0.0)])
+    spreads = (MemberSpread((2, 2), 1.0, 2.0), MemberSpread((2, 2), 0.0, 0.0))
+    result = FindingResult(parse_finding(FINDING), (),
+                           (Compared(a, "", spread=spreads[0]), Compared(b, "", spread=spreads[1])),
+                           members=tuple("abcdefghij"))
     note = seeds_a_member(result, 0.05)
     needs_b = b.seeds_needed(0.05, least=2)
-    a_at_eight = at_member_seeds(a, result.spreads[0], 8).seeds_needed(0.05, least=2)
+    a_at_eight = at_member_seeds(a, spreads[0], 8).seeds_needed(0.05, least=2)
     assert f"(--member-seeds 8), ≈ {needs_b:.0f} checkpoints would resolve it" in note, note
     assert needs_b > 10 >= a_at_eight  # A alone would promise the 10 run
 

@@ -78,7 +78,7 @@ def judge_runs(tmp_path: Path, pairs: list[tuple[float, float]], finding=FINDING
 ])
 def test_verdicts_from_seeds(tmp_path, pairs, verdict):
     result = judge_runs(tmp_path, pairs)
-    assert result.raw == verdict
+    assert result.raw.label == verdict
     assert result.tests[0].estimate.n == len(pairs)
     assert result.tests[0].estimate.mean == pytest.approx(
         sum(a - b for a, b in pairs) / len(pairs))
@@ -90,7 +90,7 @@ def test_less_with_a_margin(tmp_path, margin, verdict):
     finding = {**FINDING, "compare": {"a": "eval/a", "b": "eval/b", "expect": "less",
                                       "margin": margin}}
     result = judge_runs(tmp_path, [(0.72, 0.70), (0.73, 0.71), (0.715, 0.70)], finding)
-    assert result.raw == verdict
+    assert result.raw.label == verdict
 
 
 def test_one_run_with_item_replicates_measures_no_seed_variance(tmp_path):
@@ -101,7 +101,7 @@ def test_one_run_with_item_replicates_measures_no_seed_variance(tmp_path):
     write_run(tmp_path / "0", {"eval/a": 0.80, "eval/b": 0.70}, 0, FINDING, reps)
     result = judge(parse_finding(FINDING), find_runs([tmp_path]))
     assert result.tests[0].estimate.items
-    assert result.raw == "underpowered" and "one seed" in result.note
+    assert result.raw.label == "underpowered" and "one seed" in result.note
 
 
 def layer_metrics(values: list[float]) -> dict[str, float]:
@@ -142,7 +142,7 @@ def test_a_discrete_reduction_gets_the_sign_test(tmp_path):
         write_run(tmp_path / str(seed), layer_metrics(values), seed, finding)
     result = judge(parse_finding(finding), find_runs([tmp_path]))
     assert result.p_holds == 0.125
-    assert result.raw == "underpowered" and "6 seeds" in result.note
+    assert result.raw.label == "underpowered" and "6 seeds" in result.note
 
 
 def test_groups_of_a_sweep_are_compared_by_where_and_paired_by_seed(tmp_path):
@@ -157,9 +157,9 @@ def test_groups_of_a_sweep_are_compared_by_where_and_paired_by_seed(tmp_path):
             write_run(tmp_path / f"{masking}{seed}", {"eval/acc": acc}, seed, finding,
                       model={"masking": masking})
     result = judge(parse_finding(finding), find_runs([tmp_path]))
-    assert result.designs == ["paired by seed"]
+    assert [p.design for p in result.parts] == ["paired by seed"]
     assert result.tests[0].estimate.mean == pytest.approx(0.002)
-    assert result.raw == "underpowered"  # identical differences, no replicates: zero width
+    assert result.raw.label == "underpowered"  # identical differences, no replicates: zero width
 
 
 def test_sides_without_common_seeds_are_compared_by_welch(tmp_path):
@@ -170,7 +170,7 @@ def test_sides_without_common_seeds_are_compared_by_welch(tmp_path):
     for seed, acc in zip((7, 8, 9, 10), [0.60, 0.62, 0.61, 0.63]):
         write_run(tmp_path / f"y{seed}", {"eval/acc": acc}, seed, finding, arm="y")
     result = judge(parse_finding(finding), find_runs([tmp_path]))
-    assert result.designs == ["unpaired (Welch)"] and result.raw == "holds"
+    assert [p.design for p in result.parts] == ["unpaired (Welch)"] and result.raw.label == "holds"
 
 
 def test_a_compound_claim_needs_every_part(tmp_path):
@@ -178,7 +178,7 @@ def test_a_compound_claim_needs_every_part(tmp_path):
         {"a": "eval/a", "b": "eval/b", "expect": "greater"},        # holds
         {"a": "eval/a", "b": 0.9, "expect": "greater"}]}}            # does not hold
     result = judge_runs(tmp_path, [(0.80, 0.70), (0.82, 0.71), (0.81, 0.69)], finding)
-    assert len(result.tests) == 2 and result.raw == "does not hold"
+    assert len(result.tests) == 2 and result.raw.label == "does not hold"
 
 
 def test_report_pipeline_writes_markdown_tables_and_figures(tmp_path):
@@ -306,11 +306,11 @@ def test_a_failed_guard_makes_the_verdict_uninformative(tmp_path, twin_gap, verd
         write_run(tmp_path / str(seed), {"eval/a": a, "eval/b": a - noise,
                                          "eval/twin": a - twin_gap - noise}, seed, GUARDED)
     result = judge(parse_finding(GUARDED), find_runs([tmp_path]))
-    assert result.raw == verdict
+    assert result.raw.label == verdict
     if verdict == "uninformative":
         assert "guard not met" in result.note and "eval/twin" in result.note
-        report.correct_suite([result])
-        assert result.corrected == "uninformative" and result.p_adjusted == 1.0
+        [result] = report.correct_suite([result])
+        assert result.corrected.label == "uninformative" and result.p_adjusted == 1.0
 
 
 def test_identical_seeds_count_once(tmp_path):
@@ -323,7 +323,7 @@ def test_identical_seeds_count_once(tmp_path):
     assert result.tests[0].estimate.n == 1 and len(result.runs) == 1
     assert "2 run(s) repeat another exactly" in result.note
     # one measurement, whatever the seeds: the note does not ask for more of them
-    assert result.raw == "underpowered" and "more seeds cannot resolve it" in result.note
+    assert result.raw.label == "underpowered" and "more seeds cannot resolve it" in result.note
     assert "run more seeds" not in result.note
     # seeds that differ are all counted
     write_run(tmp_path / "3", {"eval/a": 0.81, "eval/b": 0.70}, 3, FINDING, reps)
@@ -359,8 +359,8 @@ def test_the_headline_counts_pretraining_and_checkpoint_claims_apart(tmp_path):
     cat = {s["id"]: parse_finding(s) for s in (method, model, pretrained)}
     runs = find_runs([tmp_path / "runs"])
     results = [judge(spec, runs) for spec in cat.values()]
-    report.correct_suite(results)
-    assert [r.corrected for r in results] == ["holds"] * 3
+    results = report.correct_suite(results)
+    assert [r.corrected.label for r in results] == ["holds"] * 3
     from bertology.study.pages.report_html import write_html
     from bertology.study.pages.reporting import write_report
     figures = {r.id: "x.png" for r in results}
@@ -471,10 +471,10 @@ def test_a_difference_in_differences_subtracts_the_twins_contrast_by_hand(tmp_pa
                           init=init, features=features)
     result = judge(parse_finding(finding), find_runs([tmp_path]))
     estimate = result.tests[0].estimate
-    assert result.designs == ["paired by seed, difference in differences"]
+    assert [p.design for p in result.parts] == ["paired by seed, difference in differences"]
     assert estimate.mean == pytest.approx(0.07 / 3)
     assert estimate.variance == pytest.approx(np.var([0.02, 0.01, 0.04], ddof=1) / 3)
-    assert result.tests[0].z == pytest.approx(math.sqrt(7)) and result.raw == "underpowered"
+    assert result.tests[0].z == pytest.approx(math.sqrt(7)) and result.raw.label == "underpowered"
     assert "(eval/f1 [features=concat, init=pretrained] − eval/f1 [features=last, " \
         "init=pretrained]) − (eval/f1 [features=concat, init=random]" in \
         parse_finding(finding).describe()
@@ -616,7 +616,7 @@ def test_a_caveat_about_one_checkpoint_shows_only_on_its_runs(tmp_path, model, s
         write_run(tmp_path / str(seed), {"eval/a": a, "eval/b": b}, seed, finding,
                   model={"name_or_path": model})
     result = judge(parse_finding(finding), find_runs([tmp_path]))
-    assert result.corrected == "holds"
+    assert result.corrected.label == "holds"
     assert ("MiniLM is sentence-tuned" in result.note) is shown
 
 

@@ -77,7 +77,7 @@ def test_a_replication_where_8_of_20_verdicts_changed_fails_the_check(tmp_path, 
         effects, spreads = rng.normal(0, 1, 20), rng.uniform(0.2, 2, 20)
         first = simulated_suite(effects, spreads, 3, rng)
         second = simulated_suite(effects, spreads, 3, rng)
-        if sum(x.corrected != y.corrected for x, y in zip(first, second)) == 8:
+        if sum(x.corrected.label != y.corrected.label for x, y in zip(first, second)) == 8:
             break
     else:
         pytest.fail("no replication with 8 of 20 changed verdicts in 200 worlds")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from scipy import stats
 
 from bertology.run.replicates import REPLICATES, bootstrap_indices, compute_ratio_replicates
 from bertology.study.judge.evidence import Evidence, evaluate
+from bertology.study.judge.record import Compared, FindingResult, Verdict
 from bertology.study.judge.sign_test import SignTest
 from bertology.study.judge.specs import FindingSpec
 from bertology.study.judge.stats import (
@@ -26,16 +28,14 @@ from bertology.study.judge.stats import (
     one_sided_p,
 )
 from bertology.study.judge.suite import correct_suite, holm_levels
-from bertology.study.judge.verdicts import FindingResult, classify
+from bertology.study.judge.verdicts import classify
 
 SPEC = FindingSpec("demo", "a claim", "a paper", ())
 T975 = {2: 4.302653, 3: 3.182446}  # t quantiles from a printed table (Student's t, 0.975)
 
 
 def judged(test: TTest | SignTest) -> tuple[str, str]:
-    result = FindingResult(SPEC, [], [test], ["per seed"], p_holds=test.p_holds,
-                           p_fails=test.p_fails)
-    return classify(result, 0.05)
+    return classify(FindingResult(SPEC, (), (Compared(test, "per seed"),)), 0.05)
 
 
 def verdict(estimate: Estimate, margin: float = 0.0, expect: str = "greater") -> str:
@@ -349,12 +349,12 @@ def test_holm_keeps_fifteen_null_claims_from_holding_together():
         for _ in range(15):
             e = combine_seeds(list(rng.normal(0, 1, 3)), [None] * 3)
             test = TTest(e, 0.0, "greater")
-            results.append(FindingResult(SPEC, [], [test], [""], p_holds=test.p_holds,
-                                         p_fails=test.p_fails))
-            results[-1].raw = classify(results[-1], 0.05)[0]
-        correct_suite(results)
-        any_raw += any(r.raw == "holds" for r in results)
-        any_corrected += any(r.corrected in ("holds", "does not hold") for r in results)
+            result = FindingResult(SPEC, (), (Compared(test, ""),))
+            raw = Verdict(classify(result, 0.05)[0])
+            results.append(replace(result, raw=raw, corrected=raw))
+        results = correct_suite(results)
+        any_raw += any(r.raw.label == "holds" for r in results)
+        any_corrected += any(r.corrected.label in ("holds", "does not hold") for r in results)
     assert any_raw / trials > 0.2  # the problem is real
     assert any_corrected / trials <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / trials)
 
@@ -366,11 +366,10 @@ def suite_result(values: list[float], margin: float = 0.0, expect: str = "greate
                  replicates: list | None = None) -> FindingResult:
     """A finding's result from per-seed values of a − b (and replicates), judged raw."""
     test = TTest(combine_seeds(values, replicates or [None] * len(values)), margin, expect)
-    result = FindingResult(SPEC, [], [test], ["per seed"], p_holds=test.p_holds,
-                           p_fails=test.p_fails, replicates=len(values))
-    result.raw, result.raw_note = classify(result, 0.05)
-    result.left_out = left_out(values, replicates, margin, expect)
-    return result
+    result = FindingResult(SPEC, (), (Compared(test, "per seed"),))
+    raw = Verdict(*classify(result, 0.05))
+    return replace(result, raw=raw, corrected=raw,
+                   left_out=left_out(values, replicates, margin, expect))
 
 
 def left_out(values: list[float], replicates: list | None, margin: float, expect: str
@@ -396,12 +395,12 @@ def test_no_estimate_on_the_wrong_side_is_underpowered():
         values = list(rng.normal(rng.normal(0, 1), rng.uniform(0.2, 2), 3))
         results.append(suite_result(values, 0.0, ("greater", "less")[trial % 2]))
     for start in range(0, len(results), 25):  # suites of 25 findings, as the report's
-        correct_suite(results[start:start + 25])
+        results[start:start + 25] = correct_suite(results[start:start + 25])
     wrong = [r for r in results if r.lean < 0]
     assert len(wrong) > 500
-    assert not [r for r in wrong if "underpowered" in (r.raw, r.corrected)]
-    assert {r.corrected for r in wrong} <= {"does not hold", "leans against", "inconclusive"}
-    leaning = [r for r in wrong if r.corrected == "leans against"]
+    assert not [r for r in wrong if "underpowered" in (r.raw.label, r.corrected.label)]
+    assert {r.corrected.label for r in wrong} <= {"does not hold", "leans against", "inconclusive"}
+    leaning = [r for r in wrong if r.corrected.label == "leans against"]
     assert leaning and all("seeds would settle it against the claim" in r.note
                            or "items" in r.note for r in leaning)
 
@@ -411,12 +410,12 @@ def test_a_strong_does_not_hold_is_not_made_underpowered_by_holm():
     "underpowered" beside 24 other claims. Now it is "does not hold" or "leans against" with
     the seeds that would settle it at its Holm level, never "underpowered"."""
     target = suite_result([0.0, 0.1, 0.2], margin=0.1 + 10.1 * 0.1 / math.sqrt(3))
-    assert target.tests[0].z == pytest.approx(-10.1) and target.raw == "does not hold"
+    assert target.tests[0].z == pytest.approx(-10.1) and target.raw.label == "does not hold"
     rng = np.random.default_rng(1)
     others = [suite_result(list(rng.normal(0, 1, 3))) for _ in range(24)]
-    correct_suite([target, *others])
-    assert target.corrected in ("does not hold", "leans against")
-    if target.corrected == "leans against":
+    target, *others = correct_suite([target, *others])
+    assert target.corrected.label in ("does not hold", "leans against")
+    if target.corrected.label == "leans against":
         assert "seeds would settle it against the claim" in target.note
 
 
@@ -437,10 +436,10 @@ def test_the_items_note_needs_a_material_shared_part():
     for items, whatever items_needed would say."""
     dominated = shared_items_result(0.02, 0.001, 0.03)
     assert dominated.tests[0].shared_share() > 0.9
-    assert "more items, not seeds" in dominated.raw_note
+    assert "more items, not seeds" in dominated.raw.note
     seeds = shared_items_result(0.004, 0.08, 0.03)
     assert seeds.tests[0].shared_share() < 0.01
-    assert "items" not in seeds.raw_note
+    assert "items" not in seeds.raw.note
 
 
 def test_the_items_note_only_where_the_shared_part_is_a_quarter_of_the_width():
@@ -456,7 +455,7 @@ def test_the_items_note_only_where_the_shared_part_is_a_quarter_of_the_width():
     values, replicates = simulate_null(0.5, 0.0, 150, np.random.default_rng(26))
     results += [suite_result(list(v), 0.0, "greater", list(r))
                 for v, r in zip(values, replicates)]
-    noted = [r.tests[0].shared_share(0.05) for r in results if "items" in r.raw_note]
+    noted = [r.tests[0].shared_share(0.05) for r in results if "items" in r.raw.note]
     assert noted and max(noted) > 0.9
     assert min(noted) >= 0.25, sorted(noted)[:5]
 
@@ -467,8 +466,8 @@ def test_the_budget_is_the_seeds_at_the_holm_level():
     rng = np.random.default_rng(5)
     target = suite_result([0.30, 0.45, 0.60])  # t ≈ 5.2 on 2 dof: raw p ≈ 0.017
     others = [suite_result(list(rng.normal(0, 1, 3))) for _ in range(24)]
-    correct_suite([target, *others])
-    assert target.raw == "holds" and target.corrected == "underpowered"
+    target, *others = correct_suite([target, *others])
+    assert target.raw.label == "holds" and target.corrected.label == "underpowered"
     _, level = holm_levels([r.p_holds for r in [target, *others]])[0]
     holm_seeds = target.tests[0].seeds_needed(2 * level)
     assert holm_seeds > target.tests[0].seeds_needed(0.05) + 1
@@ -481,7 +480,7 @@ def test_the_items_note_is_rare_on_private_items():
     measured 10–18% before the 25% rule)."""
     rng = np.random.default_rng(25)
     values, replicates = simulate_null(0.5, 0.0, 600, rng)
-    notes = [suite_result(list(v), 0.0, "greater", list(r)).raw_note
+    notes = [suite_result(list(v), 0.0, "greater", list(r)).raw.note
              for v, r in zip(values, replicates)]
     assert sum("more items" in n for n in notes) / len(notes) <= 0.02
 
@@ -492,17 +491,17 @@ def test_firm_means_below_alpha_over_10_on_4_or_more_seeds_none_of_which_carries
     fragile and says why and what would settle it; an unresolved one carries no mark."""
     gap = stats.t.isf(0.02, 2) * 1e-3 / math.sqrt(3)  # one-sided p = 0.02: p_adjusted 0.04
     near = suite_result([gap, gap + 1e-3, gap - 1e-3])
-    correct_suite([near])
+    [near] = correct_suite([near])
     assert near.p_adjusted == pytest.approx(0.04, rel=1e-3)
-    assert near.corrected == "holds" and near.fragile
+    assert near.corrected.label == "holds" and near.fragile
     assert "firm needs 4 or more" in near.note and "seeds would settle it" in near.note
     three = suite_result([1.0, 1.1, 0.9])  # p_adjusted 0.004, but 3 seeds are never firm
-    correct_suite([three])
-    assert three.corrected == "holds" and three.fragile and "3 seeds" in three.note
+    [three] = correct_suite([three])
+    assert three.corrected.label == "holds" and three.fragile and "3 seeds" in three.note
     values = [1.0, 1.1, 0.9, 1.05, 0.95]
     five = suite_result(values)
-    correct_suite([five])
-    assert five.corrected == "holds" and not five.fragile and "fragile" not in five.note
+    [five] = correct_suite([five])
+    assert five.corrected.label == "holds" and not five.fragile and "fragile" not in five.note
     # its predictive replication probability, by hand: Φ((z − z_0.975) / √2)
     p = stats.t.sf(np.mean(values) / (np.std(values, ddof=1) / math.sqrt(5)), 4)
     by_hand = stats.norm.cdf((stats.norm.isf(p) - stats.norm.isf(0.025)) / math.sqrt(2))
@@ -511,18 +510,20 @@ def test_firm_means_below_alpha_over_10_on_4_or_more_seeds_none_of_which_carries
     # past α but not α/10 on 5 seeds: fragile, said so
     spread = np.array([0.0, 1.0, -1.0, 0.5, -0.5]) / math.sqrt(0.625)  # sd 1
     weak = suite_result(list(stats.t.isf(0.006, 4) / math.sqrt(5) + spread))
-    correct_suite([weak])
+    [weak] = correct_suite([weak])
     assert weak.p_adjusted == pytest.approx(0.012, rel=1e-6)
-    assert weak.corrected == "holds" and weak.fragile and "not below α/10" in weak.note
+    assert weak.corrected.label == "holds" and weak.fragile and "not below α/10" in weak.note
     # one seed that carries it: left out, the other four do not resolve at its Holm level
     carried = suite_result(values)
-    carried.left_out[2] = ("seed 2", 0.03, 0.97)
-    correct_suite([carried])
-    assert carried.corrected == "holds" and carried.fragile
+    left_out = list(carried.left_out)
+    left_out[2] = ("seed 2", 0.03, 0.97)
+    [carried] = correct_suite([replace(carried, left_out=tuple(left_out))])
+    assert carried.corrected.label == "holds" and carried.fragile
     assert "without seed 2 it would not resolve" in carried.note
     miss = suite_result([gap * 0.8, gap * 0.8 + 1e-3, gap * 0.8 - 1e-3])
-    correct_suite([miss])
-    assert miss.corrected == "underpowered" and not miss.fragile and "fragile" not in miss.note
+    [miss] = correct_suite([miss])
+    assert miss.corrected.label == "underpowered" and not miss.fragile
+    assert "fragile" not in miss.note
 
 
 def test_a_floor_on_every_resample_is_judged_as_measured():
@@ -533,10 +534,10 @@ def test_a_floor_on_every_resample_is_judged_as_measured():
     resamples move are a measured spread; without replicates the values stay unmeasured."""
     floor = [np.zeros(REPLICATES)] * 3
     result = suite_result([0.0, 0.0, 0.0], 0.25, "greater", floor)
-    assert result.tests[0].estimate.exact and result.raw == "leans against"
+    assert result.tests[0].estimate.exact and result.raw.label == "leans against"
     assert result.tests[0].p_fails == 0.125 and result.tests[0].p_holds == 1.0
     many = suite_result([0.0] * 18, 0.25, "greater", [np.zeros(REPLICATES)] * 18)
-    assert many.raw == "does not hold" and many.tests[0].p_fails == pytest.approx(3.8147e-6)
+    assert many.raw.label == "does not hold" and many.tests[0].p_fails == pytest.approx(3.8147e-6)
     # its interval is the one value measured (the report printed [nan, nan] for it), while
     # the same seeds without replicates measured nothing
     assert result.tests[0].estimate.interval() == (0.0, 0.0)
@@ -544,8 +545,8 @@ def test_a_floor_on_every_resample_is_judged_as_measured():
     near = suite_result([0.0, 1 / 48, 0.0], 0.25, "greater",
                         [np.zeros(REPLICATES), np.full(REPLICATES, 1 / 48) +
                          np.linspace(-0.01, 0.01, REPLICATES), np.zeros(REPLICATES)])
-    assert near.raw == "does not hold"
-    assert suite_result([0.0, 0.0, 0.0], 0.25).raw == "leans against"
+    assert near.raw.label == "does not hold"
+    assert suite_result([0.0, 0.0, 0.0], 0.25).raw.label == "leans against"
 
 
 def test_seeds_at_one_floor_whose_resamples_vary_are_not_exact():
@@ -568,12 +569,12 @@ def test_the_items_note_asks_only_for_items_the_eval_set_holds():
     for room, verdict in ((1.0, "inconclusive"), (2.0, "inconclusive"),
                           (50.0, "underpowered")):
         result = shared_items_result(0.02, 0.001, 0.03)
-        result.headrooms = [room]
-        result.raw, result.raw_note = classify(result, 0.05)
-        assert result.raw == verdict
-        assert ("more items, not seeds" in result.raw_note) == (verdict == "underpowered")
+        (part,) = result.parts
+        label, note = classify(replace(result, parts=(replace(part, headroom=room),)), 0.05)
+        assert label == verdict
+        assert ("more items, not seeds" in note) == (verdict == "underpowered")
         if verdict == "inconclusive":
-            assert f"the eval set holds {room:.3g}× the items scored" in result.raw_note
+            assert f"the eval set holds {room:.3g}× the items scored" in note
 
 
 def test_an_unresolved_budget_is_an_interval_over_the_seed_variance_and_no_mark():
@@ -584,17 +585,17 @@ def test_an_unresolved_budget_is_an_interval_over_the_seed_variance_and_no_mark(
     that covered most unresolved verdicts excused most disagreements); the underpowered one
     states its budget as the interval it is, and 20 seeds pin it down."""
     narrow, wide = suite_result([0.0, 0.002, 0.004]), suite_result([-0.006, 0.002, 0.010])
-    correct_suite([narrow])
-    correct_suite([wide])
-    assert narrow.corrected == "underpowered" and not narrow.fragile
+    [narrow] = correct_suite([narrow])
+    [wide] = correct_suite([wide])
+    assert narrow.corrected.label == "underpowered" and not narrow.fragile
     assert "across the seed variance's 90% interval" in narrow.note
     assert "fragile" not in narrow.note
-    assert wide.corrected == "inconclusive" and not wide.fragile
+    assert wide.corrected.label == "inconclusive" and not wide.fragile
     spread = np.random.default_rng(0).normal(0, 1, 20)
     spread = (spread - spread.mean()) / spread.std(ddof=1)
     pinned = suite_result(list(0.3 + spread))  # 20 seeds: about 90 needed
-    correct_suite([pinned])
-    assert pinned.corrected == "underpowered" and not pinned.fragile
+    [pinned] = correct_suite([pinned])
+    assert pinned.corrected.label == "underpowered" and not pinned.fragile
     budget = re.search(r"≈ (\d+) seeds would resolve it \(80% power; (\d+)–(\d+) across",
                        pinned.note)
     low, mid, high = int(budget[2]), int(budget[1]), int(budget[3])

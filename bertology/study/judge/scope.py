@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bertology.study.judge.checkpoints import checkpoint_of
+from bertology.study.judge.record import FindingResult
 from bertology.study.judge.specs import FindingSpec
-from bertology.study.judge.verdicts import FindingResult
 
 UNITS = {
     "checkpoint": "one trained model: replicates are items and probe or fine-tuning seeds",

@@ -15,64 +15,66 @@ docs/findings.md.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
+from bertology.study.judge.record import FindingResult, Verdict
 from bertology.study.judge.stats import ALPHA, holm, replication_probability
-from bertology.study.judge.verdicts import (
-    FIRM_LEAST,
-    FindingResult,
-    part_note,
-    replicates_of,
-    unresolved,
-    with_context,
-)
+from bertology.study.judge.verdicts import FIRM_LEAST, part_note, replicates_of, unresolved
 
 FIRM_P = ALPHA / 10  # a firm verdict's Holm-adjusted p (two-sided scale) lies below this
 PREDICT_LEAST = 5  # replicates from which a resolved verdict prints P(replication)
 
 
-def correct_suite(results: list[FindingResult]) -> None:
+def correct_suite(results: list[FindingResult]) -> list[FindingResult]:
     """Holm's step-down in each direction over the informative findings: the claims'
     one-sided p_holds form one family and their opposites' p_fails another, each at alpha / 2,
-    so a strong "does not hold" competes only with other "does not hold"s. Sets each result's
-    corrected verdict, its note (the budget at its Holm level, or what makes it firm or not)
-    and whether a resolved one is fragile (an uninformative finding stays so and is in
-    neither family)."""
-    informative = [r for r in results if r.raw != "uninformative"]
-    for result in results:
-        result.p_adjusted, result.corrected, result.fragile = 1.0, result.raw, False
-        result.p_replication = math.nan
-        result.note = with_context(result, result.raw_note)
-    holds, fails = holm_levels([r.p_holds for r in informative]), \
-        holm_levels([r.p_fails for r in informative])
-    for result, (p_h, level_h), (p_f, level_f) in zip(informative, holds, fails):
-        result.p_adjusted = min(1.0, 2.0 * min(p_h, p_f))
-        if p_h < ALPHA / 2 or p_f < ALPHA / 2:
-            held = p_h < ALPHA / 2
-            verdict, note = resolved_note(result, held, level_h if held else level_f)
-        else:  # the budget at the level Holm would hold this finding to, in its direction
-            level = level_h if result.lean > 0 else level_f
-            verdict, note = unresolved(result, 2.0 * level, result.repeated)
-        note = "; ".join(filter(None, [part_note(result, verdict), note]))
-        result.corrected, result.note = verdict, with_context(result, note)
+    so a strong "does not hold" competes only with other "does not hold"s. Returns the results
+    in their order, each with its corrected verdict and note (the budget at its Holm level, or
+    what makes it firm or not), its Holm-adjusted p and whether a resolved one is fragile (an
+    uninformative finding stays so and is in neither family)."""
+    reset = [replace(r, corrected=r.raw, p_adjusted=1.0, fragile=False, p_replication=math.nan)
+             for r in results]
+    informative = [i for i, r in enumerate(reset) if r.raw.label != "uninformative"]
+    holds = holm_levels([reset[i].p_holds for i in informative])
+    fails = holm_levels([reset[i].p_fails for i in informative])
+    for i, (p_h, level_h), (p_f, level_f) in zip(informative, holds, fails):
+        reset[i] = corrected_by_holm(replace(reset[i], p_adjusted=min(1.0, 2.0 * min(p_h, p_f))),
+                                     p_h, p_f, level_h, level_f)
+    return reset
 
 
-def resolved_note(result: FindingResult, held: bool, level: float) -> tuple[str, str]:
+def corrected_by_holm(result: FindingResult, p_h: float, p_f: float, level_h: float,
+                      level_f: float) -> FindingResult:
+    """An informative finding at its Holm step in each direction (Holm-adjusted p, one-sided
+    level): resolved, firm or fragile, or the budget at the level Holm would hold it to."""
+    if p_h < ALPHA / 2 or p_f < ALPHA / 2:
+        held = p_h < ALPHA / 2
+        return resolved_by_holm(result, held, level_h if held else level_f)
+    level = level_h if result.lean > 0 else level_f
+    verdict, note = unresolved(result, 2.0 * level, result.repeated)
+    return replace(result, corrected=Verdict(verdict, with_part_note(result, verdict, note)))
+
+
+def resolved_by_holm(result: FindingResult, held: bool, level: float) -> FindingResult:
     """The resolved verdict and its note: firm with its P(replication), or fragile with why
-    and the budget that would settle it. Sets result.fragile and result.p_replication."""
+    and the budget that would settle it."""
     p = result.p_holds if held else result.p_fails
-    if result.replicates >= PREDICT_LEAST:
-        result.p_replication = replication_probability(p, level)
+    p_replication = (replication_probability(p, level) if result.replicates >= PREDICT_LEAST
+                     else math.nan)
     why = not_firm(result, held, level)
-    result.fragile = why is not None
-    predicted = (f"P(replication) ≈ {result.p_replication:.2f} (an independent rerun resolving "
+    predicted = (f"P(replication) ≈ {p_replication:.2f} (an independent rerun resolving "
                  "it so: predictive, an upper bound where the claim was chosen for its result)"
-                 if math.isfinite(result.p_replication) else "")
+                 if math.isfinite(p_replication) else "")
     verdict = "holds" if held else "does not hold"
-    if why is None:
-        return verdict, predicted
-    return verdict, "; ".join(filter(None, [f"fragile: {why}", settle_budget(result, held,
-                                                                             2.0 * level),
-                                            predicted]))
+    note = predicted if why is None else "; ".join(filter(None, [
+        f"fragile: {why}", settle_budget(result, held, 2.0 * level), predicted]))
+    return replace(result, corrected=Verdict(verdict, with_part_note(result, verdict, note)),
+                   fragile=why is not None, p_replication=p_replication)
+
+
+def with_part_note(result: FindingResult, verdict: str, note: str) -> str:
+    """The note after what a compound claim's first part says on its own (verdicts.part_note)."""
+    return "; ".join(filter(None, [part_note(result, verdict), note]))
 
 
 def not_firm(result: FindingResult, held: bool, level: float) -> str | None:

@@ -10,7 +10,8 @@ and Holm's step-down in each direction over the report, so that the chance of an
 "holds" or "does not hold" in the suite stays at α. A finding says what it is `about`
 (`model` or `method`); runs identical but for their seed count as one replication. Every
 seed counts, a collapsed fine-tuning too, and each arm's collapse rate is reported beside the
-verdict as an endpoint of its own (collapses.py).
+verdict as an endpoint of its own (collapses.py). judge() returns the finding's record
+(record.py), frozen; apply_presuppositions and Holm (suite.py) return replaced records.
 
 Each verdict, defined: docs/findings.md, "The verdicts, defined".
 """
@@ -18,27 +19,27 @@ Each verdict, defined: docs/findings.md, "The verdicts, defined".
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import numpy as np
 
 from bertology.errors import require
 from bertology.run.rundir import RunDir
 from bertology.study.judge.checkpoints import checkpoint_of
-from bertology.study.judge.collapses import (
-    ArmCollapses,
-    collapse_note,
-    count_collapses,
-    trained_groups,
-)
+from bertology.study.judge.collapses import collapse_note, count_collapses, trained_groups
 from bertology.study.judge.contrasts import contrast_runs, contrast_test, selects
 from bertology.study.judge.evidence import Evidence, layer_keys
 from bertology.study.judge.population import (
-    MembersCheck,
     MemberSpread,
     population_members,
     population_test,
     set_aside_failed,
+)
+from bertology.study.judge.record import (
+    Compared,
+    FindingResult,
+    Verdict,
+    combine_parts,
 )
 from bertology.study.judge.results import replication_key
 from bertology.study.judge.sign_test import SignTest
@@ -57,69 +58,13 @@ RESOLVED = ("holds", "does not hold")
 FIRM_LEAST = 4  # replicates a firm verdict needs: with 3, one left out leaves 2 (suite.py)
 
 
-# ---------------------------------------------------------------- the finding
-
-
-@dataclass
-class FindingResult:
-    spec: FindingSpec
-    runs: list[RunDir]
-    tests: list[TTest | SignTest]
-    designs: list[str]
-    p_holds: float = 1.0
-    p_fails: float = 1.0
-    raw: str = "inconclusive"
-    corrected: str = "inconclusive"
-    note: str = ""  # what the corrected verdict needs or means (the raw one's before Holm)
-    p_adjusted: float = 1.0  # two-sided scale: 2 × the smaller Holm-adjusted one-sided p
-    notes: list[str] = field(default_factory=list)
-    guard_tests: list[TTest | SignTest] = field(default_factory=list)
-    raw_note: str = ""
-    context: str = ""  # repeats merged, the caveat: appended to either note
-    fragile: bool = False
-    repeated: bool = False  # some runs repeated another exactly and count once
-    # per comparison, the share of items seeds share at other positions of their lists that
-    # entered its interval (stats.compute_overlap); None: runs without item ids, counted as 0
-    overlaps: list[float | None] = field(default_factory=list)
-    members: tuple[str, ...] = ()  # a population's checkpoints, each one replicate
-    # per comparison across a population: Sellam et al.'s multi-bootstrap (low, high, p),
-    # reported beside the verdict's interval (population.py says why it does not decide)
-    multibootstrap: list[tuple[float, float, float] | None] = field(default_factory=list)
-    # per comparison across a population of members with 2+ seeds: what its spread is made of
-    spreads: list[MemberSpread | None] = field(default_factory=list)
-    # per comparison: how many times its items the runs' eval sets hold (None: unrecorded)
-    headrooms: list[float | None] = field(default_factory=list)
-    # the replicates (seeds, or a population's checkpoints) and, for a resolved raw verdict
-    # on FIRM_LEAST or more, each one left out in turn: (its name, p_holds, p_fails) judged on
-    # the others (suite.py: firm means no replicate left out loses the verdict)
-    replicates: int = 0
-    left_out: list[tuple[str, float, float]] = field(default_factory=list)
-    p_replication: float = math.nan  # a resolved verdict's predictive P(replication) (suite.py)
-    # per comparison across a population of 5 or more: the sign test and skewness of its members
-    checks: list[MembersCheck | None] = field(default_factory=list)
-    # each arm's fine-tuning collapse rate, an endpoint of its own (collapses.py)
-    collapses: list[ArmCollapses] = field(default_factory=list)
-
-    @property
-    def id(self) -> str:
-        return self.spec.id
-
-    @property
-    def p_two_sided(self) -> float:
-        return min(1.0, 2.0 * min(self.p_holds, self.p_fails))
-
-    @property
-    def lean(self) -> int:
-        """−1 where some part's estimate lies on the wrong side of its margin (the claim needs
-        every part), +1 where every part lies on the claim's side, else 0."""
-        leans = [t.lean for t in self.tests]
-        return -1 if -1 in leans else 1 if leans and all(x == 1 for x in leans) else 0
 
 
 def judge(spec: FindingSpec, runs: list[RunDir]) -> FindingResult:
     """The raw verdict; the corrected one needs the whole suite (correct_suite). Runs that read
     two or more pretrained checkpoints are judged across them, each checkpoint one replicate
-    (population.py); otherwise seed by seed."""
+    (population.py); otherwise seed by seed. Everything is found first, then the record is
+    built once (record.py)."""
     require(all(isinstance(c.a, Evidence) for c in spec.comparisons + spec.guards),
             f"finding {spec.id}: side a must read the runs (a metric), not a number")
     members, failed = set_aside_failed(population_members(runs, evidence_of(spec)))
@@ -132,54 +77,49 @@ def judge(spec: FindingSpec, runs: list[RunDir]) -> FindingResult:
     collapses, trained = count_collapses(spec, groups), trained_groups(spec, groups)
     secondary = [compare(c, trained).test for c in spec.comparisons] if trained else []
     notes = [failed, collapse_note(collapses, secondary, trained)]
-    compared = [compare(c, groups) for c in spec.comparisons]
-    result = FindingResult(spec, [r for g in groups.values() for r in g],
-                           [c.test for c in compared], [c.design for c in compared],
-                           overlaps=[c.overlap for c in compared], members=tuple(members),
-                           multibootstrap=[c.multibootstrap for c in compared],
-                           spreads=[c.spread for c in compared],
-                           checks=[c.check for c in compared],
-                           headrooms=[c.headroom for c in compared], collapses=collapses)
-    result.guard_tests = [compare(g, groups).test for g in spec.guards]
-    result.p_holds, result.p_fails = combine_parts(result.tests)
-    result.raw, result.raw_note = classify(result, ALPHA, repeated=bool(repeats))
-    result.raw_note = "; ".join(filter(None, [part_note(result, result.raw), result.raw_note]))
-    result.replicates = min(t.estimate.n for t in result.tests)
-    if result.raw in RESOLVED and result.replicates >= FIRM_LEAST:
-        result.left_out = leave_one_out(spec, groups)
-    failed = [g.describe() for g, t in zip(spec.guards, result.guard_tests)
-              if not t.p_holds < ALPHA / 2]
-    if failed:  # the comparison cannot discriminate: no verdict on the claim, either way
-        result.raw = "uninformative"
-        result.raw_note = f"guard not met: {'; '.join(failed)}"
+    parts = tuple(compare(c, groups) for c in spec.comparisons)
+    guard_tests = tuple(compare(g, groups).test for g in spec.guards)
+    kept = tuple(r for g in groups.values() for r in g)
     repeated = (f"{len(repeats)} run(s) repeat another exactly (same config less the seed, "
                 "same evidence) and count once") if repeats else ""
     tautology = f"cannot fail (a tautology): {spec.tautology}" if spec.tautology else ""
-    caveat = spec.caveat if caveat_applies(spec, result.runs) else ""
-    result.context = "; ".join(filter(None, [*notes, repeated, caveat, tautology,
-                                             skew_note(result)]))
-    result.corrected, result.note = result.raw, with_context(result, result.raw_note)
-    result.repeated = bool(repeats)
-    return result
+    caveat = spec.caveat if caveat_applies(spec, kept) else ""
+    context = "; ".join(filter(None, [*notes, repeated, caveat, tautology, skew_note(parts)]))
+    evidence = FindingResult(spec, kept, parts, guard_tests, tuple(members),
+                             repeated=bool(repeats), context=context,
+                             collapses=tuple(collapses))
+    label, note = classify(evidence, ALPHA, repeated=bool(repeats))
+    resolved = label in RESOLVED and evidence.replicates >= FIRM_LEAST
+    left_out = tuple(leave_one_out(spec, groups)) if resolved else ()
+    unmet = [g.describe() for g, t in zip(spec.guards, guard_tests) if not t.p_holds < ALPHA / 2]
+    if unmet:  # the comparison cannot discriminate: no verdict on the claim, either way
+        raw = Verdict("uninformative", f"guard not met: {'; '.join(unmet)}")
+    else:
+        raw = Verdict(label, "; ".join(filter(None, [part_note(evidence, label), note])))
+    return replace(evidence, left_out=left_out, raw=raw, corrected=raw)
 
 
-def apply_presuppositions(results: list[FindingResult]) -> None:
+def apply_presuppositions(results: list[FindingResult]) -> list[FindingResult]:
     """A finding whose claim presupposes another (its yaml's `presupposes:`) is uninformative
     where that one, judged on the same checkpoints, does not hold: where the members never
     learned the POS information pretraining_beats_random asks for, a claim about which layer
     holds it describes what they have not learned yet, and "does not hold" would read as
     "false". The presupposed finding's estimate goes in the note. Runs before Holm, which
-    leaves uninformative findings out of its families."""
+    leaves uninformative findings out of its families. Returns the results in their order,
+    those made uninformative replaced; a presupposed finding is read as it stands after the
+    ones before it in the list."""
     by_id = {r.id: r for r in results}
     for result in results:
         unmet = [by_id[p] for p in result.spec.presupposes
-                 if p in by_id and by_id[p].members == result.members and by_id[p].raw != "holds"]
-        if not unmet or result.raw == "uninformative":
+                 if p in by_id and by_id[p].members == result.members
+                 and by_id[p].raw.label != "holds"]
+        if not unmet or result.raw.label == "uninformative":
             continue
-        result.raw = "uninformative"
-        result.raw_note = ("the runs did not learn what the claim presupposes: " + "; ".join(
-            f"{r.id} {r.raw} ({describe_test(r.tests[0])})" for r in unmet))
-        result.corrected, result.note = result.raw, with_context(result, result.raw_note)
+        raw = Verdict("uninformative", "the runs did not learn what the claim presupposes: "
+                      + "; ".join(f"{r.id} {r.raw.label} ({describe_test(r.tests[0])})"
+                                  for r in unmet))
+        by_id[result.id] = replace(result, raw=raw, corrected=raw)
+    return [by_id[r.id] for r in results]
 
 
 def describe_test(test: TTest | SignTest) -> str:
@@ -201,19 +141,12 @@ def part_note(result: FindingResult, verdict: str) -> str:
     return f"its first part holds (p = {p:.2g}), not the claim as a whole"
 
 
-def skew_note(result: FindingResult) -> str:
+def skew_note(parts: tuple[Compared, ...]) -> str:
     """Where a part's members are skewed (population.MembersCheck), say so with its sign test."""
-    skewed = [c for c in result.checks if c is not None and c.skewed]
+    skewed = [p.check for p in parts if p.check is not None and p.check.skewed]
     return "; ".join(f"the members are skewed (g1 = {c.skewness:+.2f}; sign test over them "
                      f"p = {c.sign_p:.2g}): a mean over a few strong or weak members, read "
                      "the figure" for c in skewed)
-
-
-def combine_parts(tests: list) -> tuple[float, float]:
-    """(p_holds, p_fails) of a claim over its parts: intersection-union (every part must hold:
-    the largest p) for the claim, Bonferroni (any part failing refutes it) for its opposite."""
-    return (max(t.p_holds for t in tests),
-            min(1.0, len(tests) * min(t.p_fails for t in tests)))
 
 
 def leave_one_out(spec: FindingSpec, groups: dict[str, list[RunDir]]
@@ -239,21 +172,6 @@ def caveat_applies(spec: FindingSpec, runs: list[RunDir]) -> bool:
         checkpoint_of(r) == spec.caveat_checkpoint for r in runs)
 
 
-@dataclass(frozen=True)
-class Compared:
-    """One comparison judged: its test, how a − b was formed, the item overlap counted, the
-    multi-bootstrap (low, high, p) across a population, and the items headroom (how many
-    times its items the eval sets hold; None: unrecorded)."""
-
-    test: TTest | SignTest
-    design: str
-    overlap: float | None
-    multibootstrap: tuple[float, float, float] | None
-    spread: MemberSpread | None
-    check: MembersCheck | None
-    headroom: float | None
-
-
 def compare(comparison: Comparison, groups: dict[str, list[RunDir]]) -> Compared:
     """One comparison over one group's seeds, or across the members of a population."""
     contrasts = [contrast_runs(comparison, group) for group in groups.values()]
@@ -270,17 +188,12 @@ def compare(comparison: Comparison, groups: dict[str, list[RunDir]]) -> Compared
 def headroom_for(result: FindingResult, test: TTest | SignTest) -> float | None:
     """How many times its items the eval sets of a test's runs hold (an items budget beyond
     it is no budget: 2× the dev set where the run scored all of it); None where unrecorded."""
-    index = part_index(result, test)
-    return result.headrooms[index] if index < len(result.headrooms) else None
+    return result.part_of(test).headroom
 
 
 def replicates_of(result: FindingResult) -> str:
     """What a budget counts: pretrained checkpoints across a population, else seeds."""
     return "checkpoints" if result.members else "seeds"
-
-
-def with_context(result: FindingResult, note: str) -> str:
-    return "; ".join(filter(None, [note, result.context]))
 
 
 def independent_runs(spec: FindingSpec, runs: list[RunDir]) -> tuple[list[RunDir], list[RunDir]]:
@@ -394,8 +307,9 @@ def budget_range(result: FindingResult, alpha: float) -> str:
     factor of 60): the budget as the interval it is, not one number."""
     ends = []
     for end in (0, 1):
-        scaled = [t.with_seed_variance(end) if isinstance(t, TTest) else t for t in result.tests]
-        ends.append(deciding_budget(replace(result, tests=scaled), alpha)[0])
+        scaled = tuple(replace(p, test=p.test.with_seed_variance(end))
+                       if isinstance(p.test, TTest) else p for p in result.parts)
+        ends.append(deciding_budget(replace(result, parts=scaled), alpha)[0])
     low, high = (f"{x:.0f}" if math.isfinite(x) else f"over {MAX_SEEDS:,}" for x in ends)
     return f"{low}–{high} across the seed variance's {SEED_VARIANCE_LEVEL:.0%} interval"
 
@@ -435,12 +349,7 @@ def at_member_seeds(test: TTest, spread: MemberSpread, seeds: int) -> TTest:
 
 
 def spread_of(result: FindingResult, test: TTest | SignTest) -> MemberSpread | None:
-    index = part_index(result, test)
-    return result.spreads[index] if index < len(result.spreads) else None
-
-
-def part_index(result: FindingResult, test: TTest | SignTest) -> int:
-    return next(i for i, t in enumerate(result.tests) if t is test)
+    return result.part_of(test).spread
 
 
 def deciding_budget(result: FindingResult, alpha: float) -> tuple[float, TTest | SignTest, float]:

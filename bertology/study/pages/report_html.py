@@ -11,10 +11,10 @@ from pathlib import Path
 
 from bertology.run.atomic import write_text_atomic
 from bertology.run.rundir import RunDir, headline_keys
+from bertology.study.judge.record import FindingResult, Verdict
 from bertology.study.judge.scale import Shortfall
 from bertology.study.judge.scope import scope_of
 from bertology.study.judge.selection import Selection
-from bertology.study.judge.verdicts import FindingResult
 from bertology.study.pages.reporting import (
     FIRM_WORDS,
     KIND_TITLES,
@@ -58,9 +58,10 @@ def members_rows(selection: Selection) -> str:
     return "".join(cells)
 
 
-def verdict_cell(verdict: str, fragile: bool = False) -> str:
+def verdict_cell(verdict: Verdict, fragile: bool = False) -> str:
     mark = ' <span class="fragile">(fragile)</span>' if fragile else ""
-    return f'<span class="{escape(verdict.replace(" ", "-"))}">{escape(verdict)}</span>{mark}'
+    label = verdict.label
+    return f'<span class="{escape(label.replace(" ", "-"))}">{escape(label)}</span>{mark}'
 
 
 def image_uri(path: Path) -> str:

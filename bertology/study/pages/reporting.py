@@ -13,12 +13,13 @@ from bertology.run.rundir import RunDir, headline_keys
 from bertology.study.judge.collapses import collapse_column, fisher_p
 from bertology.study.judge.contrasts import selects
 from bertology.study.judge.evidence import Evidence, layer_keys
+from bertology.study.judge.record import FindingResult
 from bertology.study.judge.results import replication_key
 from bertology.study.judge.scale import Shortfall, smoke_line
 from bertology.study.judge.scope import KINDS, checkpoints_named, result_kind, scope_of
 from bertology.study.judge.selection import Selection
 from bertology.study.judge.stats import Estimate
-from bertology.study.judge.verdicts import VERDICTS, FindingResult
+from bertology.study.judge.verdicts import VERDICTS
 
 MAX_HEADLINES = 8  # per group in REPORT.md; the CSV has them all
 
@@ -48,27 +49,23 @@ def finding_rows(results: list[FindingResult], selection: Selection | None = Non
     rows = []
     for r in results:
         scope = scope_of(r)
-        # item_overlap: the share counted (stats.compute_overlap); blank where some run
-        # recorded no item ids (made before runs did), counted as 0
-        overlaps = r.overlaps or [None] * len(r.tests)
-        # across a population: Sellam et al.'s multi-bootstrap beside the verdict's interval
-        boots = r.multibootstrap or [None] * len(r.tests)
-        # and, where its members ran 2+ seeds, the share of their spread that is noise within
-        spreads = r.spreads or [None] * len(r.tests)
-        # and, from 5 members, the sign test over them and their skewness
-        checks = r.checks or [None] * len(r.tests)
-        for test, design, comparison, overlap, boot, spread, check in zip(
-                r.tests, r.designs, r.spec.comparisons, overlaps, boots, spreads, checks):
+        # item_overlap: the share counted (stats.compute_overlap), blank where some run
+        # recorded no item ids (made before runs did), counted as 0; across a population:
+        # Sellam et al.'s multi-bootstrap beside the verdict's interval, where its members ran
+        # 2+ seeds the share of their spread that is noise within, and from 5 members the sign
+        # test over them and their skewness
+        for part, comparison in zip(r.parts, r.spec.comparisons):
+            test, spread, check = part.test, part.spread, part.check
             low, high = test.estimate.interval()
-            boot_low, boot_high, boot_p = boot or (None, None, None)
+            boot_low, boot_high, boot_p = part.multibootstrap or (None, None, None)
             rows.append({
                 "finding": r.id, "about": r.spec.about, "unit": scope.unit, "scope": scope.column,
                 "claim": r.spec.claim,
                 "source": r.spec.source,
-                "test": comparison.describe(), "design": design, "effect": test.estimate.mean,
+                "test": comparison.describe(), "design": part.design, "effect": test.estimate.mean,
                 "ci_low": low, "ci_high": high, "se": test.estimate.se,
                 "dof": test.estimate.dof, "seeds": test.estimate.n,
-                "item_replicates": test.estimate.items, "item_overlap": overlap,
+                "item_replicates": test.estimate.items, "item_overlap": part.overlap,
                 "members": len(r.members) or None,
                 "set_aside": aside if r.members else "",
                 # each arm's fine-tunings that collapsed, "arm:k/n;…", and Fisher's p between
@@ -83,8 +80,8 @@ def finding_rows(results: list[FindingResult], selection: Selection | None = Non
                 "members_sign_p": check.sign_p if check else None,
                 "members_skewness": check.skewness if check else None,
                 "p_holds": r.p_holds, "p_fails": r.p_fails, "p_holm": r.p_adjusted,
-                "raw_verdict": r.raw,
-                "corrected_verdict": r.corrected, "fragile": r.fragile,
+                "raw_verdict": r.raw.label,
+                "corrected_verdict": r.corrected.label, "fragile": r.fragile,
                 "p_replication": "" if math.isnan(r.p_replication) else r.p_replication,
                 "note": r.note,
                 "runs": " ".join(str(run.path) for run in r.runs)})
@@ -145,28 +142,29 @@ def plot_finding(result: FindingResult, out_dir: Path) -> str:
         axis.axhline(comparison.margin, color=GREY, linestyle="--", label="margin")
         axis.set_xticks([0], [comparison.describe()[:60]], fontsize=7)
         axis.legend(fontsize=7)
-    axis.set_title(f"{result.id}: {result.raw} (Holm: {holm_verdict(result)})", fontsize=9)
+    axis.set_title(f"{result.id}: {result.raw.label} (Holm: {holm_verdict(result)})", fontsize=9)
     axis.grid(alpha=0.3)
     path = save_figure(figure, out_dir, f"finding_{result.id}")
     return str(path.relative_to(out_dir))
 
 
 def verdict_counts(results: list[FindingResult], which: str) -> dict[str, int]:
-    return {v: sum(getattr(r, which) == v for r in results) for v in VERDICTS}
+    return {v: sum(getattr(r, which).label == v for r in results) for v in VERDICTS}
 
 
 def holm_verdict(result: FindingResult) -> str:
     """The corrected verdict as the tables show it: "holds (fragile)" where a resolved verdict
     is not firm (suite.py: firm means Holm-adjusted p below α/10 and no replicate left out
     loses it)."""
-    return f"{result.corrected} (fragile)" if result.fragile else result.corrected
+    label = result.corrected.label
+    return f"{label} (fragile)" if result.fragile else label
 
 
 def count_line(results: list[FindingResult], which: str) -> str:
     """"7 holds (2 fragile), 3 does not hold, …": fragile ones counted apart, Holm only."""
     parts = []
     for verdict, n in verdict_counts(results, which).items():
-        fragile = sum(r.fragile for r in results if r.corrected == verdict)
+        fragile = sum(r.fragile for r in results if r.corrected.label == verdict)
         parts.append(f"{n} {verdict} ({fragile} fragile)" if which == "corrected" and fragile
                      else f"{n} {verdict}")
     return ", ".join(parts)
@@ -194,7 +192,7 @@ def split_by_kind(results: list[FindingResult]) -> dict[str, list[FindingResult]
 
 def holds_line(results: list[FindingResult]) -> str:
     """"k of n hold (m fragile)" after Holm."""
-    held = [r for r in results if r.corrected == "holds"]
+    held = [r for r in results if r.corrected.label == "holds"]
     return (f"{len(held)} of {len(results)} hold ({sum(r.fragile for r in held)} fragile) "
             "after Holm's correction")
 
@@ -242,7 +240,7 @@ def findings_table(results: list[FindingResult], figures: dict[str, str]) -> lis
             effect, interval = format_estimate(test.estimate)
             head = ([r.id, r.spec.claim, scope_of(r).words, r.spec.source] if i == 0
                     else ["", "", "", ""])
-            tail = ([f"**{r.raw}**", f"**{holm_verdict(r)}**", r.note, f"![]({figure})"]
+            tail = ([f"**{r.raw.label}**", f"**{holm_verdict(r)}**", r.note, f"![]({figure})"]
                     if i == 0 else ["", "", "", ""])
             lines.append("| " + " | ".join([*head, f"`{comparison.describe()}`", effect,
                                              interval, str(test.estimate.n), *tail]) + " |")
