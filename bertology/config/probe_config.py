@@ -59,6 +59,7 @@ class ProbeRunKeys:
     sample_seed: int = 0
     compare_to: str | None = None
     compare_to_twin: str | None = None
+    pretrain_steps: int | None = None  # model.name_or_path=null: the default pretrain's steps
     label: str | None = None  # recorded, never read (config/checks.py check_label)
 
     def __post_init__(self) -> None:
@@ -72,7 +73,7 @@ class ProbeRunKeys:
         one_of(self.init, ("pretrained", "random"), "init")
         one_of(self.pooling, ("first", "mean"), "pooling")
         positive(self.batch_size, "batch_size")
-        for key in ("max_train_sentences", "max_eval_sentences"):
+        for key in ("max_train_sentences", "max_eval_sentences", "pretrain_steps"):
             value = getattr(self, key)
             require(value is None or value > 0, f"{key}={value} must be positive or null")
 
@@ -154,7 +155,7 @@ def load_probe_config(cfg: DictConfig) -> ProbeConfig:
         data_dir=data_dir, cache_dir=cache_dir, compare_to_twin=run.compare_to_twin,
     )
     if config.model.name_or_path is None and config.init == "pretrained":
-        config.pretrain_cfg = build_pretrain_cfg(container)
+        config.pretrain_cfg = build_pretrain_cfg(container, run.pretrain_steps)
         check_nested(load_pretrain_config, config.pretrain_cfg, "the model to probe (no "
                      "model.name_or_path: pretrained first by `bertology pretrain`)")
     for key, path in (("model.name_or_path", config.model.name_or_path),
@@ -191,18 +192,23 @@ def check_mlm_analyses(config: ProbeConfig) -> None:
         check_mlm_head(path, found, needs)
 
 
-def build_pretrain_cfg(container: dict) -> DictConfig:
+def build_pretrain_cfg(container: dict, steps: int | None = None) -> DictConfig:
     """What a probe with no checkpoint probes: the default `bertology pretrain` of its model=
     and size= (conf/pretrain.yaml's run: the embedded corpus, trainer=default, its dropout
     and seed), so the no-argument figure shows a model that has learned the grammar against
-    its random-init and control baselines instead of noise against noise. The probe
-    pipeline runs it once and caches it (pipelines/probe.py)."""
+    its random-init and control baselines instead of noise against noise. `steps`
+    (pretrain_steps=) trains it longer: subject-verb agreement takes a tiny BERT more steps
+    than POS does (docs/probing.md). The probe pipeline runs it once and caches it
+    (pipelines/probe.py)."""
     primary = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "pretrain.yaml"))
     model = OmegaConf.merge(container["model"], primary["model"])
+    trainer = load_group_file("trainer", "default")
+    if steps is not None:
+        trainer["max_steps"] = steps
     return OmegaConf.create({
         "model": OmegaConf.to_container(model), "size": container["size"],
         "objective": container["objective"], "data": load_group_file("data", "synthetic"),
-        "trainer": load_group_file("trainer", "default"), "logger": container["logger"],
+        "trainer": trainer, "logger": container["logger"],
         "seed": primary["seed"], "resume": primary["resume"], "paths": container["paths"],
         "downstream": primary["downstream"],
     })
