@@ -23,8 +23,8 @@ from bertology.analysis.agreement_interchange import (
     summarise_encoder,
 )
 from bertology.analysis.agreement_items import (
-    AgreementItem,
     AgreementPair,
+    InterchangeItem,
     build_items,
     build_pair,
     choose_control_positions,
@@ -93,10 +93,10 @@ def test_items_are_aligned_masked_and_their_controls_avoid_subject_and_verb(synt
 
 
 def hand_item(subject: list[int], verb: int, number: str, base: list[int], other: list[int]
-              ) -> AgreementItem:
+              ) -> InterchangeItem:
     pair = AgreementPair(("w",) * len(base), ("w",) * len(base), subject[0], verb, number,
                          ("runs", "run"))
-    return AgreementItem(pair, base, other, subject, verb, list(range(1, len(base) - 1)),
+    return InterchangeItem(pair, base, other, subject, verb, list(range(1, len(base) - 1)),
                          (7, 11))
 
 
@@ -109,7 +109,7 @@ def layer_states(model, ids: torch.Tensor) -> list[torch.Tensor]:
     return states
 
 
-def preference_by_hand(model, items: list[AgreementItem], layer: int,
+def preference_by_hand(model, items: list[InterchangeItem], layer: int,
                        positions: list[list[int]]) -> np.ndarray:
     """d at each item's verb with hidden state `layer` of the base overwritten, at
     `positions`, by the counterfactual's, and the layers above called by hand."""

@@ -39,7 +39,7 @@ from transformers import AutoModelForMaskedLM, PreTrainedModel
 
 from bertology.analysis.agreement_figure import plot_decodable_vs_used
 from bertology.analysis.agreement_items import (
-    AgreementItem,
+    InterchangeItem,
     build_items,
     choose_control_positions,
     collate_items,
@@ -105,7 +105,7 @@ def build_mlm_models(ctx: ProbeContext, settings: AgreementInterchangeSettings
 # ---------------------------------------------------------------- the readout
 
 
-def compute_preference(logits: torch.Tensor, items: list[AgreementItem]) -> np.ndarray:
+def compute_preference(logits: torch.Tensor, items: list[InterchangeItem]) -> np.ndarray:
     """(batch, tokens, vocab) → (batch,) logit(singular) − logit(plural) at each masked verb."""
     rows = torch.arange(len(items))
     verbs = torch.tensor([i.verb_position for i in items])
@@ -117,7 +117,7 @@ def compute_preference(logits: torch.Tensor, items: list[AgreementItem]) -> np.n
 
 @torch.no_grad()
 def extract_patched_preference(model: PreTrainedModel, base: dict, counterfactual: dict,
-                               items: list[AgreementItem], layer: int,
+                               items: list[InterchangeItem], layer: int,
                                positions: list[list[int]]) -> np.ndarray:
     """(batch,) d on the base input with the site's values at `positions` (per example)
     taken from the counterfactual input at the same positions."""
@@ -128,7 +128,7 @@ def extract_patched_preference(model: PreTrainedModel, base: dict, counterfactua
 
 
 @torch.no_grad()
-def extract_readings(model: PreTrainedModel, items: list[AgreementItem],
+def extract_readings(model: PreTrainedModel, items: list[InterchangeItem],
                      controls: list[list[int]], batch_size: int, pad_id: int) -> AgreementReadings:
     """Every item's d unpatched, on the counterfactual, and interchanged at each layer at the
     subject and at the control positions."""
@@ -154,7 +154,7 @@ def extract_readings(model: PreTrainedModel, items: list[AgreementItem],
 # ---------------------------------------------------------------- per-item arithmetic
 
 
-def compute_toward(items: list[AgreementItem]) -> np.ndarray:
+def compute_toward(items: list[InterchangeItem]) -> np.ndarray:
     """(items,) +1 where the counterfactual's form is the singular (the base subject is
     plural: d rises towards it), −1 where it is the plural."""
     return np.array([1.0 if i.pair.number == "plur" else -1.0 for i in items])
@@ -183,7 +183,7 @@ def compute_verb_accuracy(readings: AgreementReadings, toward: np.ndarray) -> di
 
 
 @torch.no_grad()
-def extract_subject_states(model: PreTrainedModel, items: list[AgreementItem],
+def extract_subject_states(model: PreTrainedModel, items: list[InterchangeItem],
                            batch_size: int, pad_id: int) -> np.ndarray:
     """(layers + 1, items, dim) each layer's hidden state at the subject's first sub-word of
     the base input."""
@@ -210,7 +210,7 @@ def fit_number_probes(train: np.ndarray, y_train: np.ndarray, test: np.ndarray,
 # ---------------------------------------------------------------- one encoder
 
 
-def measure_encoder(model: PreTrainedModel, items: dict[str, list[AgreementItem]],
+def measure_encoder(model: PreTrainedModel, items: dict[str, list[InterchangeItem]],
                     controls: list[list[int]], batch_size: int, pad_id: int, seed: int
                     ) -> dict[str, np.ndarray]:
     """Per-item values of one encoder on the eval items: the effects of agreement and the
@@ -274,7 +274,7 @@ def table_rows(values: dict[str, np.ndarray], columns: dict[str, np.ndarray], sc
 # ---------------------------------------------------------------- the analysis
 
 
-def build_split_items(ctx: ProbeContext, tokenizer) -> dict[str, list[AgreementItem]]:
+def build_split_items(ctx: ProbeContext, tokenizer) -> dict[str, list[InterchangeItem]]:
     """The minimal pairs of each split: train (the probe's fit) and eval (everything else)."""
     task = ctx.config.task
     require(task.format == "synthetic" and task.label_field == "agreement",

@@ -45,7 +45,7 @@ class AgreementPair:
 
 
 @dataclass(frozen=True)
-class AgreementItem:
+class InterchangeItem:
     """One pair, tokenised: base and counterfactual have the same length, position by position
     aligned (the subject has as many sub-words in either number)."""
 
@@ -105,7 +105,7 @@ def build_pair(sentence: ProbeSentence) -> AgreementPair | None:
 
 
 def encode_pair(tokenizer: PreTrainedTokenizerBase, pair: AgreementPair, max_length: int
-                ) -> AgreementItem | None:
+                ) -> InterchangeItem | None:
     """The pair's token ids with the agreeing word masked; None where the two are not aligned
     (the subject's sub-words differ in count between the numbers), the agreeing word or one of
     its forms is not one token, or the input is too long."""
@@ -122,17 +122,17 @@ def encode_pair(tokenizer: PreTrainedTokenizerBase, pair: AgreementPair, max_len
     for ids in masked:
         ids[start] = tokenizer.mask_token_id
     first, last = base_spans[pair.subject]
-    return AgreementItem(pair, masked[0], masked[1], list(range(first, last)), start,
+    return InterchangeItem(pair, masked[0], masked[1], list(range(first, last)), start,
                          [s for s, _ in base_spans], form_ids)
 
 
 def build_items(tokenizer: PreTrainedTokenizerBase, sentences: list[ProbeSentence],
-                max_length: int) -> list[AgreementItem]:
+                max_length: int) -> list[InterchangeItem]:
     pairs = [p for p in map(build_pair, sentences) if p is not None]
     return [i for i in (encode_pair(tokenizer, p, max_length) for p in pairs) if i is not None]
 
 
-def choose_control_positions(item: AgreementItem, rng: np.random.Generator) -> list[int]:
+def choose_control_positions(item: InterchangeItem, rng: np.random.Generator) -> list[int]:
     """As many positions as the subject has, at words that are neither the subject nor the
     agreeing word (their first sub-words), drawn at random: the same interchange where the
     counterfactual differs from the base only by what attention carried there from the
@@ -142,7 +142,7 @@ def choose_control_positions(item: AgreementItem, rng: np.random.Generator) -> l
     return sorted(rng.choice(others, size=len(item.subject_positions), replace=False).tolist())
 
 
-def collate_items(items: list[AgreementItem], pad_id: int
+def collate_items(items: list[InterchangeItem], pad_id: int
                   ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """Base and counterfactual inputs of a batch, right-padded to one length: (batch, tokens)
     input_ids and attention_mask each."""
