@@ -197,6 +197,18 @@ class AmnesicSettings:
         in_open_unit(self.mask_prob, "analysis.amnesic.mask_prob")
 
 
+@dataclass
+class AgreementInterchangeSettings:
+    """analysis=agreement_interchange: interchange the subject's number at each layer and read
+    the MLM's verb form (Finlayson et al., 2021; Geiger et al., 2021)."""
+
+    random_init: bool = True  # the same measurement on the random-init twin
+    batch_size: int = 64  # minimal pairs per forward pass
+
+    def __post_init__(self) -> None:
+        positive(self.batch_size, "analysis.agreement_interchange.batch_size")
+
+
 @dataclass(frozen=True)
 class Analysis:
     run: str  # "module:function": run(ctx, settings) -> metrics, imported when it runs
@@ -221,6 +233,8 @@ ANALYSES = {
     # the masked-LM head: checked before any other analysis spends time
     "cloze": Analysis("bertology.analysis.cloze:run", ClozeSettings, needs="mlm_head"),
     "amnesic": Analysis("bertology.analysis.amnesic:run", AmnesicSettings, needs="mlm_head"),
+    "agreement_interchange": Analysis("bertology.analysis.agreement_interchange:run",
+                                      AgreementInterchangeSettings, needs="mlm_head"),
 }
 
 

@@ -59,6 +59,8 @@ class ProbeRunKeys:
     sample_seed: int = 0
     compare_to: str | None = None
     compare_to_twin: str | None = None
+    # model.name_or_path=null: overrides of trainer/default.yaml for the default pretrain
+    pretrain_trainer: dict | None = None
     label: str | None = None  # recorded, never read (config/checks.py check_label)
 
     def __post_init__(self) -> None:
@@ -154,7 +156,7 @@ def load_probe_config(cfg: DictConfig) -> ProbeConfig:
         data_dir=data_dir, cache_dir=cache_dir, compare_to_twin=run.compare_to_twin,
     )
     if config.model.name_or_path is None and config.init == "pretrained":
-        config.pretrain_cfg = build_pretrain_cfg(container)
+        config.pretrain_cfg = build_pretrain_cfg(container, run.pretrain_trainer)
         check_nested(load_pretrain_config, config.pretrain_cfg, "the model to probe (no "
                      "model.name_or_path: pretrained first by `bertology pretrain`)")
     for key, path in (("model.name_or_path", config.model.name_or_path),
@@ -191,18 +193,22 @@ def check_mlm_analyses(config: ProbeConfig) -> None:
         check_mlm_head(path, found, needs)
 
 
-def build_pretrain_cfg(container: dict) -> DictConfig:
+def build_pretrain_cfg(container: dict, trainer: dict | None = None) -> DictConfig:
     """What a probe with no checkpoint probes: the default `bertology pretrain` of its model=
     and size= (conf/pretrain.yaml's run: the embedded corpus, trainer=default, its dropout
     and seed), so the no-argument figure shows a model that has learned the grammar against
-    its random-init and control baselines instead of noise against noise. The probe
-    pipeline runs it once and caches it (pipelines/probe.py)."""
+    its random-init and control baselines instead of noise against noise. `trainer`
+    (pretrain_trainer=) overrides trainer/default.yaml's keys: subject-verb agreement takes a
+    tiny BERT longer than POS does (docs/probing.md). The probe pipeline runs it once and
+    caches it (pipelines/probe.py)."""
     primary = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "pretrain.yaml"))
     model = OmegaConf.merge(container["model"], primary["model"])
+    trainer = OmegaConf.to_container(OmegaConf.merge(load_group_file("trainer", "default"),
+                                                     trainer or {}))
     return OmegaConf.create({
         "model": OmegaConf.to_container(model), "size": container["size"],
         "objective": container["objective"], "data": load_group_file("data", "synthetic"),
-        "trainer": load_group_file("trainer", "default"), "logger": container["logger"],
+        "trainer": trainer, "logger": container["logger"],
         "seed": primary["seed"], "resume": primary["resume"], "paths": container["paths"],
         "downstream": primary["downstream"],
     })

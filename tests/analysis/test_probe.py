@@ -399,6 +399,14 @@ def test_with_no_checkpoint_the_probe_reads_the_default_pretrain_run():
         assert nested[key] == default[key], key
     assert load_probe_config(compose_config("probe", ["init=random"])).pretrain_cfg is None
     assert load_probe_config(compose_config("probe", ["analysis=cloze"])).pretrain_cfg  # MLM head
+    # pretrain_trainer= overrides that pretrain run's trainer (the planted check's is longer)
+    # and nothing else
+    longer = OmegaConf.to_container(load_probe_config(compose_config(
+        "probe", ["pretrain_trainer={max_steps: 7, lr: 0.001}"])).pretrain_cfg)
+    expected = OmegaConf.to_container(compose_config(
+        "pretrain", ["trainer.max_steps=7", "trainer.lr=0.001"]), resolve=True)
+    for key in ("model", "size", "objective", "data", "trainer", "seed", "resume", "downstream"):
+        assert longer[key] == expected[key], key
 
 
 @pytest.mark.slow

@@ -139,7 +139,8 @@ def test_a_new_analysis_and_verb_show_in_the_usage_and_the_help(toys, capsys):
     assert main(["--help"]) == 0
     usage = capsys.readouterr().out
     assert "\n  toy        counts to a number (count=N)" in usage
-    assert "amnesic, toy;" in " ".join(usage.split())  # probe's analyses
+    last = list(ANALYSES)[-2]  # the table's own last row, the toy after it
+    assert f"{last}, toy;" in " ".join(usage.split())  # probe's analyses
     assert main(["toy", "--help"]) == 0
     help_text = capsys.readouterr().out
     assert help_text.startswith("usage: bertology toy [GROUP=OPTION ...]")
@@ -177,7 +178,7 @@ def test_a_new_analysis_and_verb_pass_through_the_config_checks(toys, capsys):
     assert analyses_needing("mlm_head", config.analyses) == ["toy"]
     with pytest.raises(UserError, match="analysis=toy cannot run on"):
         check_uses({"model_type": "deberta-v2"}, probe_uses(config.analyses), "key", "path")
-    assert "probe `cloze`, `amnesic`, `toy`" in render_family_table()
+    assert "probe `cloze`, `amnesic`, `agreement_interchange`, `toy`" in render_family_table()
 
 
 def test_a_new_verb_runs(toys, fresh_logging):

@@ -1,0 +1,130 @@
+"""The planted-truth check through the CLI: a tiny BERT pretrained on the embedded grammar (with
+study_probe_planted's recipe), probed by the study's bundle with two seeds and
+judged by `bertology report`: agreement_used_planted holds on it and fails on its random-init
+twin (the same sweep with init=random). And the noise checks on the same model:
+a counterfactual whose subject keeps its number (another noun of the same number) flips no
+verb, and the control positions at the embeddings (the same token in both inputs) move
+nothing."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from conftest import REPO, run_cli
+
+from bertology.analysis.agreement_interchange import compute_item_effects, compute_toward
+from bertology.analysis.agreement_items import build_items, choose_control_positions
+from bertology.data import lexicon as lx
+from bertology.data.probe_sentences import load_synthetic_sentences
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
+
+BUNDLE = yaml.safe_load((REPO / "conf" / "experiment" / "study_probe_planted.yaml").read_text())
+# the study's own recipe: the check reads the model the study pretrains
+RECIPE = ["objective=mlm", f"model.masking={BUNDLE['model']['masking']}",
+          *(f"trainer.{key}={value}" for key, value in BUNDLE["pretrain_trainer"].items())]
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory) -> Path:
+    """`bertology pretrain` as the study's default pretrain runs it."""
+    root = tmp_path_factory.mktemp("planted")
+    result = run_cli("pretrain", *RECIPE, "logger=none", f"hydra.run.dir={root / 'pretrain'}",
+                     cwd=root, timeout=3600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return root / "pretrain" / "model"
+
+
+def judge(model: Path, root: Path, *extra: str) -> dict[str, str]:
+    """The study's sweep (seeds 0 and 1) on the model, then the report's row of the finding."""
+    probe = run_cli("probe", "-m", "experiment=study_probe_planted", "seed=0,1",
+                    f"model.name_or_path={model}", "logger=none", *extra,
+                    f"hydra.sweep.dir={root / 'probe'}", cwd=root, timeout=1800)
+    assert probe.returncode == 0, probe.stderr[-2000:]
+    report = run_cli("report", str(root / "probe"), f"hydra.run.dir={root / 'report'}",
+                     cwd=root, timeout=600)
+    assert report.returncode == 0, report.stderr[-2000:]
+    with (root / "report" / "tables" / "findings.csv").open() as handle:
+        return {row["finding"]: row for row in csv.DictReader(handle)}["agreement_used_planted"]
+
+
+# The tiny BERT has not been seen to learn agreement on CPU: at 1,000-4,000 steps of the default
+# and the study's recipes its masked verbs prefer one form whatever the subject (docs/probing.md,
+# "The planted check"); the study's 12,000 steps are not yet measured to be enough
+LEARNS = pytest.mark.xfail(reason="the tiny BERT is not yet seen to learn agreement within "
+                           "the study's pretraining (docs/probing.md)", strict=False)
+
+
+@LEARNS
+def test_the_check_holds_on_the_trained_model(pretrained, tmp_path):
+    model = judge(pretrained, tmp_path / "model")
+    assert model["raw_verdict"] == "holds", model["note"]
+    assert float(model["effect"]) > 0.5
+
+
+def test_the_check_fails_on_the_twin(pretrained, tmp_path):
+    """The twin flips no verb at any layer on any seed: the same 0 on every seed, which the
+    report counts once (runs that repeat another's evidence exactly), so one measurement leans
+    against the claim where seeds that differed would settle "does not hold"."""
+    twin = judge(pretrained, tmp_path / "twin", "init=random")
+    assert twin["raw_verdict"] in ("does not hold", "leans against"), twin["note"]
+    assert float(twin["ci_high"]) < 0.5
+
+
+def same_number_counterfactuals(items, tokenizer) -> list:
+    """Each item's counterfactual with its subject replaced by another noun of the base's
+    number, as many sub-words long (the base itself where none is): a swap that carries no
+    number."""
+    nouns = sorted(n for n, number in lx.NOUN_NUMBER.items() if n.islower())
+    by_shape: dict[tuple[str, int], list[list[int]]] = {}
+    for noun in nouns:
+        ids = tokenizer(noun, add_special_tokens=False)["input_ids"]
+        by_shape.setdefault((lx.NOUN_NUMBER[noun], len(ids)), []).append(ids)
+    swapped = []
+    for k, item in enumerate(items):
+        ids = list(item.base_ids)
+        subject = [ids[p] for p in item.subject_positions]
+        choices = [c for c in by_shape[(item.pair.number, len(subject))] if c != subject]
+        if choices:
+            for p, token in zip(item.subject_positions, choices[k % len(choices)]):
+                ids[p] = token
+        swapped.append(type(item)(item.pair, item.base_ids, ids, item.subject_positions,
+                                  item.verb_position, item.word_positions, item.form_ids))
+    return swapped
+
+
+def readings_of(pretrained: Path, swap_number: bool) -> dict[str, np.ndarray]:
+    """The model's per-item effects on the eval items of a 1,200-sentence grammar, with the
+    counterfactual of the other number (as the analysis) or of the same number."""
+    from transformers import AutoModelForMaskedLM
+
+    from bertology.analysis.agreement_interchange import extract_readings
+    from bertology.config.groups import TaskConfig
+    from bertology.data.tokenizers import load_pretrained_tokenizer
+
+    tokenizer = load_pretrained_tokenizer(str(pretrained))
+    model = AutoModelForMaskedLM.from_pretrained(pretrained).eval()
+    task = TaskConfig(name="synthetic_agreement", format="synthetic", label_field="agreement",
+                      num_sentences=1200, eval_fraction=0.5, max_seq_length=64)
+    items = build_items(tokenizer, load_synthetic_sentences(task).eval, 64)
+    rng = np.random.default_rng(0)
+    controls = [choose_control_positions(item, rng) for item in items]
+    if not swap_number:
+        items = same_number_counterfactuals(items, tokenizer)
+    readings = extract_readings(model, items, controls, 64, tokenizer.pad_token_id)
+    return compute_item_effects(readings, compute_toward(items))
+
+
+def test_a_swap_that_keeps_the_number_flips_no_verb(pretrained):
+    kept = readings_of(pretrained, swap_number=False)
+    assert np.abs(kept["effect"].mean(axis=1)).max() < 0.05  # not the noun's identity
+    assert np.all(kept["control"][0] == 0)  # the same token at the embeddings: nothing moves
+
+
+@LEARNS
+def test_the_model_uses_the_number_it_was_planted_with(pretrained):
+    assert readings_of(pretrained, swap_number=True)["effect"].mean(axis=1).max() > 0.5
