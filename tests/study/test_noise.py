@@ -406,8 +406,8 @@ def test_every_finding_has_a_noise_test():
     covered = {"probe_pos", "probe_ner", "finetune_sst2", "finetune_conll", "prune_sst2",
                "distill_sst2", "pretrain_masking", "pretrain_shape", "pretrain_nsp",
                "pretrain_electra",
-               # its nulls are in tests/study/test_planted_check.py (the twin through the CLI, a swap
-               # that keeps the number); no random-feature run of it here yet
+               # its nulls are in tests/study/test_planted_check.py (the twin through the CLI,
+               # a swap that keeps the number); no random-feature run of it here yet
                "probe_planted"}
     assert all(set(spec.studies) <= covered for spec in CATALOG.values())
 

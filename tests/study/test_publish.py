@@ -43,6 +43,10 @@ def make_reproduce(out, record: bool = True):
     make_run(out / "pretrain_nsp" / "0", {"cpu": XEON, "git": {"commit": "b" * 40,
                                                                "dirty": True}},
              1_800_000_300.0, 1_800_001_500.0)
+    make_run(out / "report-earlier", {"cpu": XEON, "git": git}, 1_700_000_000.0,
+             1_900_000_000.0)  # another report over these runs: not a study run
+    (out / "report-earlier" / "status.json").write_text(json.dumps({
+        "status": "finished", "pipeline": "report", "started": 1.7e9, "updated": 1.9e9}))
     report = out / "report"
     (report / "tables").mkdir(parents=True)
     (report / "env.json").write_text(json.dumps({"git": {"commit": "c" * 40, "dirty": False}}))

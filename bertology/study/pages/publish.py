@@ -71,7 +71,10 @@ def read_header(report: Path, command: str | None, remark: str = "") -> dict:
     """The run's header from its runs' env.json and status.json, the report's env.json (the
     commit it was judged at) and reproduce.json where the run wrote one."""
     root = report.parent
-    runs = [p for p in finished_runs([root]) if p.resolve() != report.resolve()]
+    # the study runs: a report over them (this one, or another judging) is not one
+    runs = [p for p in finished_runs([root])
+            if (read_status(p) or {}).get("pipeline") != "report"
+            and p.resolve() != report.resolve()]
     require(bool(runs), f"{report}: no finished runs beside it; give the report dir of a "
             "make reproduce run (<out>/report)")
     envs = [read_json(p / "env.json") for p in runs if (p / "env.json").is_file()]
