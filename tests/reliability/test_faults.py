@@ -25,11 +25,11 @@ from conftest import write_markdown_table
 from safetensors.torch import load_file
 
 from bertology.cli import entry as cli
-from bertology.pipelines import report
 from bertology.run import tracking
 from bertology.run.rundir import is_finished, read_status, run_status
 from bertology.run.tracking import without_wall_clock
 from bertology.run.write_errors import FIXES, describe_write_error, errno_of
+from bertology.study.judge.results import find_runs
 from bertology.training import checkpoint
 from bertology.training.checkpoint import find_damage, list_checkpoints
 
@@ -309,7 +309,7 @@ def test_metrics_json_and_finished_status_only_for_a_finished_run(tmp_path):
     (run_dir / "status.json").write_text(json.dumps({"status": "running"}))
     assert not is_finished(run_dir)
     with pytest.raises(Exception, match="no finished runs"):
-        report.find_runs([tmp_path])
+        find_runs([tmp_path])
 
 
 @pytest.mark.slow

@@ -23,6 +23,7 @@ from bertology.study.judge import catalog
 from bertology.study.judge.evidence import REDUCTIONS, lower_middle_layers
 from bertology.study.judge.results import find_runs
 from bertology.study.judge.specs import parse_finding
+from bertology.study.judge.suite import correct_suite
 from bertology.study.judge.verdicts import judge
 from bertology.study.pages.reporting import FINDING_COLUMNS
 
@@ -309,7 +310,7 @@ def test_a_failed_guard_makes_the_verdict_uninformative(tmp_path, twin_gap, verd
     assert result.raw.label == verdict
     if verdict == "uninformative":
         assert "guard not met" in result.note and "eval/twin" in result.note
-        [result] = report.correct_suite([result])
+        [result] = correct_suite([result])
         assert result.corrected.label == "uninformative" and result.p_adjusted == 1.0
 
 
@@ -359,7 +360,7 @@ def test_the_headline_counts_pretraining_and_checkpoint_claims_apart(tmp_path):
     cat = {s["id"]: parse_finding(s) for s in (method, model, pretrained)}
     runs = find_runs([tmp_path / "runs"])
     results = [judge(spec, runs) for spec in cat.values()]
-    results = report.correct_suite(results)
+    results = correct_suite(results)
     assert [r.corrected.label for r in results] == ["holds"] * 3
     from bertology.study.pages.report_html import write_html
     from bertology.study.pages.reporting import write_report
