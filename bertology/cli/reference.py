@@ -2,7 +2,7 @@
 
     python -m bertology.cli.reference        # writes docs/reference/{claims,config,cli}.md
 
-- claims.md: the findings catalogue (conf/findings/<id>.yaml): claim, source, what it is about
+- claims.md: the findings catalogue (findings/<id>.yaml): claim, source, what it is about
   and its unit of replication, the test with its margin, the guard and what it presupposes;
 - config.md: each config group's keys (the dataclasses of config/groups.py), their type, default
   and the comment beside them in the code;
@@ -44,7 +44,7 @@ def table_cell(text: str) -> str:
 def render_claims() -> str:
     """The catalogue, one row a finding, in id order."""
     lines = ["# The claims", "", GENERATED, "",
-             "Every finding `bertology report` judges (conf/findings/<id>.yaml): what it claims, "
+             "Every finding `bertology report` judges (findings/<id>.yaml): what it claims, "
              "where the claim comes from, what it is about (a model, or the method) and what its "
              "replicates are (checkpoint: seeds of one trained model; pretraining: independently "
              "pretrained encoders), the test it must pass against its margin (a − b > margin; "

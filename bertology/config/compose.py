@@ -21,6 +21,18 @@ def find_conf_dir() -> Path:
 CONF_DIR = find_conf_dir()
 
 
+def find_findings_dir() -> Path:
+    """The study's catalogue (one <id>.yaml a finding, studies.yaml, recipes.yaml, costs.yaml):
+    bertology/findings in the wheel, findings/ at a checkout's top level. It lies outside
+    conf/, where Hydra would read its folder as a config group."""
+    package = Path(__file__).resolve().parent.parent
+    installed = package / "findings"
+    return installed if installed.is_dir() else package.parent / "findings"
+
+
+FINDINGS_DIR = find_findings_dir()
+
+
 def load_group_file(group: str, name: str) -> dict:
     """conf/<group>/<name>.yaml as plain data, its `defaults: [x]` merged in (one level)."""
     path = CONF_DIR / group / f"{name}.yaml"

@@ -20,7 +20,7 @@ from bertology.config.compose import CONF_DIR
 # that is in it (masking and input_format: model.*; mask_mix: objective.*).
 OPTIONAL_GROUPS = {"pretrain": ("input_format", "masking", "mask_mix", "mask_rate")}
 HYDRA_GROUPS = ("hydra/launcher",)  # bertology's own Hydra options (the SLURM launcher)
-NOT_GROUPS = ("wandb_sweep", "findings")  # folders of conf/ that are not config groups (W&B
+NOT_GROUPS = ("wandb_sweep",)  # folders of conf/ that are not config groups (W&B
 # sweeps; the study's catalogue, read by bertology/study/judge/catalog.py)
 EXPERIMENT = "experiment"
 DESCRIPTION_WIDTH = 96

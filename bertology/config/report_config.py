@@ -16,7 +16,7 @@ KEYS = ("runs", "findings_dir", "members_table")
 @dataclass(frozen=True)
 class ReportConfig:
     runs: list[Path]  # run dirs or sweep dirs, searched recursively
-    findings_dir: Path | None = None  # <id>.yaml files judged beside conf/findings/'s
+    findings_dir: Path | None = None  # <id>.yaml files judged beside findings/'s
     # a population's members table (study/schedule/members.py): every member drawn, its recipe and
     # whether it learned; the report states the selection with the verdicts' scope
     members_table: Path | None = None
@@ -38,14 +38,13 @@ def load_report_config(cfg: DictConfig) -> ReportConfig:
                 "(e.g. outputs/probe/multirun/<date>/<time>)")
         require(root.is_dir(), f"runs: {root} is a file, not a run dir; give run dirs or "
                 "sweep dirs (e.g. outputs/probe/multirun/<date>/<time>)")
-    # `findings_dir`, not `findings`: Hydra reads `findings=` as a choice of the conf/findings
-    # folder (the survey's catalogue), as if it were a config group
+    # the user's folder of findings, judged beside the survey's catalogue (findings/)
     folder = container.get("findings_dir")
     if folder is not None:
         folder = Path(str(folder)).expanduser()
         require(folder.is_dir() and any(folder.glob("*.yaml")),
                 f"findings_dir={folder}: not a folder of finding files; give a folder of "
-                "<id>.yaml files laid out as conf/findings/<id>.yaml, or leave it out")
+                "<id>.yaml files laid out as findings/<id>.yaml, or leave it out")
     table = container.get("members_table")
     if table is not None:
         table = Path(str(table)).expanduser()

@@ -354,7 +354,7 @@ def own_files(args: list[str], folder: Path) -> None:
             write_example(folder / value, tagging)
         if key == "findings_dir":  # a folder of the reader's findings, one of the survey's
             (folder / value).mkdir(parents=True, exist_ok=True)
-            shutil.copy(REPO / "conf" / "findings" / "pos_layers.yaml", folder / value)
+            shutil.copy(REPO / "findings" / "pos_layers.yaml", folder / value)
 
 
 def scratch(tmp_path: Path, args: list[str], checkpoints: dict[str, Path]) -> Path:

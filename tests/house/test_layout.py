@@ -184,7 +184,8 @@ def test_every_folder_says_what_lives_there():
 
 
 # The project's top level, dotfiles aside (.ci/run, .gitignore); anything else goes in a folder.
-TOP_LEVEL = {"pyproject.toml", "README.md", "LICENSE", "Makefile", "bertology", "conf", "tests",
+TOP_LEVEL = {"pyproject.toml", "README.md", "LICENSE", "Makefile", "bertology", "conf", "findings",
+             "tests",
              "bench", "outputs", "docs"}
 
 
@@ -212,19 +213,22 @@ def test_the_top_level_holds_only_the_fixed_entries():
 
 
 def test_the_wheel_lists_every_package():
-    """pyproject.toml lists the packages by hand (conf/ maps to bertology.conf, which rules out
-    packages.find): a new subpackage left off the list would be missing from the wheel."""
+    """pyproject.toml lists the packages by hand (conf/ maps to bertology.conf and findings/ to
+    bertology.findings, which rules out packages.find): a new subpackage left off the list
+    would be missing from the wheel."""
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
     listed = setuptools["packages"]
     wanted = {*find_packages(where=str(REPO), include=["bertology", "bertology.*"]),
-              "bertology.conf"}
+              "bertology.conf", "bertology.findings"}
     assert len(listed) == len(set(listed)), "a package is listed twice"
     assert set(listed) == wanted, f"add {sorted(wanted - set(listed))}, drop " \
                                   f"{sorted(set(listed) - wanted)}"
-    assert setuptools["package-dir"] == {"bertology.conf": "conf"}
-    # the wheel takes conf/**/*.yaml: any other file there would be left out
+    assert setuptools["package-dir"] == {"bertology.conf": "conf",
+                                         "bertology.findings": "findings"}
+    # the wheel takes conf/**/*.yaml and findings/*.yaml: any other file there would be left out
     assert {p.suffix for p in (REPO / "conf").rglob("*") if p.is_file()} == {".yaml"}
+    assert {p.suffix for p in (REPO / "findings").rglob("*") if p.is_file()} == {".yaml"}
 
 
 NO_TORCH = """

@@ -15,7 +15,7 @@ import pytest
 from conftest import REPO
 
 # what the build reads; copied so the build's build/ and egg-info stay out of the checkout
-SOURCES = ("pyproject.toml", "README.md", "LICENSE", "bertology", "conf")
+SOURCES = ("pyproject.toml", "README.md", "LICENSE", "bertology", "conf", "findings")
 
 
 def build_wheel(tmp: Path) -> Path:
@@ -52,6 +52,8 @@ def test_wheel_carries_conf_and_runs_outside_the_repo(tmp_path):
     wanted = {f"bertology/conf/{p.relative_to(REPO / 'conf').as_posix()}"
               for p in (REPO / "conf").rglob("*.yaml")}
     assert wanted <= names, sorted(wanted - names)[:5]
+    catalogue = {f"bertology/findings/{p.name}" for p in (REPO / "findings").glob("*.yaml")}
+    assert catalogue <= names, sorted(catalogue - names)[:5]  # the study's, outside conf/
     assert "bertology/config/data_sets.json" in names  # `bertology data`'s manifest
     assert "bertology-0.1.0.dist-info/licenses/LICENSE" in names
     metadata = zipfile.ZipFile(wheel).read("bertology-0.1.0.dist-info/METADATA").decode()
@@ -68,9 +70,10 @@ def test_wheel_carries_conf_and_runs_outside_the_repo(tmp_path):
 
     assert run("--help").returncode == 0
     conf = subprocess.run([str(tmp_path / "venv" / "bin" / "python"), "-c", "from bertology."
-                           "config.compose import CONF_DIR; print(CONF_DIR)"], cwd=work,
-                          capture_output=True, text=True, check=True).stdout.strip()
-    assert Path(conf).is_relative_to(tmp_path / "venv"), conf
+                           "config.compose import CONF_DIR, FINDINGS_DIR; print(CONF_DIR); "
+                           "print(FINDINGS_DIR)"], cwd=work,
+                          capture_output=True, text=True, check=True).stdout.split()
+    assert all(Path(c).is_relative_to(tmp_path / "venv") for c in conf), conf
     for args in (["pretrain", "trainer.max_steps=20", "logger=none"],
                  ["probe", "logger=none", "init=random"]):
         done = run(*args)

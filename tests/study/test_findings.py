@@ -124,7 +124,7 @@ def test_the_suite_has_thirty_findings_over_its_studies():
 
 
 def test_conf_experiment_holds_what_a_pipeline_runs_and_no_finding():
-    """The runner's bundles carry no claim: a finding lives in conf/findings/ alone, and a
+    """The runner's bundles carry no claim: a finding lives in findings/ alone, and a
     study bundle only files its runs under its label (the runner never reads it)."""
     assert not list(EXPERIMENTS.glob("finding_*.yaml"))
     for study in STUDIES:

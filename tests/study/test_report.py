@@ -255,10 +255,10 @@ def test_a_study_serves_every_finding_of_the_catalog(tmp_path):
 
 def test_every_catalog_finding_names_a_study_of_the_catalogue():
     specs, studies = catalog.load_catalog(), catalog.load_studies()
-    assert specs, "conf/findings holds no finding"
+    assert specs, "findings holds no finding"
     for spec in specs.values():
         assert spec.studies and set(spec.studies) <= set(studies), spec.id
-        assert (REPO / "conf" / "findings" / f"{spec.id}.yaml").exists(), spec.id
+        assert (REPO / "findings" / f"{spec.id}.yaml").exists(), spec.id
 
 
 @pytest.mark.parametrize("key, seeds, least, default", [

@@ -128,7 +128,7 @@ def test_changed_pretraining_settings_never_reuse_an_encoder(tmp_path, monkeypat
 
 
 def test_the_recipes_in_yaml_keep_the_cache_keys_of_the_population_run(tmp_path):
-    """conf/findings/recipes.yaml holds the commands that were Python lists until 2026-12-05; a
+    """findings/recipes.yaml holds the commands that were Python lists until 2026-12-05; a
     command is its cache key, so moving them must not change one: members 100 and 101 keep the
     dirs the pre-registered population run (docs/reproduce.md) pretrained them into, and a
     member's SST-2 model its command."""
@@ -291,7 +291,7 @@ def test_a_study_s_member_seeds_set_its_own_and_paired_studies_must_agree(tmp_pa
     assert all(seeds_arg(1, studies[name]["member_seeds"]) in a
                for name, a in sweeps.items() if name != "finetune_conll")
     folder = tmp_path / "findings"
-    shutil.copytree(REPO / "conf" / "findings", folder)
+    shutil.copytree(REPO / "findings", folder)
     text = (folder / "studies.yaml").read_text()
     (folder / "studies.yaml").write_text(text.replace("probe_ner:\n", "probe_ner:\n"
                                                       "  member_seeds: 2\n"))

@@ -1,5 +1,5 @@
-"""The study's catalogue: the findings (conf/findings/<id>.yaml), the studies whose runs they
-read (conf/findings/studies.yaml), and which findings a set of runs can judge.
+"""The study's catalogue: the findings (findings/<id>.yaml), the studies whose runs they
+read (findings/studies.yaml), and which findings a set of runs can judge.
 
 A finding states one claim (id, claim, source, the comparison, the `study` whose runs it
 reads, and the `unit` its replicates are: one checkpoint or independently pretrained encoders,
@@ -19,13 +19,13 @@ from pathlib import Path
 import yaml
 from omegaconf import OmegaConf
 
-from bertology.config.compose import CONF_DIR
+from bertology.config.compose import FINDINGS_DIR
 from bertology.errors import UserError, require
 from bertology.run.rundir import RunDir
 from bertology.study.judge.scope import UNITS
 from bertology.study.judge.specs import FindingSpec, parse_finding
 
-FINDINGS = CONF_DIR / "findings"
+FINDINGS = FINDINGS_DIR
 STUDIES_FILE = "studies.yaml"
 RECIPES_FILE = "recipes.yaml"  # make reproduce's other commands (load_recipes)
 COSTS_FILE = "costs.yaml"  # measured step times, for the cost --checkpoints prints (external.py)
@@ -55,7 +55,7 @@ def finding_files(folder: Path = FINDINGS) -> list[Path]:
 
 
 def load_catalog(folder: Path = FINDINGS) -> dict[str, FindingSpec]:
-    """Every finding of conf/findings/, by id."""
+    """Every finding of findings/, by id."""
     specs = {}
     for path in finding_files(folder):
         block = OmegaConf.to_container(OmegaConf.load(path)) or {}
@@ -85,7 +85,7 @@ def check_unit(path: Path, block) -> None:
 
 
 def load_studies(folder: Path = FINDINGS) -> dict[str, Study]:
-    """Every study of conf/findings/studies.yaml, by name."""
+    """Every study of findings/studies.yaml, by name."""
     block = OmegaConf.to_container(OmegaConf.load(folder / STUDIES_FILE))
     return {name: Study(name, str(entry["pipeline"]), tuple(entry.get("smoke") or ()),
                         tuple(entry.get("reproduce") or ()), bool(entry.get("alone", False)),
@@ -96,7 +96,7 @@ def load_studies(folder: Path = FINDINGS) -> dict[str, Study]:
 
 @dataclass(frozen=True)
 class Recipes:
-    """conf/findings/recipes.yaml: the commands `make reproduce` runs besides the studies'
+    """findings/recipes.yaml: the commands `make reproduce` runs besides the studies'
     sweeps, each a tuple of Hydra overrides (the file says where each value comes from)."""
 
     sst2_model: tuple[str, ...]  # `finetune` of the SST-2 models the studies read
@@ -108,7 +108,7 @@ class Recipes:
 
 @cache
 def load_recipes(folder: Path = FINDINGS) -> Recipes:
-    """The recipes of conf/findings/recipes.yaml (read once a process); a malformed one is a
+    """The recipes of findings/recipes.yaml (read once a process); a malformed one is a
     one-line error."""
     path = folder / RECIPES_FILE
     require(path.is_file(), f"{path} is missing: it gives make reproduce's commands; restore "

@@ -55,7 +55,7 @@ def check_encoders(encoders: list[str]) -> list[str]:
 
 def pretrain_args(name: str) -> list[str]:
     """The command that pretrains `name` at the one budget of every pretrained encoder
-    (conf/findings/recipes.yaml: encoder_pretrain, with its sources)."""
+    (findings/recipes.yaml: encoder_pretrain, with its sources)."""
     return ["pretrain", f"model={name}", *load_recipes().encoder_pretrain]
 
 

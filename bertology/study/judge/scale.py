@@ -1,7 +1,7 @@
 """Whether a report's runs are the size their studies state.
 
 A study states its sizes twice: its bundle (conf/experiment/study_<name>.yaml) and the
-`reproduce` overrides of conf/findings/studies.yaml on top, which `make reproduce` runs. A run
+`reproduce` overrides of findings/studies.yaml on top, which `make reproduce` runs. A run
 with fewer sentences, examples, steps or FLOPs than that (the tests' smoke settings, a quick
 look) makes a report that shows what the page looks like, not what the findings are: its
 verdicts rest on 16 sentences where the study states 200. The report and SUMMARY.md say so in

@@ -5,7 +5,7 @@ initialisations or a fine-tuning head, so for the claim "pretraining puts X in t
 and a verdict that holds holds *for that checkpoint* on these sentences. Seeds of one checkpoint
 are not replicates of pretraining: independently pretrained BERTs that differ only in their
 pretraining seed disagree on probing and fine-tuning results (Sellam et al., 2021, MultiBERTs).
-Each finding declares its `unit` (conf/findings/<id>.yaml; the catalogue checks it):
+Each finding declares its `unit` (findings/<id>.yaml; the catalogue checks it):
 
     checkpoint   one trained model; replicates are items and probe or fine-tuning seeds
     pretraining  independently pretrained encoders; replicates are pretraining seeds

@@ -1,4 +1,4 @@
-"""A finding as its yaml states it (conf/findings/<id>.yaml): the claim, its source, the
+"""A finding as its yaml states it (findings/<id>.yaml): the claim, its source, the
 comparisons that test it, and what it is about. The verdict is computed elsewhere
 (verdicts.py); this module only parses and describes.
 

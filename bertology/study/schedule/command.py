@@ -2,8 +2,8 @@
 
     python -m bertology.reproduce [--out outputs/reproduce/<stamp>] [--only pos_layers ...]
 
-A finding (conf/findings/<id>.yaml) reads the runs of a study (the bundle
-conf/experiment/study_<name>.yaml, with its settings in conf/findings/studies.yaml), and several
+A finding (findings/<id>.yaml) reads the runs of a study (the bundle
+conf/experiment/study_<name>.yaml, with its settings in findings/studies.yaml), and several
 findings share one: each study runs once, as
 one sweep, in order, in its own `bertology` process (so one failing step does not take the
 others down; the summary names it). Studies that judge a fine-tuned model read MiniLM
@@ -58,7 +58,7 @@ log = logging.getLogger("bertology.reproduce")
 def studies_to_run(only: list[str] | None) -> dict[str, dict]:
     """study name -> {pipeline, bundle, overrides, alone, seeds, member_seeds, findings} for
     every study
-    that a finding (or one of `only`) reads, with the catalogue's settings (conf/findings/)."""
+    that a finding (or one of `only`) reads, with the catalogue's settings (findings/)."""
     catalogue = catalog.load_studies()
     studies: dict[str, dict] = {}
     for spec in catalog.load_catalog().values():
@@ -66,7 +66,7 @@ def studies_to_run(only: list[str] | None) -> dict[str, dict]:
             continue
         for name in spec.studies:
             require(name in catalogue, f"finding {spec.id} reads study {name!r}, which "
-                    f"conf/findings/{catalog.STUDIES_FILE} does not list")
+                    f"findings/{catalog.STUDIES_FILE} does not list")
             study = catalogue[name]
             studies.setdefault(name, {"pipeline": study.pipeline, "bundle": study.bundle,
                                       "overrides": list(study.reproduce),
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
                              "(e.g. size=base trainer.max_flops=1e17 on a GPU)")
     parser.add_argument("--member-seeds", type=int, metavar="R",
                         help="with --population: each member's studies run R seeds (default: "
-                             "each study's member_seeds in conf/findings/studies.yaml), which "
+                             "each study's member_seeds in findings/studies.yaml), which "
                              "average out the probe and fine-tuning noise within a member")
     parser.add_argument("--first-member", type=int, default=0, metavar="N",
                         help="with --population: the members' seeds start at N (default 0), "

@@ -12,7 +12,7 @@ a revision as `org/name@revision`, or a whole suite as `suite:<name>` (every see
 the local hub cache holds; `suite:<name>:<step>` another step): config/suites.py.
 
 The cost is printed first: the measured time of each study on a population member (6 layers,
-256 wide, one CPU thread: conf/findings/costs.yaml), its fixed part (start-up, data) as it is
+256 wide, one CPU thread: findings/costs.yaml), its fixed part (start-up, data) as it is
 and the rest scaled by the checkpoint's non-embedding parameters, which set the FLOPs per token.
 """
 
@@ -26,7 +26,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from bertology.config.compose import CONF_DIR
+from bertology.config.compose import FINDINGS_DIR
 from bertology.config.hub_revisions import checkpoint_record, hub_snapshot, readable_folder
 from bertology.config.path_checks import is_path, read_checkpoint, resolve_checkpoint
 from bertology.config.suites import load_suite, pinned_folder
@@ -45,7 +45,7 @@ from bertology.study.schedule.steps import (
 )
 
 log = logging.getLogger("bertology.reproduce")
-COSTS = CONF_DIR / "findings" / catalog.COSTS_FILE
+COSTS = FINDINGS_DIR / catalog.COSTS_FILE
 
 
 @dataclass(frozen=True)

@@ -169,7 +169,7 @@ def check_paired_member_seeds(studies: dict[str, dict]) -> None:
     for finding, names in findings.items():
         counts = [studies[n]["member_seeds"] for n in names]
         require(len(set(counts)) == 1, f"finding {finding} pairs studies {', '.join(names)} "
-                f"seed by seed, so conf/findings/{catalog.STUDIES_FILE} must give them one "
+                f"seed by seed, so findings/{catalog.STUDIES_FILE} must give them one "
                 f"member_seeds (now {', '.join(map(str, counts))}), or run --member-seeds")
 
 

@@ -16,7 +16,7 @@ from bertology.study.schedule.runner import Step
 
 BUNDLE_SEEDS = (0, 1, 2)  # the bundles' own sweep (conf/experiment/study_*.yaml: seed: 0,1,2)
 # placeholder -> the overrides that make its models after the sst2_model recipe
-# (conf/findings/recipes.yaml): MiniLM fine-tuned, and its random-init twin fine-tuned the same way
+# (findings/recipes.yaml): MiniLM fine-tuned, and its random-init twin fine-tuned the same way
 SST2_MODELS = {"sst2_model": [], "sst2_twin": ["init=random"]}
 
 log = logging.getLogger("bertology.reproduce")
@@ -54,7 +54,7 @@ class EncoderSteps:
     member: int | None = None
     per_member: int | None = None  # --member-seeds: every study's; None: studies.yaml's
     # (step: an SST-2 model kind or a study, its overrides after the study's): a member's
-    # member_finetuning (conf/findings/recipes.yaml)
+    # member_finetuning (findings/recipes.yaml)
     settings: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def settings_of(self, step: str) -> tuple[str, ...]:
