@@ -18,11 +18,12 @@ from reading_models import tiny_config
 
 from bertology.analysis.erasure import compute_random_erasure, compute_shuffled_concept, fit_leace
 from bertology.analysis.erasure_use import (
-    CONDITIONS,
+    ERASURES,
     compute_probe_check,
     fit_conditions,
     summarize_effects,
 )
+from bertology.analysis.interventions import Site
 from bertology.analysis.readouts import Readout, cache_original, compute_item_effects
 from bertology.config.analysis_settings import ErasureUseSettings
 from bertology.run.replicates import compute_item_ids
@@ -128,7 +129,7 @@ def test_summaries_are_ratios_of_sums_over_items():
     rng = np.random.default_rng(0)
     counts = {c: {"scored": np.full(50, 2.0), "flips": rng.integers(0, 3, 50).astype(float),
                   "kl": rng.random(50), "correct": rng.integers(0, 3, 50).astype(float)}
-              for c in ("original", *CONDITIONS)}
+              for c in ("original", *ERASURES)}
     metrics, replicates = summarize_effects(counts, "p")
     assert metrics["p/concept/flip"] == pytest.approx(counts["concept"]["flips"].sum() / 100)
     assert metrics["p/excess"] == pytest.approx(
@@ -169,6 +170,36 @@ def test_a_concept_the_states_do_not_carry_changes_no_more_than_its_controls():
     assert np.percentile(replicates["n/excess"], 2.5) <= 0 < metrics["n/concept/flip"]
 
 
+def test_the_mlm_readout_scores_the_masked_words_of_each_sentence():
+    """Elazar et al.'s readout: every masked word is scored, item by item (a sentence); the
+    unperturbed condition changes nothing; an erasure's counts per sentence add up to the
+    masked words whose top-1 changed, computed here from the logits."""
+    from conftest import tiny_tokenizer
+    from intervention_cases import tiny_mlm
+
+    from bertology.analysis.readouts import build_mlm_readout, run_readout
+    from bertology.data.probe_sentences import ProbeSentence
+
+    words = ["the", "dog", "cat", "runs", "sleeps", "."]
+    rng = np.random.default_rng(0)
+    sentences = [ProbeSentence(tuple(rng.choice(words, size=rng.integers(3, 8))), ())
+                 for _ in range(30)]
+    model = tiny_mlm()
+    readout = build_mlm_readout(model, tiny_tokenizer(), sentences, 0.3, 0, 8, 32)
+    masked = [int((t != -100).sum(dim=1)[i]) for t in readout.targets for i in range(len(t))]
+    erasure = compute_random_erasure(HIDDEN, 4, seed=0)
+    counts = compute_item_effects(readout, 1, {"subspace": erasure}, desc="mlm")
+    np.testing.assert_array_equal(counts["original"]["scored"], masked)
+    assert counts["original"]["flips"].sum() == 0 and sum(masked) > 0
+    flips = []
+    for index, targets in enumerate(readout.targets):
+        erased = run_readout(readout, index, Site(1), erasure)[targets != -100]
+        changed = erased.argmax(-1) != readout.original[index].argmax(-1)
+        rows = (targets != -100).nonzero()[:, 0]
+        flips += [int(changed[rows == i].sum()) for i in range(len(targets))]
+    np.testing.assert_array_equal(counts["subspace"]["flips"], flips)
+
+
 def test_the_shuffled_concept_keeps_the_label_counts():
     labels = np.repeat(np.arange(5), [1, 2, 3, 4, 5])
     shuffled = compute_shuffled_concept(labels, seed=0)
@@ -192,10 +223,45 @@ def test_the_analysis_runs_through_the_cli_on_a_tiny_classifier(tmp_path, negati
     layers = 1 + max(int(k.split("layer_")[1][:2]) for k in metrics if "layer_" in k)
     for layer in range(layers):
         key = f"erasure_use/task/layer_{layer:02d}"
-        for condition in CONDITIONS:
+        for condition in ERASURES:
             assert 0 <= metrics[f"{key}/{condition}/flip"] <= 1
         assert metrics[f"{key}/probe_before"] > metrics[f"{key}/probe_majority"]
         assert metrics[f"{key}/probe_after"] <= metrics[f"{key}/probe_majority"] + 0.05
     assert (run / "plots" / "erasure_use_synthetic_pos_task.png").exists()
     replicates = (run / "replicates" / "erasure_use_synthetic_pos_erasure_use_task.csv")
     assert "erasure_use/task/layer_00/excess" in replicates.read_text().splitlines()[0]
+
+
+@pytest.mark.slow
+def test_pos_used_does_not_hold_when_the_twin_is_the_model(tmp_path, negation_model):
+    """The twin null through the report's own code: three seeds of the probe study whose
+    compare_to_twin is compare_to itself (a model that training gave nothing its twin lacks),
+    so the contrast with the twin is 0 on every seed and resample; pos_used must not hold."""
+    import shutil
+
+    from conftest import compose_config
+    from omegaconf import OmegaConf
+
+    from bertology.pipelines import probe
+    from bertology.study.catalog import load_catalog
+    from bertology.study.results import find_runs
+    from bertology.study.verdicts import judge
+
+    twin = tmp_path / "twin" / "model"  # the same weights, with no finetune run recorded
+    shutil.copytree(negation_model, twin)
+    for seed in (0, 1, 2):
+        cfg = compose_config("probe", [
+            "task=synthetic_pos", "analysis=erasure_use", "logger=none", f"seed={seed}",
+            "label=probe_pos", f"model.name_or_path={negation_model}",
+            f"compare_to={negation_model}", f"compare_to_twin={twin}",
+            "analysis.erasure_use.max_examples=40", "max_train_sentences=120",
+            "max_eval_sentences=30", f"paths.cache_dir={tmp_path / 'cache'}"])
+        run_dir = tmp_path / "runs" / str(seed)
+        (run_dir / ".hydra").mkdir(parents=True)
+        OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")
+        probe.run(cfg, run_dir)
+    runs = find_runs([tmp_path / "runs"])
+    result = judge(load_catalog()["pos_used"], runs)
+    twin_part = result.tests[1].estimate
+    assert twin_part.mean == pytest.approx(0.0, abs=1e-12)
+    assert result.raw != "holds", result.raw_note

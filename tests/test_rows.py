@@ -139,7 +139,7 @@ def test_a_new_analysis_and_verb_show_in_the_usage_and_the_help(toys, capsys):
     assert main(["--help"]) == 0
     usage = capsys.readouterr().out
     assert "\n  toy        counts to a number (count=N)" in usage
-    assert "amnesic, toy;" in " ".join(usage.split())  # probe's analyses
+    assert "erasure_use, toy;" in " ".join(usage.split())  # probe's analyses
     assert main(["toy", "--help"]) == 0
     help_text = capsys.readouterr().out
     assert help_text.startswith("usage: bertology toy [GROUP=OPTION ...]")

@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from bertology.analysis.erasure import (
     Erasure,
@@ -52,7 +53,7 @@ from bertology.run.tables import write_table
 
 log = logging.getLogger(__name__)
 
-CONDITIONS = ("concept", "subspace", "shuffled")
+ERASURES = ("concept", "subspace", "shuffled")  # the labels' erasure and its two controls
 
 
 def layer_words(ctx: ProbeContext, which: str, split: str, layer: int
@@ -65,11 +66,14 @@ def layer_words(ctx: ProbeContext, which: str, split: str, layer: int
 
 
 def fit_conditions(x: np.ndarray, y: np.ndarray, seed: int) -> dict[str, Erasure]:
-    """LEACE of the labels, a random subspace of its rank, LEACE of the labels shuffled."""
-    concept = fit_leace(x, y)
-    return {"concept": concept,
-            "subspace": compute_random_erasure(x.shape[1], concept.rank, seed),
-            "shuffled": fit_leace(x, compute_shuffled_concept(y, seed))}
+    """LEACE of the labels, a random subspace of its rank, LEACE of the labels shuffled. One
+    BLAS thread: a (dim, dim) eigendecomposition contending with torch's threads is far
+    slower on a loaded CPU (docs/probing.md, "One thread per probe fit")."""
+    with threadpool_limits(1, user_api="blas"):
+        concept = fit_leace(x, y)
+        return {"concept": concept,
+                "subspace": compute_random_erasure(x.shape[1], concept.rank, seed),
+                "shuffled": fit_leace(x, compute_shuffled_concept(y, seed))}
 
 
 def apply_rows(erasure: Erasure | None, x: np.ndarray) -> np.ndarray:
@@ -100,7 +104,7 @@ def summarize_effects(counts: dict[str, dict[str, np.ndarray]], prefix: str
         metrics[f"{prefix}/{key}"] = float(numerator.sum() / scored.sum())
         replicates[f"{prefix}/{key}"] = compute_ratio_replicates(numerator, scored)
 
-    for c in CONDITIONS:
+    for c in ERASURES:
         put(f"{c}/flip", counts[c]["flips"])
         put(f"{c}/kl", counts[c]["kl"])
         put(f"{c}/accuracy", counts[c]["correct"])
@@ -125,12 +129,12 @@ def measure_layer(ctx: ProbeContext, settings: ErasureUseSettings, readout: Read
     metrics[f"{prefix}/layer_{layer:02d}/rank"] = float(conditions["concept"].rank)
     log.info("%s layer %d: flip %.3f (subspace %.3f, shuffled %.3f); probe %.3f -> %.3f "
              "(majority %.3f), rank %d", prefix, layer,
-             *(metrics[f"{prefix}/layer_{layer:02d}/{c}/flip"] for c in CONDITIONS),
+             *(metrics[f"{prefix}/layer_{layer:02d}/{c}/flip"] for c in ERASURES),
              check["probe_before"], check["probe_after"], check["probe_majority"],
              conditions["concept"].rank)
     row = {"arm": prefix, "layer": layer, "rank": conditions["concept"].rank, **check,
            **{f"{c}_{s}": metrics[f"{prefix}/layer_{layer:02d}/{c}/{s}"]
-              for c in CONDITIONS for s in ("flip", "kl", "drop")}}
+              for c in ERASURES for s in ("flip", "kl", "drop")}}
     return metrics, replicates, row
 
 

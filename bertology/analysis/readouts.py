@@ -27,6 +27,7 @@ from transformers import AutoModelForSequenceClassification, PreTrainedModel
 from bertology.analysis.amnesic import build_setting_batches, compute_kl_divergence
 from bertology.analysis.interventions import Intervention, Site, intervene
 from bertology.config.compose import load_group_file
+from bertology.config.data_checks import reads_local_files
 from bertology.config.groups import TaskConfig
 from bertology.config.path_checks import (
     check_task_architecture,
@@ -35,10 +36,14 @@ from bertology.config.path_checks import (
 )
 from bertology.data.encode import IGNORE, build_collate, encode_classification
 from bertology.data.probe_sentences import ProbeSentence
-from bertology.data.tasks import load_task
+from bertology.data.tasks import LOCAL_READERS, load_task, split_files, subsample
 from bertology.errors import require
 from bertology.models.weights import load_safetensors_model
-from bertology.run.replicates import compute_item_ids, compute_sentence_ids
+from bertology.run.replicates import (
+    MIN_BOOTSTRAP_ITEMS,
+    compute_item_ids,
+    compute_sentence_ids,
+)
 
 COUNTS = ("scored", "flips", "kl", "correct")  # per item and condition (compute_item_effects)
 
@@ -63,15 +68,20 @@ def positions_of(inputs: dict[str, torch.Tensor]) -> list[list[int]]:
     return [list(range(int(n))) for n in lengths]
 
 
-def scored_logits(readout: Readout, logits: torch.Tensor, index: int
-                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(scored, classes) logits, (scored,) targets and (scored,) the row (example) of each."""
-    targets = readout.targets[index].to(logits.device)
+def scored_targets(readout: Readout, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Batch `index`'s (scored,) targets and (scored,) the row (example) of each."""
+    targets = readout.targets[index]
     if readout.kind == "task":
-        return logits, targets, torch.arange(len(targets), device=logits.device)
+        return targets, torch.arange(len(targets))
     scored = targets != IGNORE  # (batch, tokens)
-    rows = scored.nonzero()[:, 0]  # (scored,)
-    return logits[scored], targets[scored], rows
+    return targets[scored], scored.nonzero()[:, 0]
+
+
+def scored_logits(readout: Readout, logits: torch.Tensor, index: int) -> torch.Tensor:
+    """(scored, classes) the logits of batch `index` at what it scores."""
+    if readout.kind == "task":
+        return logits  # (batch, classes)
+    return logits[(readout.targets[index] != IGNORE).to(logits.device)]
 
 
 @torch.no_grad()
@@ -87,7 +97,7 @@ def run_readout(readout: Readout, index: int, site: Site | None = None,
 
 
 def cache_original(readout: Readout) -> Readout:
-    readout.original = [scored_logits(readout, run_readout(readout, i), i)[0]
+    readout.original = [scored_logits(readout, run_readout(readout, i), i)
                         for i in range(len(readout.batches))]
     return readout
 
@@ -100,13 +110,13 @@ def compute_item_effects(readout: Readout, layer: int, conditions: dict[str, Int
     start = 0
     for index in tqdm(range(len(readout.batches)), desc=desc, leave=False):
         original = readout.original[index]
-        _, targets, rows = scored_logits(readout, original, index)
-        rows_np = rows.cpu().numpy() + start
+        targets, rows = scored_targets(readout, index)
+        targets, rows_np = targets.to(original.device), rows.numpy() + start
         for condition in out:
             logits = original
             if condition != "original":
                 logits = scored_logits(readout, run_readout(
-                    readout, index, Site(layer), conditions[condition]), index)[0]
+                    readout, index, Site(layer), conditions[condition]), index)
             counts = out[condition]
             np.add.at(counts["scored"], rows_np, 1.0)
             np.add.at(counts["flips"], rows_np,
@@ -137,22 +147,35 @@ def load_classifier(path: str, task_name: str, key: str) -> PreTrainedModel:
     return model.eval()
 
 
+def load_eval_examples(task: TaskConfig, data_dir) -> tuple[list[dict], int]:
+    """The task's eval examples, sampled as load_task samples them (task.max_eval_examples,
+    seed 1), and the size of the eval set; a local file is read alone (SST-2's 67k training
+    phrases are not what the readout scores), anything else through load_task."""
+    if task.format not in LOCAL_READERS or not reads_local_files(task, data_dir):
+        data = load_task(task, data_dir)
+        return data.eval, data.eval_pool
+    examples = LOCAL_READERS[task.format](split_files(task, data_dir)[1], task)
+    require(len(examples) >= MIN_BOOTSTRAP_ITEMS, f"task={task.name}: {len(examples)} eval "
+            "example; the readout's intervals resample examples")
+    return subsample(examples, task.max_eval_examples, seed=1), len(examples)
+
+
 def build_task_readout(model: PreTrainedModel, tokenizer, task_name: str, data_dir,
                        max_examples: int, batch_size: int) -> Readout:
     """The task's eval examples (a seeded sample of max_examples), encoded as finetune does."""
     task = TaskConfig(**{**load_group_file("task", task_name), "max_eval_examples": max_examples})
     require(task.kind == "classification", f"analysis.erasure_use.task={task_name} is a "
             f"{task.kind} task; the task readout reads a sequence classifier")
-    data = load_task(task, data_dir)
-    features = encode_classification(data.eval, tokenizer, task)
+    examples, pool = load_eval_examples(task, data_dir)
+    features = encode_classification(examples, tokenizer, task)
     collate = build_collate(tokenizer.pad_token_id)
     batches, targets = [], []
     for start in range(0, len(features), batch_size):
         batch = collate(features[start: start + batch_size])
         targets.append(batch.pop("labels"))  # (batch,)
         batches.append(batch)
-    ids = compute_item_ids([[e["text"], e["text_pair"]] for e in data.eval])
-    return cache_original(Readout("task", model, batches, targets, ids, data.eval_pool))
+    ids = compute_item_ids([[e["text"], e["text_pair"]] for e in examples])
+    return cache_original(Readout("task", model, batches, targets, ids, pool))
 
 
 def build_mlm_readout(model: PreTrainedModel, tokenizer, sentences: list[ProbeSentence],

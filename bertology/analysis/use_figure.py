@@ -15,12 +15,12 @@ from bertology.run.figures import GREY, PALETTE, integer_ticks, save_figure, tie
 EFFECTS = {"concept": PALETTE[0], "subspace": GREY, "shuffled": PALETTE[1]}
 PROBES = {"probe_before": PALETTE[2], "probe_after": PALETTE[3], "probe_majority": GREY}
 ARMS = {"": ("-", "model"), "twin/": (":", "twin")}  # line style and label of each arm
-LAYER = re.compile(r"layer_(\d+)")
+LAYER_NUMBER = re.compile(r"layer_(\d+)")
 
 
-def curve_keys(metrics: dict, pattern: str) -> tuple[list[int], list[str]]:
+def matching_layers(metrics: dict, pattern: str) -> tuple[list[int], list[str]]:
     """The layers and keys of the metrics matching `pattern` (one * for the layer), in order."""
-    found = sorted((int(LAYER.search(k).group(1)), k) for k in metrics
+    found = sorted((int(LAYER_NUMBER.search(k).group(1)), k) for k in metrics
                    if fnmatch.fnmatchcase(k, pattern))
     return [layer for layer, _ in found], [k for _, k in found]
 
@@ -29,7 +29,7 @@ def draw_series(axis, metrics: dict, replicates: dict, pattern: str, style: str,
                 label: str) -> None:
     """One layer curve of metrics.json keys matching `pattern`, tied to them; a shaded 95%
     percentile interval where the keys have replicates."""
-    layers, keys = curve_keys(metrics, pattern)
+    layers, keys = matching_layers(metrics, pattern)
     if not keys:
         return
     line, = axis.plot(layers, [metrics[k] for k in keys], style, marker="o", color=colour,
