@@ -252,7 +252,7 @@ def test_pos_used_does_not_hold_when_the_twin_is_the_model(tmp_path, negation_mo
     for seed in (0, 1, 2):
         cfg = compose_config("probe", [
             "task=synthetic_pos", "analysis=erasure_use", "logger=none", f"seed={seed}",
-            "label=probe_pos", f"model.name_or_path={negation_model}",
+            "+label=probe_pos", f"model.name_or_path={negation_model}",
             f"compare_to={negation_model}", f"compare_to_twin={twin}",
             "analysis.erasure_use.max_examples=40", "max_train_sentences=120",
             "max_eval_sentences=30", f"paths.cache_dir={tmp_path / 'cache'}"])
