@@ -142,7 +142,8 @@ def build_arms(ctx: ProbeContext, settings: ErasureUseSettings, kind: str
                ) -> list[tuple[str, str, Readout]]:
     """(metric prefix, encoder whose states fit the eraser, readout) per arm: the task
     readout reads compare_to (and compare_to_twin, the twin arm); the MLM readout reads the
-    checkpoint's own MLM head (no twin: a random-init MLM head predicts nothing to change)."""
+    checkpoint's own MLM head (no twin: the twin's MLM head was never trained, so what its
+    predictions lose under an erasure is no use of anything learnt)."""
     config, batch = ctx.config, ctx.config.batch_size
     if kind == "mlm":
         model, tokenizer = ctx.mlm_model()
@@ -179,10 +180,10 @@ def run(ctx: ProbeContext, settings: ErasureUseSettings) -> dict[str, float]:
                     f"layers={list(layers)}: a layer is 0 (embeddings) … {num_layers}")
             columns = {}
             for layer in layers:
-                found, replicates, row = measure_layer(ctx, settings, readout, which, layer,
-                                                       prefix)
+                found, resampled, row = measure_layer(ctx, settings, readout, which, layer,
+                                                      prefix)
                 metrics |= found
-                columns |= replicates
+                columns |= resampled
                 rows.append(row)
             first = f"{prefix}/layer_{layers[0]:02d}/concept"  # the unperturbed accuracy
             metrics[f"{prefix}/accuracy"] = metrics[f"{first}/accuracy"] + metrics[f"{first}/drop"]
