@@ -207,6 +207,34 @@ class AgreementInterchangeSettings:
 
     def __post_init__(self) -> None:
         positive(self.batch_size, "analysis.agreement_interchange.batch_size")
+READOUTS = ("task", "mlm")  # analysis/readouts.py
+
+
+@dataclass
+class ErasureUseSettings:
+    """analysis=erasure_use: erase the labels with LEACE per layer and measure the readout."""
+
+    readouts: list[str] = field(default_factory=lambda: ["task"])  # task | mlm
+    layers: list[int] | None = None  # null: every layer, 0 (embeddings) … L
+    task: str = "sst2"  # conf/task/<task>.yaml: the classifier's task (the task readout)
+    max_examples: int = 200  # a seeded sample of its eval examples
+    mask_prob: float = 0.15  # the MLM readout's masked words
+    max_fit_words: int | None = 20000  # a seeded sample of the train words LEACE is fit on
+    max_probe_words: int | None = 5000  # the probe that checks the erasure
+
+    def __post_init__(self) -> None:
+        non_empty(self.readouts, "analysis.erasure_use.readouts", "[task]")
+        distinct(self.readouts, "analysis.erasure_use.readouts")
+        for readout in self.readouts:
+            one_of(readout, READOUTS, "analysis.erasure_use.readouts")
+        require(self.layers is None or (self.layers and all(k >= 0 for k in self.layers)),
+                f"analysis.erasure_use.layers={self.layers} must list layers >= 0 or be null")
+        positive(self.max_examples, "analysis.erasure_use.max_examples")
+        in_open_unit(self.mask_prob, "analysis.erasure_use.mask_prob")
+        for key in ("max_fit_words", "max_probe_words"):
+            value = getattr(self, key)
+            require(value is None or value >= 100,
+                    f"analysis.erasure_use.{key}={value} must be >= 100 or null")
 
 
 @dataclass(frozen=True)
@@ -235,6 +263,8 @@ ANALYSES = {
     "amnesic": Analysis("bertology.analysis.amnesic:run", AmnesicSettings, needs="mlm_head"),
     "agreement_interchange": Analysis("bertology.analysis.agreement_interchange:run",
                                       AgreementInterchangeSettings, needs="mlm_head"),
+    # the MLM head only with readouts=[mlm]: checked when the analysis loads it
+    "erasure_use": Analysis("bertology.analysis.erasure_use:run", ErasureUseSettings),
 }
 
 

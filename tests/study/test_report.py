@@ -119,6 +119,9 @@ def test_layer_reductions_by_hand():
     assert REDUCTIONS["middle_minus_ends"](layers, values) == pytest.approx(0.8 - 0.675)
     # the lower-middle band (1/4, 1/2] leaves depth .25 out: layer 2 alone, minus the top
     assert REDUCTIONS["lower_middle_minus_top"](layers, values) == pytest.approx(0.8 - 0.6)
+    assert REDUCTIONS["lower_middle"](layers, values) == pytest.approx(0.8)
+    # MiniLM's 6 layers and the embeddings (pos_used): depth 2/6 and 3/6, layers 2 and 3
+    assert REDUCTIONS["lower_middle"](np.arange(7), np.arange(7.0)) == pytest.approx(2.5)
     # BERT-base's 12 layers and the embeddings: depth 3/12 = 1/4 is out, layers 4, 5, 6 are in
     assert np.flatnonzero(lower_middle_layers(np.arange(13))).tolist() == [4, 5, 6]
     # slope over depth 0, .25, .5, .75, 1 of a line rising 0.1 per layer: 0.4 bottom to top
@@ -727,4 +730,4 @@ def test_the_catalog_presupposes_the_manipulation_check_for_probe_claims_about_t
     probing = {s.id for s in specs.values() if s.about == "model"
                and set(s.studies) & {"probe_pos", "probe_ner"}} - {"pretraining_beats_random"}
     assert {s.id for s in specs.values() if s.presupposes} == probing
-    assert len(probing) == 13
+    assert len(probing) == 15

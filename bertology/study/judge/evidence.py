@@ -63,6 +63,12 @@ def lower_middle_layers(layers: np.ndarray) -> np.ndarray:
     return (depth > 1 / 4 + 1e-9) & (depth <= 1 / 2 + 1e-9)
 
 
+def reduce_lower_middle(layers: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Mean over the lower-middle band (lower_middle_layers): where POS is decoded best, a
+    band fixed before any run (pos_layers), not a layer picked on the data."""
+    return values[..., lower_middle_layers(layers)].mean(axis=-1)
+
+
 def reduce_lower_middle_minus_top(layers: np.ndarray, values: np.ndarray) -> np.ndarray:
     """Mean over the lower-middle band (lower_middle_layers) minus the top layer."""
     return values[..., lower_middle_layers(layers)].mean(axis=-1) - values[..., -1]
@@ -117,6 +123,7 @@ REDUCTIONS = {
     "top_minus_bottom": reduce_top_minus_bottom,
     "middle": reduce_middle,
     "middle_minus_ends": reduce_middle_minus_ends,
+    "lower_middle": reduce_lower_middle,
     "lower_middle_minus_top": reduce_lower_middle_minus_top,
     "slope": reduce_slope,
     "expected_layer": reduce_expected_layer,
