@@ -163,8 +163,12 @@ def every_finding_table(folder: Path) -> list[str]:
             "holds", "does not hold") else ""
         effects = "; ".join(effect_cell(r) for r in parts)
         lines.append(f"| {finding} | {first['claim']} | {first['corrected_verdict']}{fragile} "
-                     f"| {effects} | {first['p_replication'] or '–'} |")
+                     f"| {effects} | {two_places(first['p_replication'])} |")
     return lines
+
+
+def two_places(text: str) -> str:
+    return f"{float(text):.2f}" if text not in ("", "nan") else "–"
 
 
 def effect_cell(row: dict) -> str:
