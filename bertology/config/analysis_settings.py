@@ -223,6 +223,10 @@ class ErasureUseSettings:
     max_probe_words: int | None = 5000  # the probe that checks the erasure
 
     def __post_init__(self) -> None:
+        from bertology.config.compose import CONF_DIR  # the task files the readout may name
+
+        one_of(self.task, sorted(p.stem for p in (CONF_DIR / "task").glob("*.yaml")),
+               "analysis.erasure_use.task")
         non_empty(self.readouts, "analysis.erasure_use.readouts", "[task]")
         distinct(self.readouts, "analysis.erasure_use.readouts")
         for readout in self.readouts:

@@ -35,6 +35,7 @@ from bertology.config.groups import (
     ObjectiveConfig,
     SizeConfig,
     TaskConfig,
+    TrainerConfig,
     refuse_tokenizer_name_or_path,
 )
 from bertology.config.path_checks import check_mlm_head, read_checkpoint
@@ -155,6 +156,12 @@ def load_probe_config(cfg: DictConfig) -> ProbeConfig:
         max_eval_sentences=run.max_eval_sentences, compare_to=run.compare_to,
         data_dir=data_dir, cache_dir=cache_dir, compare_to_twin=run.compare_to_twin,
     )
+    require(run.pretrain_trainer is None or isinstance(run.pretrain_trainer, dict),
+            f"pretrain_trainer={run.pretrain_trainer!r} must be a mapping of trainer keys "
+            "(pretrain_trainer='{max_steps: 3000}') or null")
+    unknown = sorted(set(run.pretrain_trainer or {}) - set(TrainerConfig.__dataclass_fields__))
+    require(not unknown, f"pretrain_trainer: {', '.join(unknown)} is not a trainer key; valid "
+            f"keys: {', '.join(sorted(TrainerConfig.__dataclass_fields__))}")
     if config.model.name_or_path is None and config.init == "pretrained":
         config.pretrain_cfg = build_pretrain_cfg(container, run.pretrain_trainer)
         check_nested(load_pretrain_config, config.pretrain_cfg, "the model to probe (no "

@@ -23,7 +23,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from bertology.errors import require
+from bertology.errors import UserError, require
 from bertology.run.rundir import RunDir
 from bertology.study.judge.checkpoints import checkpoint_of
 from bertology.study.judge.collapses import collapse_note, count_collapses, trained_groups
@@ -75,7 +75,7 @@ def judge(spec: FindingSpec, runs: list[RunDir]) -> FindingResult:
     # every seed counts, collapsed or not (intention to treat); the collapse rate is reported
     # on its own, and the claim on the seeds that trained in every arm as a secondary line
     collapses, trained = count_collapses(spec, groups), trained_groups(spec, groups)
-    secondary = [compare(c, trained).test for c in spec.comparisons] if trained else []
+    secondary = per_protocol(spec, trained)
     notes = [failed, collapse_note(collapses, secondary, trained)]
     parts = tuple(compare(c, groups) for c in spec.comparisons)
     guard_tests = tuple(compare(g, groups).test for g in spec.guards)
@@ -97,6 +97,15 @@ def judge(spec: FindingSpec, runs: list[RunDir]) -> FindingResult:
     else:
         raw = Verdict(label, "; ".join(filter(None, [part_note(evidence, label), note])))
     return replace(evidence, left_out=left_out, raw=raw, corrected=raw)
+
+
+def per_protocol(spec: FindingSpec, trained: dict[str, list[RunDir]]) -> list:
+    """The claim's parts on the seeds that trained in every arm: none where no seed was set
+    aside, or where those left miss some part's runs (every seed of an arm collapsed)."""
+    try:
+        return [compare(c, trained).test for c in spec.comparisons] if trained else []
+    except UserError:
+        return []
 
 
 def apply_presuppositions(results: list[FindingResult]) -> list[FindingResult]:
