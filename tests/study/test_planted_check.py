@@ -44,6 +44,7 @@ def pretrained(tmp_path_factory) -> Path:
 
 def judge(model: Path, root: Path, *extra: str) -> dict[str, str]:
     """The study's sweep (seeds 0 and 1) on the model, then the report's row of the finding."""
+    root.mkdir(parents=True, exist_ok=True)
     probe = run_cli("probe", "-m", "experiment=study_probe_planted", "seed=0,1",
                     f"model.name_or_path={model}", "logger=none", *extra,
                     f"hydra.sweep.dir={root / 'probe'}", cwd=root, timeout=1800)
