@@ -72,13 +72,13 @@ def read_header(report: Path, command: str | None, remark: str = "") -> dict:
     commit it was judged at) and reproduce.json where the run wrote one."""
     root = report.parent
     # the study runs: a report over them (this one, or another judging) is not one
-    runs = [p for p in finished_runs([root])
-            if (read_status(p) or {}).get("pipeline") != "report"
-            and p.resolve() != report.resolve()]
+    statuses = {p: read_status(p) or {} for p in finished_runs([root])
+                if p.resolve() != report.resolve()}
+    runs = [p for p, s in statuses.items() if s.get("pipeline") != "report"]
     require(bool(runs), f"{report}: no finished runs beside it; give the report dir of a "
             "make reproduce run (<out>/report)")
     envs = [read_json(p / "env.json") for p in runs if (p / "env.json").is_file()]
-    status = [s for s in map(read_status, runs) if s and "updated" in s]
+    status = [statuses[p] for p in runs if "updated" in statuses[p]]
     require(bool(envs) and bool(status), f"{root}: its runs wrote no env.json or status.json "
             "(made before runs did); the header cannot be read from them")
     record = read_json(root / RUN_RECORD) if (root / RUN_RECORD).is_file() else {}
