@@ -64,6 +64,11 @@ INTERCHANGE_PREFIX = "interchange"
 # metrics.json: interchange/layer_LL/... (the model), interchange/random/layer_LL/... (its twin)
 INTERCHANGE_SCOPES = {"model": "", "random": "random/"}
 CONTROL_STREAM = 1  # the control positions' draws: a stream of the run's seed of their own
+# best/…: the layer of the largest effect − control, the embeddings included, where the
+# interchange at the subject is the counterfactual input itself (the total effect of the
+# subject's number, Finlayson et al.'s); best_hidden/…: among the layers' outputs only, where it
+# is the subject's representation that was computed (their indirect effect through it)
+BEST_OVER = {"best": 0, "best_hidden": 1}
 
 
 @dataclass(frozen=True)
@@ -247,12 +252,14 @@ def summarise_encoder(values: dict[str, np.ndarray], scope: str, indices: np.nda
         for layer, row in enumerate(per_item):
             key = interchange_key(scope, layer, name)
             metrics[key], columns[key] = float(row.mean()), compute_mean_replicates(row, indices)
-    best = int(np.argmax(values["effect_minus_control"].mean(axis=1)))
-    metrics[interchange_key(scope, None, "best_layer")] = float(best)
-    for name in ("effect", "control", "effect_minus_control"):
-        key = interchange_key(scope, None, f"best/{name}")
-        metrics[key], columns[key] = metrics[interchange_key(scope, best, name)], columns[
-            interchange_key(scope, best, name)]
+    net = values["effect_minus_control"].mean(axis=1)  # (layers + 1,)
+    for prefix, first in BEST_OVER.items():
+        best = first + int(np.argmax(net[first:]))
+        metrics[interchange_key(scope, None, f"{prefix}_layer")] = float(best)
+        for name in ("effect", "control", "effect_minus_control"):
+            key = interchange_key(scope, None, f"{prefix}/{name}")
+            metrics[key], columns[key] = metrics[interchange_key(scope, best, name)], columns[
+                interchange_key(scope, best, name)]
     return metrics, columns
 
 
@@ -277,9 +284,10 @@ def table_rows(values: dict[str, np.ndarray], columns: dict[str, np.ndarray], sc
 def build_split_items(ctx: ProbeContext, tokenizer) -> dict[str, list[InterchangeItem]]:
     """The minimal pairs of each split: train (the probe's fit) and eval (everything else)."""
     task = ctx.config.task
-    require(task.format == "synthetic" and task.label_field == "agreement",
-            f"analysis=agreement_interchange reads the embedded grammar's agreement sites; "
-            f"task={task.name} is not them: use task=synthetic_agreement")
+    require(task.format in ("synthetic", "marvin_linzen") and task.label_field == "agreement",
+            f"analysis=agreement_interchange reads subject-verb agreement pairs; task="
+            f"{task.name} holds none: use task=synthetic_agreement (the embedded grammar) or "
+            "task=marvin_linzen_agreement")
     require(tokenizer.mask_token_id is not None, "the tokenizer has no mask token; the "
             "interchange reads the MLM's prediction at the masked verb")
     items = {split: build_items(tokenizer, ctx.sentences(split), task.max_seq_length)

@@ -1,5 +1,6 @@
-"""Minimal pairs of subject-verb agreement from the embedded grammar, for the interchange
-intervention of agreement_interchange.py.
+"""Minimal pairs of subject-verb agreement from the embedded grammar (or given by the data:
+Marvin & Linzen's, data/number_pairs.py), for the interchange intervention of
+agreement_interchange.py.
 
 An item is a sentence of the grammar (task=synthetic_agreement, whose gold trees name the
 main-clause subject and whose labels name the agreeing word) and its counterfactual: the same
@@ -85,9 +86,30 @@ def verb_forms(word: str) -> tuple[str, str] | None:
     return (lx.THIRD_SING[lemma], lemma) if lemma in lx.THIRD_SING else None
 
 
+def build_given_pair(sentence: ProbeSentence) -> AgreementPair | None:
+    """The pair of a sentence whose data gives its counterfactual (Marvin & Linzen): the
+    subject is the one word besides the labelled verb where the two differ. The counterfactual
+    keeps the base's verb (masked in both): the pair differs at the subject alone."""
+    verbs = [i for i, label in enumerate(sentence.labels) if label is not None]
+    other = sentence.counterfactual
+    differ = [i for i, (a, b) in enumerate(zip(sentence.words, other)) if a != b]
+    if len(verbs) != 1 or len(other) != len(sentence.words) or len(differ) != 2 \
+            or verbs[0] not in differ:
+        return None
+    verb = verbs[0]
+    subject = differ[0] if differ[1] == verb else differ[1]
+    number = str(sentence.labels[verb])
+    own, theirs = sentence.words[verb], other[verb]
+    forms = (own, theirs) if number == "sing" else (theirs, own)
+    counterfactual = sentence.words[:subject] + (other[subject],) + sentence.words[subject + 1:]
+    return AgreementPair(sentence.words, counterfactual, subject, verb, number, forms)
+
+
 def build_pair(sentence: ProbeSentence) -> AgreementPair | None:
     """The sentence's minimal pair, or None where it has none: no labelled agreeing word, a
     name for a subject, or a determiner that marks number ("this", "these", "a", ...)."""
+    if sentence.counterfactual is not None:
+        return build_given_pair(sentence)
     verbs = [i for i, label in enumerate(sentence.labels) if label is not None]
     subject = find_subject(sentence)
     if len(verbs) != 1 or subject is None:

@@ -271,12 +271,14 @@ class LoggerConfig:
 
 
 TASK_KINDS = ("classification", "tagging", "qa")
-TASK_FORMATS = ("glue_tsv", "conll03", "conllu", "squad", "synthetic", *OWN_FORMATS)
+TASK_FORMATS = ("glue_tsv", "conll03", "conllu", "squad", "synthetic", "marvin_linzen",
+                *OWN_FORMATS)
 LABELLED_FORMATS = ("glue_tsv", "conll03")  # conllu: probes read any tag; finetune checks
 # format -> the annotations a word label can come from (task.label_field)
 LABEL_FIELDS = {
     "conllu": ("upos", "xpos", "deprel"),
     "synthetic": ("upos", "depths", "negated", "agreement", "deprel"),
+    "marvin_linzen": ("agreement",),
 }
 # BERT Table 7's feature-based rows, plus the scalar mix of ELMo/Tenney et al.
 FEATURES = ("embeddings", "last", "second_to_last", "sum_last_four", "concat_last_four",

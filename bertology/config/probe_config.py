@@ -115,7 +115,7 @@ class ProbeConfig:
 
 # Task formats whose sentences carry word labels to probe (bertology/data/probe_sentences.py),
 # and the synthetic grammar's word annotations among its fields
-PROBE_FORMATS = ("synthetic", "conllu", "conll03", "jsonl")
+PROBE_FORMATS = ("synthetic", "conllu", "conll03", "jsonl", "marvin_linzen")
 SYNTHETIC_PROBE_FIELDS = ("upos", "depths", "agreement", "deprel")
 
 
@@ -128,7 +128,7 @@ def has_word_labels(task_format: str, label_field: str | None, kind: str | None)
 
 
 PROBE_TASKS = ("ud_pos, ud_deps, conll03, synthetic_pos, synthetic_depth, "
-               "synthetic_agreement, own_tagging")
+               "synthetic_agreement, marvin_linzen_agreement, own_tagging")
 
 
 def load_probe_config(cfg: DictConfig) -> ProbeConfig:

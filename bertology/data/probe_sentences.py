@@ -15,6 +15,7 @@ from pathlib import Path
 from bertology.config.groups import TaskConfig
 from bertology.config.probe_config import PROBE_TASKS, SYNTHETIC_PROBE_FIELDS
 from bertology.data import synthetic
+from bertology.data.number_pairs import NumberPair, load_number_pairs
 from bertology.data.own_files import load_own
 from bertology.data.tasks import (
     check_conllu_lines,
@@ -35,6 +36,9 @@ class ProbeSentence:
     heads: tuple[int, ...] | None = None  # CoNLL-U: 1-based head index, 0 for the root
     deprels: tuple[str, ...] | None = None  # universal relation (subtype dropped)
     upos: tuple[str, ...] | None = None
+    # a minimal pair's other sentence, where the data gives one (Marvin & Linzen's subject in
+    # the other number, data/number_pairs.py)
+    counterfactual: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -128,6 +132,17 @@ def load_synthetic_sentences(task: TaskConfig) -> ProbeSplits:
     return ProbeSplits(sentences[cut:], sentences[:cut])
 
 
+def load_number_pair_sentences(task: TaskConfig, data_dir: Path) -> ProbeSplits:
+    """Marvin & Linzen's counterfactual pairs: the grammatical sentence, its agreeing verb
+    labelled with the subject's number, and the counterfactual beside it."""
+    def sentence(pair: NumberPair) -> ProbeSentence:
+        labels = tuple(pair.number if i == pair.verb else None for i in range(len(pair.words)))
+        return ProbeSentence(pair.words, labels, counterfactual=pair.counterfactual)
+
+    train, held = load_number_pairs(data_dir, task.eval_fraction)
+    return ProbeSplits([sentence(p) for p in train], [sentence(p) for p in held])
+
+
 # ---------------------------------------------------------------- dispatch
 
 
@@ -137,6 +152,10 @@ def load_probe_sentences(task: TaskConfig, data_dir: Path, max_train: int | None
     `seed` (train) and `seed + 1` (eval): runs with other seeds see other sentences."""
     if task.format == "synthetic":
         full = load_synthetic_sentences(task)
+        splits = ProbeSplits(subsample(full.train, max_train, seed),
+                             subsample(full.eval, max_eval, seed + 1), len(full.eval))
+    elif task.format == "marvin_linzen":
+        full = load_number_pair_sentences(task, data_dir)
         splits = ProbeSplits(subsample(full.train, max_train, seed),
                              subsample(full.eval, max_eval, seed + 1), len(full.eval))
     elif task.format == "conllu":
