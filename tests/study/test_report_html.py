@@ -120,3 +120,28 @@ def test_a_run_index_shows_its_figures_by_relative_path(tmp_path):
     assert "&lt;demo&gt;" in text and "<script" not in text
     browser = browser_or_skip()
     assert displayed(browser, page, tmp_path) == {"images": 2, "shown": 2, "errors": []}
+
+
+def test_a_claim_on_an_intervention_shows_the_figure_its_run_drew(tmp_path):
+    """A finding that reads interchange/… metrics carries, beside its own figure, the
+    per-layer figure the analysis drew in its first run's plots/ (effect beside the probe's
+    curve); a finding on other metrics carries none."""
+    import matplotlib.pyplot as plt
+
+    used = {"id": "used", "claim": "used", "source": "a paper", "unit": "checkpoint",
+            "compare": {"a": "interchange/best/effect", "b": 0.0, "expect": "greater"}}
+    for seed, effect in enumerate([0.6, 0.62, 0.58]):
+        run = write_run(tmp_path / "runs" / f"used{seed}", {"interchange/best/effect": effect},
+                        seed, used)
+        write_run(tmp_path / "runs" / f"demo{seed}", {"eval/a": 0.8, "eval/b": 0.7 - seed / 100},
+                  seed, FINDING)
+        figure, axis = plt.subplots()
+        axis.plot([0, 1], [effect, 0])
+        figures.save_figure(figure, run, "interchange_demo_task")
+    run_report(tmp_path / "runs", tmp_path / "report", used, FINDING)
+    page = (tmp_path / "report" / "REPORT.html").read_text()
+    used_section = page.split('id="used"')[1].split("</section>")[0]
+    demo_section = page.split('id="demo"')[1].split("</section>")[0]
+    assert used_section.count("<img") == 2 and "interchange_demo_task" in used_section
+    assert str(tmp_path / "runs" / "used0") in used_section.split("<figcaption>")[1]
+    assert demo_section.count("<img") == 1

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from bertology.run.atomic import write_text_atomic
 from bertology.run.rundir import RunDir, headline_keys
+from bertology.study.judge.evidence import Evidence
 from bertology.study.judge.record import FindingResult, Verdict
 from bertology.study.judge.scale import Shortfall
 from bertology.study.judge.scope import scope_of
@@ -91,16 +92,38 @@ def claims_table(results: list[FindingResult]) -> list[str]:
     return lines + ["</table>"]
 
 
+# an evidence's metric prefix -> the figure its analysis draws in a run's plots/: the per-layer
+# effect with its item interval beside the probe's curve ("decodable vs used")
+RUN_FIGURES = {"interchange/": "interchange_*.png", "erasure_use/": "erasure_use_*.png"}
+
+
+def run_figures(result: FindingResult) -> list[Path]:
+    """The figures the finding's first run drew of the analysis its claim reads (none for a
+    claim on other metrics): one run's curves, as its own report shows them."""
+    metrics = [e.metric for c in result.spec.comparisons for e in (c.a, c.b)
+               if isinstance(e, Evidence)]
+    patterns = {glob for prefix, glob in RUN_FIGURES.items()
+                if any(m.startswith(prefix) for m in metrics)}
+    if not result.runs or not patterns:
+        return []
+    plots = result.runs[0].path / "plots"
+    return sorted(p for pattern in patterns for p in plots.glob(pattern))
+
+
 def finding_section(result: FindingResult, figure: Path) -> list[str]:
-    """A claim with its figure and the run dirs it was judged on."""
+    """A claim with its figure, the figures its first run drew of the analysis it reads, and
+    the run dirs it was judged on."""
     runs = "".join(f"<li><code>{escape(str(run.path))}</code></li>" for run in result.runs)
+    drawn = [f'<figure><img src="{image_uri(path)}" alt="{escape(path.stem)}"><figcaption>'
+             f"{escape(path.stem)}: {escape(str(result.runs[0].path))}</figcaption></figure>"
+             for path in run_figures(result)]
     return [f'<section class="finding" id="{escape(result.id)}">',
             f"<h3>{escape(result.id)}: {escape(result.spec.claim)}</h3>",
             f"<p>{escape(result.spec.source)} — raw {verdict_cell(result.raw)}, "
             f"Holm {verdict_cell(result.corrected, result.fragile)}, "
             f"{escape(scope_of(result).words)}</p>",
             f'<img src="{image_uri(figure)}" alt="{escape(f"figure of {result.id}")}">',
-            f"<p>RunDir dirs ({len(result.runs)}):</p><ul>{runs}</ul>", "</section>"]
+            *drawn, f"<p>RunDir dirs ({len(result.runs)}):</p><ul>{runs}</ul>", "</section>"]
 
 
 def runs_table(runs: list[RunDir]) -> list[str]:
