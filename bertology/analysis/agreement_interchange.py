@@ -44,6 +44,7 @@ from bertology.analysis.agreement_items import (
     choose_control_positions,
     collate_items,
 )
+from bertology.analysis.fitted_head import fit_head
 from bertology.analysis.inlp import compute_majority_accuracy, fit_linear_probe
 from bertology.analysis.interventions import Site, extract_interchange, intervene
 from bertology.analysis.probe_context import ProbeContext, device
@@ -94,16 +95,37 @@ def draw_twin_mlm(model: PreTrainedModel, seed: int) -> PreTrainedModel:
     return twin.to(device()).eval()
 
 
-def build_mlm_models(ctx: ProbeContext, settings: AgreementInterchangeSettings
-                     ) -> dict[str, PreTrainedModel]:
+def load_readout(ctx: ProbeContext, settings: AgreementInterchangeSettings
+                 ) -> tuple[PreTrainedModel, bool]:
+    """The checkpoint in its masked-LM class, and whether the readout is a fitted head
+    (settings.head; auto: where the checkpoint has none). A checkpoint without a head under
+    head=own is refused in one line, before anything runs."""
+    model, missing = ctx.masked_lm()
+    fitted = settings.head == "fitted" or (settings.head == "auto" and bool(missing))
+    require(fitted or not missing, f"model.name_or_path={ctx.config.model.name_or_path!r} has "
+            f"no masked-LM head (missing {missing[0] if missing else ''}); "
+            "analysis=agreement_interchange reads one: use a bertology pretrain model/ dir, or "
+            "set analysis.agreement_interchange.head=fitted (or auto) to fit one on the frozen "
+            "encoder")
+    return model, fitted
+
+
+def build_mlm_models(ctx: ProbeContext, settings: AgreementInterchangeSettings,
+                     model: PreTrainedModel, fitted: bool) -> dict[str, PreTrainedModel]:
     """"model": the checkpoint's MLM (init=random: its architecture at random, drawn from
-    seed=, as the probe's init=random encoder is); "random": the random-init twin."""
-    model, _ = ctx.mlm_model()
+    seed=, as the probe's init=random encoder is); "random": the random-init twin. With a
+    fitted readout each gets a head trained on its own frozen encoder (fitted_head.py)."""
     path = ctx.config.model.name_or_path
     models = {"model": model if ctx.config.init == "pretrained"
               else draw_twin_mlm(model, ctx.config.seed)}
     if settings.random_init:
         models["random"] = draw_twin_mlm(model, twin_seed(ctx.config.seed, path))
+    if fitted:
+        tokenizer = ctx.encoder("model").tokenizer
+        for scope, mlm in models.items():
+            log.info("fitting the %s's masked-LM head on its frozen encoder", scope)
+            fit_head(mlm, tokenizer, ctx.sentences("train"), ctx.config.seed,
+                     steps=settings.head_steps, max_length=ctx.config.task.max_seq_length)
     return models
 
 
@@ -301,18 +323,20 @@ def build_split_items(ctx: ProbeContext, tokenizer) -> dict[str, list[Interchang
 
 
 def run(ctx: ProbeContext, settings: AgreementInterchangeSettings) -> dict[str, float]:
-    model, tokenizer = ctx.mlm_model()  # first: a checkpoint without an MLM head fails early
+    model, fitted = load_readout(ctx, settings)  # first: a missing head is refused early
+    tokenizer = ctx.encoder("model").tokenizer
     items = build_split_items(ctx, tokenizer)
     rng = np.random.default_rng([ctx.config.seed, CONTROL_STREAM])
     controls = [choose_control_positions(item, rng) for item in items["eval"]]
     indices = bootstrap_indices(len(items["eval"]))
     metrics = {f"{INTERCHANGE_PREFIX}/items": float(len(items["eval"])),
                f"{INTERCHANGE_PREFIX}/probe_train_items": float(len(items["train"])),
+               f"{INTERCHANGE_PREFIX}/fitted_head": float(fitted),
                f"{INTERCHANGE_PREFIX}/majority_accuracy": compute_majority_accuracy(
                    np.array([i.pair.number for i in items["train"]]),
                    np.array([i.pair.number for i in items["eval"]]))}
     columns, rows = {}, []
-    for scope, mlm in build_mlm_models(ctx, settings).items():
+    for scope, mlm in build_mlm_models(ctx, settings, model, fitted).items():
         values = measure_encoder(mlm, items, controls, settings.batch_size,
                                  tokenizer.pad_token_id, ctx.config.seed)
         found, replicates = summarise_encoder(values, scope, indices)

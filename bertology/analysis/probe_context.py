@@ -128,19 +128,25 @@ class ProbeContext:
         return self._mlm
 
     def _load_mlm_model(self) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+        model, head_missing = self.masked_lm()
+        if head_missing:
+            raise UserError(f"model.name_or_path={self.config.model.name_or_path!r} has no "
+                            f"masked-LM head (missing {head_missing[0]}); cloze and amnesic "
+                            "probing need one: use a bertology pretrain model/ dir (ELECTRA: "
+                            "its generator/)")
+        return model, self.encoder("model").tokenizer
+
+    def masked_lm(self) -> tuple[PreTrainedModel, list[str]]:
+        """The checkpoint in its masked-LM class, and the head weights it lacks (none: it has
+        its own head; else the head is at random, for a caller that fits one)."""
         path = self.config.model.name_or_path
         require(path is not None, "this analysis needs a checkpoint with an MLM head; set "
                 "model.name_or_path (e.g. the model/ of a bertology pretrain run)")
-        resolved = resolve_checkpoint(path)
-        model, info = load_safetensors_model(AutoModelForMaskedLM, resolved,
+        model, info = load_safetensors_model(AutoModelForMaskedLM, resolve_checkpoint(path),
                                              output_loading_info=True)
         head = family_of_checkpoint(model.config.model_type).mlm_head.split(".")[0] + "."
-        head_missing = [k for k in info["missing_keys"] if k.startswith(head)]
-        if head_missing:
-            raise UserError(f"model.name_or_path={path!r} has no masked-LM head (missing "
-                            f"{head_missing[0]}); cloze and amnesic probing need one: use a "
-                            "bertology pretrain model/ dir (ELECTRA: its generator/)")
-        return model.to(device()).eval(), self.encoder("model").tokenizer
+        missing = [k for k in info["missing_keys"] if k.startswith(head)]
+        return model.to(device()).eval(), missing
 
 
 def keep_whole(splits: ProbeSplits, tokenizers: list[PreTrainedTokenizerBase],

@@ -197,6 +197,9 @@ class AmnesicSettings:
         in_open_unit(self.mask_prob, "analysis.amnesic.mask_prob")
 
 
+HEADS = ("own", "fitted", "auto")  # AgreementInterchangeSettings.head
+
+
 @dataclass
 class AgreementInterchangeSettings:
     """analysis=agreement_interchange: interchange the subject's number at each layer and read
@@ -204,9 +207,16 @@ class AgreementInterchangeSettings:
 
     random_init: bool = True  # the same measurement on the random-init twin
     batch_size: int = 64  # minimal pairs per forward pass
+    # the readout: own (the checkpoint's MLM head; the twin's at random), fitted (a head
+    # trained on the frozen encoder, and on the twin's: analysis/fitted_head.py), auto (own
+    # where the checkpoint has one, else fitted)
+    head: str = "own"
+    head_steps: int = 300  # fitted: batches of 32 masked train sentences
 
     def __post_init__(self) -> None:
         positive(self.batch_size, "analysis.agreement_interchange.batch_size")
+        one_of(self.head, HEADS, "analysis.agreement_interchange.head")
+        positive(self.head_steps, "analysis.agreement_interchange.head_steps")
 READOUTS = ("task", "mlm")  # analysis/readouts.py
 
 

@@ -184,10 +184,17 @@ def load_probe_config(cfg: DictConfig) -> ProbeConfig:
     return config
 
 
+def own_head_analyses(analyses: dict) -> list[str]:
+    """The analyses that read the checkpoint's own MLM head: those whose row needs one, less
+    one that fits a head on the frozen encoder where it has none (head: fitted | auto)."""
+    return [name for name in analyses_needing("mlm_head", analyses)
+            if getattr(analyses[name], "head", "own") == "own"]
+
+
 def check_mlm_analyses(config: ProbeConfig) -> None:
     """The analyses that read the MLM head of a checkpoint (cloze, amnesic): one must be given,
     and have the head's weights (read from the safetensors header, before any model is built)."""
-    needs = analyses_needing("mlm_head", config.analyses)
+    needs = own_head_analyses(config.analyses)
     if not needs:
         return
     path = config.model.name_or_path

@@ -18,7 +18,7 @@ from bertology.analysis.features import fingerprint_model
 from bertology.analysis.probe_context import Encoder, ProbeContext, device, keep_whole
 from bertology.config.analysis_settings import ANALYSES, analyses_needing
 from bertology.config.path_checks import read_checkpoint, resolve_checkpoint
-from bertology.config.probe_config import ProbeConfig, load_probe_config
+from bertology.config.probe_config import ProbeConfig, load_probe_config, own_head_analyses
 from bertology.config.rows import load_function
 from bertology.data.corpora import text_corpus
 from bertology.data.long_inputs import fit_to_positions
@@ -91,7 +91,7 @@ def build_probe_context(config: ProbeConfig, out_dir: Path) -> ProbeContext:
             f"{len(ctx.splits.eval)} eval sentence left to probe; the bootstrap intervals "
             f"resample sentences and need {MIN_BOOTSTRAP_ITEMS} or more (check the eval file "
             "and max_eval_sentences, task.max_seq_length)")
-    if analyses_needing("mlm_head", config.analyses):  # before any analysis spends time
+    if own_head_analyses(config.analyses):  # before any analysis spends time
         ctx.mlm_model()
     return ctx
 

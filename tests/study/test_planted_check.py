@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 import yaml
 from conftest import REPO, run_cli
 
@@ -122,3 +123,30 @@ def test_a_swap_that_keeps_the_number_flips_no_verb(pretrained):
 
 def test_the_model_uses_the_number_it_was_planted_with(pretrained):
     assert readings_of(pretrained, swap_number=True)["effect"].mean(axis=1).max() > 0.5
+
+
+def test_a_head_fitted_on_the_frozen_encoder_reads_the_agreement_too(pretrained):
+    """The readout agreement_used gives a checkpoint without an MLM head: the model's own head
+    replaced by one fitted on its frozen encoder (analysis/fitted_head.py) predicts the verb's
+    form as the own head does, on held-out pairs: the fitted readout can see agreement where
+    the encoder carries it to the verb."""
+    from transformers import AutoModelForMaskedLM
+
+    from bertology.analysis.agreement_interchange import compute_preference
+    from bertology.analysis.agreement_items import collate_items
+    from bertology.analysis.fitted_head import fit_head
+    from bertology.config.groups import TaskConfig
+    from bertology.data.tokenizers import load_pretrained_tokenizer
+
+    tokenizer = load_pretrained_tokenizer(str(pretrained))
+    model = AutoModelForMaskedLM.from_pretrained(pretrained).eval()
+    task = TaskConfig(name="synthetic_agreement", format="synthetic", label_field="agreement",
+                      num_sentences=1200, eval_fraction=0.5, max_seq_length=64)
+    splits = load_synthetic_sentences(task)
+    items = build_items(tokenizer, splits.eval, 64)
+    fit = fit_head(model, tokenizer, splits.train, seed=0)
+    assert fit.first_loss > fit.last_loss + 3  # reset, then fitted
+    base, _ = collate_items(items, tokenizer.pad_token_id)
+    with torch.no_grad():
+        preference = compute_preference(model(**base).logits, items)
+    assert (compute_toward(items) * preference < 0).mean() > 0.9  # the verb's own form

@@ -43,9 +43,6 @@ class Study:
     alone: bool = False  # make reproduce runs it with no other study beside it (latency)
     seeds: int = 3  # make reproduce's jobs: seeds 0..seeds-1 (more where a seed is cheap)
     member_seeds: int = 1  # a population member's jobs (steps.member_seeds)
-    # what the model under study must have: mlm_head (the study reads the checkpoint's own MLM
-    # predictions), which all-MiniLM-L6-v2 lacks; None: any encoder
-    needs: str | None = None
 
     @property
     def bundle(self) -> str:
@@ -93,18 +90,8 @@ def load_studies(folder: Path = FINDINGS) -> dict[str, Study]:
     return {name: Study(name, str(entry["pipeline"]), tuple(entry.get("smoke") or ()),
                         tuple(entry.get("reproduce") or ()), bool(entry.get("alone", False)),
                         study_seeds(folder, name, entry.get("seeds", 3)),
-                        study_seeds(folder, name, entry.get("member_seeds", 1), "member_seeds"),
-                        study_needs(folder, name, entry.get("needs")))
+                        study_seeds(folder, name, entry.get("member_seeds", 1), "member_seeds"))
             for name, entry in block.items()}
-
-
-STUDY_NEEDS = ("mlm_head",)
-
-
-def study_needs(folder: Path, name: str, value) -> str | None:
-    require(value is None or value in STUDY_NEEDS, f"{folder / STUDIES_FILE}: {name}: "
-            f"needs={value!r}; valid: {', '.join(STUDY_NEEDS)} or none")
-    return value
 
 
 @dataclass(frozen=True)

@@ -33,9 +33,6 @@ from bertology.study.judge.catalog import load_recipes
 
 DEFAULT = "minilm"  # the studies' own encoder: the run's other studies read it too
 ENCODER_STUDIES = ("probe_pos", "probe_ner", "probe_agreement", "finetune_sst2", "finetune_conll")
-# encoders whose model/ has no MLM head: MiniLM as published, ELECTRA's discriminator (its
-# generator/ has one); the studies that read one (studies.yaml: needs) are not run on them
-NO_MLM_HEAD = (DEFAULT, "electra")
 
 def pretrainable() -> list[str]:
     """The model= options a run can pretrain from random init: those with no checkpoint of

@@ -72,8 +72,7 @@ def studies_to_run(only: list[str] | None) -> dict[str, dict]:
                                       "overrides": list(study.reproduce),
                                       "alone": study.alone,
                                       "seeds": tuple(range(study.seeds)),
-                                      "member_seeds": study.member_seeds,
-                                      "needs": study.needs, "findings": []})
+                                      "member_seeds": study.member_seeds, "findings": []})
             studies[name]["findings"].append(spec.id)
     require(bool(studies), f"no finding matches {only}")
     return studies
@@ -89,7 +88,7 @@ def pretrained_encoder(name: str, studies: dict[str, dict], out: Path, cache: Pa
     encoder = EncoderSteps(out / name, out / "logs", f"{name}_",
                       (f"model.name_or_path={run_dir / 'model'}",),
                       tuple(s.name for s in pretrain))
-    return encoder, pretrain, encoder_steps(servable(model_reading(studies), name), encoder)
+    return encoder, pretrain, encoder_steps(model_reading(studies), encoder)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -187,7 +186,7 @@ def reproduce(out: Path, studies: dict[str, dict], lanes: int,
     others = [pretrained_encoder(n, studies, out, None) for n in names if n != encoders.DEFAULT]
     # the pretraining first: it is the longest step, and the other encoders' steps wait for it
     steps = [*(s for _, pretrain, _ in others for s in pretrain),
-             *encoder_steps(servable(studies, encoders.DEFAULT), EncoderSteps(out, out / "logs")),
+             *encoder_steps(studies, EncoderSteps(out, out / "logs")),
              *(s for _, _, rest in others for s in rest)]
     total = time.perf_counter()
     results = run_steps(steps, lanes)
@@ -207,19 +206,6 @@ def reproduce(out: Path, studies: dict[str, dict], lanes: int,
     log.info("report: %s (exit %d); all steps %.1f min; failed: %s", out / "report" /
              "REPORT.md", status, (time.perf_counter() - total) / 60, failed or "none")
     return 1 if failed or status else 0
-
-
-def servable(studies: dict[str, dict], encoder: str) -> dict[str, dict]:
-    """The studies the encoder can serve: where it has no MLM head (encoders.NO_MLM_HEAD), not
-    those that read one; their findings are judged on the encoders, members and checkpoints
-    that have one, and the report names them as not run on it."""
-    if encoder not in encoders.NO_MLM_HEAD:
-        return studies
-    left_out = [name for name, spec in studies.items() if spec.get("needs") == "mlm_head"]
-    for name in left_out:
-        log.info("%s reads an MLM head, which %s has none of: not run on it (%s)", name,
-                 encoder, ", ".join(studies[name]["findings"]))
-    return {name: spec for name, spec in studies.items() if name not in left_out}
 
 
 def report(root: Path, studies: dict[str, dict], log_path: Path) -> int:
