@@ -28,6 +28,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from bertology.analysis.features import word_spans
 from bertology.analysis.probe_context import device
 from bertology.data.probe_sentences import ProbeSentence
+from bertology.families import family_of_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ class HeadFit:
     """How the head was fitted, for metrics.json."""
 
     steps: int
-    masked_words: int  # masked words seen over the fit
+    masked_words: int  # masked words whose states the head was fitted on
     first_loss: float  # the first batch's masked-LM loss
     last_loss: float  # the mean over the last tenth of the steps
 
@@ -110,37 +111,66 @@ def collate_masked(rows: list[tuple[list[int], list[int]]], pad_id: int
     return {k: v.to(device()) for k, v in batch.items()}
 
 
+def head_logits(model: PreTrainedModel, states: torch.Tensor) -> torch.Tensor:
+    """(n, hidden) top-layer states → (n, vocab) logits through the family's head, and the
+    output embeddings where the head stops before them (ELECTRA's, ModernBERT's)."""
+    family = family_of_checkpoint(model.config.model_type)
+    out = model.get_submodule(family.mlm_head)(states)
+    if out.shape[-1] != model.config.vocab_size:
+        out = model.get_output_embeddings()(out)
+    return out
+
+
+@torch.no_grad()
+def extract_masked_states(model: PreTrainedModel, rows: list[tuple[list[int], list[int]]],
+                          pad_id: int, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The frozen encoder's top-layer states at every masked position of the rows, (n, hidden),
+    and their target ids, (n,): computed once, since no encoder weight changes during the fit."""
+    states, targets = [], []
+    for start in range(0, len(rows), batch_size):
+        batch = collate_masked(rows[start:start + batch_size], pad_id)
+        labels = batch.pop("labels")
+        hidden = model.base_model(**batch).last_hidden_state  # (batch, tokens, hidden)
+        masked = labels != -100
+        states.append(hidden[masked])
+        targets.append(labels[masked])
+    return torch.cat(states), torch.cat(targets)
+
+
 def fit_head(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
-             sentences: list[ProbeSentence], seed: int, steps: int = 300,
-             batch_size: int = 32, lr: float = 1e-2, rate: float = 0.15,
+             sentences: list[ProbeSentence], seed: int, steps: int = 1000,
+             copies: int = 10, batch_size: int = 256, lr: float = 1e-2, rate: float = 0.15,
              max_length: int = 128) -> HeadFit:
-    """Train the model's head (reset first) on `sentences` with the encoder frozen: `steps`
-    batches of freshly masked sentences, Adam at `lr`. The model is left in eval mode."""
+    """Train the model's head (reset first) on `sentences` with the encoder frozen: each
+    sentence masked `copies` times (`rate` of its words), the encoder's states at the masks
+    extracted once, then `steps` batches of `batch_size` of them, Adam at `lr`. The model is
+    left in eval mode, every parameter trainable as it was."""
     rng = np.random.default_rng([seed, 2])
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         reset_head(model)
-    trained = head_parameters(model)
+    model.eval()  # no dropout: the encoder is read as the interchange reads it
+    rows = [row for _ in range(copies)
+            for row in mask_words(tokenizer, sentences, rate, max_length, rng)]
+    states, targets = extract_masked_states(model, rows, tokenizer.pad_token_id, 64)
     frozen = [p for p in model.parameters() if id(p) in encoder_parameters(model)]
     for p in frozen:
         p.requires_grad_(False)
-    optimizer = torch.optim.Adam(trained, lr=lr)
-    model.eval()  # no dropout: the encoder is read as the interchange reads it
-    losses, masked = [], 0
+    optimizer = torch.optim.Adam(head_parameters(model), lr=lr)
+    generator = torch.Generator().manual_seed(seed)
+    losses = []
     for _ in range(steps):
-        picked = [sentences[i] for i in rng.integers(0, len(sentences), size=batch_size)]
-        rows = mask_words(tokenizer, picked, rate, max_length, rng)
-        batch = collate_masked(rows, tokenizer.pad_token_id)
-        loss = model(**batch).loss
+        picked = torch.randint(len(targets), (batch_size,), generator=generator)
+        loss = torch.nn.functional.cross_entropy(head_logits(model, states[picked]),
+                                                 targets[picked])
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
-        masked += int((batch["labels"] != -100).sum())
     for p in frozen:
         p.requires_grad_(True)
     tail = losses[-max(1, steps // 10):]
-    fit = HeadFit(steps, masked, losses[0], float(np.mean(tail)))
-    log.info("head fitted on the frozen encoder: %d steps, %d masked words, loss %.3f -> %.3f",
-             fit.steps, fit.masked_words, fit.first_loss, fit.last_loss)
+    fit = HeadFit(steps, len(targets), losses[0], float(np.mean(tail)))
+    log.info("head fitted on the frozen encoder: %d steps over %d masked words, loss %.3f -> "
+             "%.3f", fit.steps, fit.masked_words, fit.first_loss, fit.last_loss)
     return fit

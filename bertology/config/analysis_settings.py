@@ -211,7 +211,7 @@ class AgreementInterchangeSettings:
     # trained on the frozen encoder, and on the twin's: analysis/fitted_head.py), auto (own
     # where the checkpoint has one, else fitted)
     head: str = "own"
-    head_steps: int = 300  # fitted: batches of 32 masked train sentences
+    head_steps: int = 1000  # fitted: batches of 256 masked words (the encoder read once)
 
     def __post_init__(self) -> None:
         positive(self.batch_size, "analysis.agreement_interchange.batch_size")
