@@ -2,8 +2,8 @@
 randomly initialised BERT with an MLM head and MiniLM's tokenizer, two seeds, judged by
 `bertology report`. An untrained model prefers one verb form whatever the subject, so the
 finding's guard (verb accuracy above 0.75) is not met and the verdict is "uninformative", and
-the interchange flips no verb at any layer. Its can-fail worlds are test_can_fail's; the study
-refuses a checkpoint without an MLM head in one line."""
+the interchange flips no verb at any layer. Its can-fail worlds are test_can_fail's; asked to
+read a checkpoint's own MLM head (head=own) where it has none, the study refuses in one line."""
 
 from __future__ import annotations
 
@@ -37,11 +37,12 @@ def random_mlm(tmp_path_factory) -> Path:
     return path
 
 
-def judge(model: str, root: Path) -> tuple[int, dict]:
+def judge(model: str, root: Path, *extra: str) -> tuple[int, dict]:
     """The study's sweep (seeds 0 and 1, 200 pairs each) on the model, then the report's row
     of agreement_used; (the sweep's exit status, the row or the sweep's stderr)."""
     probe = run_cli("probe", "-m", "experiment=study_probe_agreement", "seed=0,1",
-                    f"model.name_or_path={model}", "logger=none", "max_train_sentences=200",
+                    f"model.name_or_path={model}", "logger=none", *extra,
+                    "max_train_sentences=200",
                     "max_eval_sentences=200", f"hydra.sweep.dir={root / 'probe'}", cwd=root,
                     timeout=1800)
     if probe.returncode:
@@ -64,6 +65,7 @@ def test_an_untrained_model_reads_uninformative(random_mlm, tmp_path):
 
 
 def test_a_checkpoint_without_an_mlm_head_is_refused_in_one_line(tmp_path):
-    status, row = judge(MINILM, tmp_path)
+    """The bundle's head=auto fits a head where none is; asked for its own, MiniLM has none."""
+    status, row = judge(MINILM, tmp_path, "analysis.agreement_interchange.head=own")
     assert status != 0
     assert "has no masked-LM head" in row["stderr"] and "Traceback" not in row["stderr"]
