@@ -38,8 +38,10 @@ TESTS   ?= tests
 # Two pytest workers (pytest-xdist), each on one thread: the small models gain little from a
 # second thread, and two workers of two threads each would fight over the cores. On 2 cores of
 # an AMD EPYC: 148 s, against 204 s with torch's default threads and about 4 min in one process.
+# loadgroup: a module marked xdist_group runs in one worker, so its module fixture (the planted
+# check's half-hour pretrain) runs once, not once per worker that gets one of its tests.
 WORKERS ?= 2
-PYTEST  := OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/pytest -q -n $(WORKERS)
+PYTEST  := OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/pytest -q -n $(WORKERS) --dist loadgroup
 
 test:  ## fast test suite, under 3 minutes on 2 cores (everything not marked slow; TESTS= picks files)
 	$(PYTEST) -m "not slow" $(TESTS)

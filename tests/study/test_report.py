@@ -317,6 +317,29 @@ def test_a_failed_guard_makes_the_verdict_uninformative(tmp_path, twin_gap, verd
         assert result.corrected.label == "uninformative" and result.p_adjusted == 1.0
 
 
+PERFECT_GUARD = {**FINDING, "guard": {"a": "eval/acc", "b": 0.9, "expect": "greater"}}
+
+
+@pytest.mark.parametrize("seeds, met", [(2, False), (6, True)])
+def test_a_guard_met_perfectly_on_every_seed_is_a_sign_test(tmp_path, seeds, met):
+    """A guard at one value on every seed (a model at verb accuracy 1.000 on each) has no
+    spread: its p is the sign test's 0.5^n, 0.25 at two seeds (unmet at α/2 = 0.025) and 0.016
+    at six; the unmet note gives the estimate, the p and the replicates that would meet it."""
+    for seed in range(seeds):
+        a = 0.80 + 0.01 * seed  # every resample of the guard's metric at 1.0 too
+        reps = {"eval/a": a + np.linspace(-0.01, 0.01, 50), "eval/b": np.full(50, 0.70),
+                "eval/acc": np.full(50, 1.0)}
+        write_run(tmp_path / str(seed), {"eval/a": a, "eval/b": 0.70, "eval/acc": 1.0}, seed,
+                  PERFECT_GUARD, reps)
+    result = judge(parse_finding(PERFECT_GUARD), find_runs([tmp_path]))
+    assert (result.raw.label != "uninformative") is met
+    assert result.guard_tests[0].p_holds == pytest.approx(0.5 ** seeds)
+    if not met:
+        assert "guard not met: eval/acc − 0.9 > 0 (+0.1 [0.1, 0.1]" in result.note
+        assert "p = 0.25; every one of its 2 replicates at one value" in result.note
+        assert "6 or more would meet it" in result.note
+
+
 def test_identical_seeds_count_once(tmp_path):
     """Three 'seeds' of a pipeline the seed does not reach are one measurement: the verdict
     counts one independent run and says so (issue 28: int8's and magnitude's seeds)."""

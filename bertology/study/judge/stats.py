@@ -133,6 +133,12 @@ def collapsed_seeds(values: list[float], floor, band: float = COLLAPSE_BAND) -> 
     return [s for s, (v, f) in enumerate(zip(values, floors)) if v <= f + band]
 
 
+# A standard error under this share of the values' scale is rounding, not spread: resamples
+# all at 1.0 less a margin of 0.9 leave a variance of 2e-34, which would otherwise read as a
+# measured spread and give p = 0 where the sign test gives 0.5^n.
+ROUNDING = 1e-12
+
+
 @dataclass(frozen=True)
 class Estimate:
     """A mean, the variance parts of its uncertainty (Part) and the number of seeds; `items`
@@ -160,7 +166,8 @@ class Estimate:
         """Seeds that agree exactly, each with item replicates that do not vary (a floor or
         ceiling: every resample of every seed at one value): zero spread as measured, not an
         unmeasured spread (independent_runs merges only runs that repeat one measurement)."""
-        return self.items and self.n >= 2 and self.variance == 0.0 and not self.moving
+        return (self.items and self.n >= 2 and not self.moving
+                and self.variance <= (ROUNDING * max(1.0, abs(self.mean))) ** 2)
 
     @property
     def se(self) -> float:

@@ -91,7 +91,8 @@ def judge(spec: FindingSpec, runs: list[RunDir]) -> FindingResult:
     label, note = classify(evidence, ALPHA, repeated=bool(repeats))
     resolved = label in RESOLVED and evidence.replicates >= FIRM_LEAST
     left_out = tuple(leave_one_out(spec, groups)) if resolved else ()
-    unmet = [g.describe() for g, t in zip(spec.guards, guard_tests) if not t.p_holds < ALPHA / 2]
+    unmet = [describe_unmet(g, t) for g, t in zip(spec.guards, guard_tests)
+             if not t.p_holds < ALPHA / 2]
     if unmet:  # the comparison cannot discriminate: no verdict on the claim, either way
         raw = Verdict("uninformative", f"guard not met: {'; '.join(unmet)}")
     else:
@@ -136,6 +137,18 @@ def describe_test(test: TTest | SignTest) -> str:
     low, high = test.estimate.interval()
     return (f"{test.estimate.mean:+.3g} [{low:.3g}, {high:.3g}] against its margin "
             f"{test.margin:g}")
+
+
+def describe_unmet(guard: Comparison, test: TTest | SignTest) -> str:
+    """An unmet guard with its estimate and p. Where every replicate sits at one value (a model
+    at verb accuracy 1.000 on every seed) the p is the sign test's 0.5^n (TTest.p_holds), so
+    the note says how many replicates would meet it: two perfect seeds cannot (p = 0.25)."""
+    text = f"{guard.describe()} ({describe_test(test)}, p = {test.p_holds:.2g}"
+    if isinstance(test, TTest) and test.estimate.exact and test.gap > 0:
+        needed = math.ceil(math.log2(2 / ALPHA))  # 0.5^n < α/2
+        text += (f"; every one of its {test.estimate.n} replicates at one value, which counts "
+                 f"as a sign test over them: {needed} or more would meet it")
+    return text + ")"
 
 
 def part_note(result: FindingResult, verdict: str) -> str:
