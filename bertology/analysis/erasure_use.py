@@ -32,7 +32,6 @@ from bertology.analysis.erasure import (
     fit_leace,
 )
 from bertology.analysis.inlp import (
-    compute_majority_accuracy,
     fit_linear_probe,
     subsample_words,
 )
@@ -48,7 +47,11 @@ from bertology.analysis.readouts import (
 from bertology.analysis.use_figure import plot_erasure_use
 from bertology.config.analysis_settings import ErasureUseSettings
 from bertology.errors import require
-from bertology.run.replicates import compute_ratio_replicates, write_replicates
+from bertology.run.replicates import (
+    compute_item_ids,
+    compute_ratio_replicates,
+    write_replicates,
+)
 from bertology.run.tables import write_table
 
 log = logging.getLogger(__name__)
@@ -63,6 +66,13 @@ def layer_words(ctx: ProbeContext, which: str, split: str, layer: int
     features = ctx.features(which, split)
     units = build_units(ctx.sentences(split), features, "word", label_set(ctx.sentences("train")))
     return features.layer(layer)[units.rows].astype(np.float64), units.labels
+
+
+def word_sentences(ctx: ProbeContext, which: str, split: str) -> np.ndarray:
+    """(words,) the sentence each labelled word of the split (layer_words' order) is in."""
+    features = ctx.features(which, split)
+    units = build_units(ctx.sentences(split), features, "word", label_set(ctx.sentences("train")))
+    return np.searchsorted(features.offsets, units.rows, side="right") - 1
 
 
 def fit_conditions(x: np.ndarray, y: np.ndarray, seed: int) -> dict[str, Erasure]:
@@ -81,17 +91,38 @@ def apply_rows(erasure: Erasure | None, x: np.ndarray) -> np.ndarray:
 
 
 def compute_probe_check(train: tuple, evaluation: tuple, erasure: Erasure, settings,
-                        seed: int) -> dict[str, float]:
+                        seed: int) -> dict[str, np.ndarray]:
     """A linear probe retrained from scratch on the states before and after the erasure, scored
     on the eval words: what is decodable, and that LEACE left nothing a linear probe finds
-    (Belrose et al.: at the majority baseline)."""
+    (Belrose et al.: at the majority baseline). Per eval word, whether each is right (words,):
+    probe_before, probe_after, and probe_majority (the commonest train label)."""
     (x, y), (x_eval, y_eval) = train, evaluation
     x, y = subsample_words(x, y, settings.max_probe_words, seed)
-    scores = {}
+    correct = {}
     for name, erasure_or_none in (("probe_before", None), ("probe_after", erasure)):
         probe = fit_linear_probe(apply_rows(erasure_or_none, x), y, seed)
-        scores[name] = float(probe.score(apply_rows(erasure_or_none, x_eval), y_eval))
-    return {**scores, "probe_majority": compute_majority_accuracy(y, y_eval)}
+        correct[name] = probe.predict(apply_rows(erasure_or_none, x_eval)) == y_eval
+    values, counts = np.unique(y, return_counts=True)
+    return {**correct, "probe_majority": y_eval == values[np.argmax(counts)]}
+
+
+def summarize_probe_check(correct: dict[str, np.ndarray], sentence_of: np.ndarray,
+                          sentences: int, prefix: str
+                          ) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+    """The probe accuracies over the eval words and their bootstrap replicates over the eval
+    sentences (each an item: its right words over its labelled words), every column on the
+    same resamples. A probe left at the majority tag is right on the same words as the
+    majority tag, so probe_after − probe_majority is 0 on every resample: a spread measured
+    as zero, which the judge reads with the sign test (stats.TTest.p_holds), where without
+    replicates it could not tell seeds that agree from one measurement."""
+    words = np.bincount(sentence_of, minlength=sentences)
+    metrics, replicates = {}, {}
+    for name, right in correct.items():
+        per_sentence = np.bincount(sentence_of, weights=right.astype(np.float64),
+                                   minlength=sentences)
+        metrics[f"{prefix}/{name}"] = float(right.mean())
+        replicates[f"{prefix}/{name}"] = compute_ratio_replicates(per_sentence, words)
+    return metrics, replicates
 
 
 def summarize_effects(counts: dict[str, dict[str, np.ndarray]], prefix: str
@@ -115,17 +146,22 @@ def summarize_effects(counts: dict[str, dict[str, np.ndarray]], prefix: str
 
 
 def measure_layer(ctx: ProbeContext, settings: ErasureUseSettings, readout: Readout,
-                  which: str, layer: int, prefix: str) -> tuple[dict, dict, dict]:
-    """One layer of one arm: its metrics, replicates and table row."""
+                  which: str, layer: int, prefix: str) -> tuple[dict, dict, dict, dict]:
+    """One layer of one arm: its metrics, the readout's replicates, the probe's replicates
+    (over the probe's eval sentences) and its table row."""
     seed = ctx.config.seed
     train = subsample_words(*layer_words(ctx, which, "train", layer), settings.max_fit_words,
                             seed)
     conditions = fit_conditions(*train, seed)
-    check = compute_probe_check(train, layer_words(ctx, which, "eval", layer),
-                                conditions["concept"], settings, seed)
+    correct = compute_probe_check(train, layer_words(ctx, which, "eval", layer),
+                                  conditions["concept"], settings, seed)
+    found, probe_replicates = summarize_probe_check(
+        correct, word_sentences(ctx, which, "eval"), len(ctx.sentences("eval")),
+        f"{prefix}/layer_{layer:02d}")
+    check = {name: found[f"{prefix}/layer_{layer:02d}/{name}"] for name in correct}
     counts = compute_readout_effects(readout, layer, conditions, desc=f"{prefix} layer {layer}")
     metrics, replicates = summarize_effects(counts, f"{prefix}/layer_{layer:02d}")
-    metrics |= {f"{prefix}/layer_{layer:02d}/{k}": v for k, v in check.items()}
+    metrics |= found
     metrics[f"{prefix}/layer_{layer:02d}/rank"] = float(conditions["concept"].rank)
     log.info("%s layer %d: flip %.3f (subspace %.3f, shuffled %.3f); probe %.3f -> %.3f "
              "(majority %.3f), rank %d", prefix, layer,
@@ -135,7 +171,7 @@ def measure_layer(ctx: ProbeContext, settings: ErasureUseSettings, readout: Read
     row = {"arm": prefix, "layer": layer, "rank": conditions["concept"].rank, **check,
            **{f"{c}_{s}": metrics[f"{prefix}/layer_{layer:02d}/{c}/{s}"]
               for c in ERASURES for s in ("flip", "kl", "drop")}}
-    return metrics, replicates, row
+    return metrics, replicates, probe_replicates, row
 
 
 def build_arms(ctx: ProbeContext, settings: ErasureUseSettings, kind: str
@@ -178,18 +214,22 @@ def run(ctx: ProbeContext, settings: ErasureUseSettings) -> dict[str, float]:
             layers = settings.layers if settings.layers is not None else list(range(num_layers + 1))
             require(all(0 <= layer <= num_layers for layer in layers), f"analysis.erasure_use."
                     f"layers={list(layers)}: a layer is 0 (embeddings) … {num_layers}")
-            columns = {}
+            columns, probe_columns = {}, {}
             for layer in layers:
-                found, resampled, row = measure_layer(ctx, settings, readout, which, layer,
-                                                      prefix)
+                found, resampled, probe_resampled, row = measure_layer(
+                    ctx, settings, readout, which, layer, prefix)
                 metrics |= found
                 columns |= resampled
+                probe_columns |= probe_resampled
                 rows.append(row)
             first = f"{prefix}/layer_{layers[0]:02d}/concept"  # the unperturbed accuracy
             metrics[f"{prefix}/accuracy"] = metrics[f"{first}/accuracy"] + metrics[f"{first}/drop"]
             replicates |= columns
-            write_replicates(ctx.out_dir, f"{name}_{prefix.replace('/', '_')}", columns,
-                             readout.item_ids, readout.pool)
+            stem = f"{name}_{prefix.replace('/', '_')}"
+            write_replicates(ctx.out_dir, stem, columns, readout.item_ids, readout.pool)
+            # the probe's items are the probe task's eval sentences, not the readout's
+            write_replicates(ctx.out_dir, f"{stem}_probe", probe_columns,
+                             compute_item_ids([list(s.words) for s in ctx.sentences("eval")]))
     write_table(ctx.out_dir, name, rows)
     for kind in settings.readouts:
         plot_erasure_use(metrics, replicates, ctx.out_dir, kind, f"{name}_{kind}",

@@ -22,11 +22,12 @@ from bertology.analysis.erasure_use import (
     compute_probe_check,
     fit_conditions,
     summarize_effects,
+    summarize_probe_check,
 )
 from bertology.analysis.interventions import Site
 from bertology.analysis.readouts import Readout, cache_original, compute_readout_effects
 from bertology.config.analysis_settings import ErasureUseSettings
-from bertology.run.replicates import compute_item_ids
+from bertology.run.replicates import bootstrap_indices, compute_item_ids
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -145,10 +146,30 @@ def test_leace_leaves_the_checking_probe_at_the_majority_baseline():
     x, labels = planted(3000, 32, seed=3, classes=4, separation=0.8)
     train, evaluation = (x[:2000], labels[:2000]), (x[2000:], labels[2000:])
     settings = ErasureUseSettings(max_probe_words=None)
-    check = compute_probe_check(train, evaluation, fit_leace(*train), settings, seed=0)
+    correct = compute_probe_check(train, evaluation, fit_leace(*train), settings, seed=0)
+    check = {name: right.mean() for name, right in correct.items()}
     band = 4 * np.sqrt(check["probe_majority"] * (1 - check["probe_majority"]) / 1000)
     assert check["probe_before"] > 0.9
     assert abs(check["probe_after"] - check["probe_majority"]) <= band
+
+
+def test_the_probe_check_is_resampled_over_sentences_on_shared_resamples():
+    """Worked by hand: 3 sentences of 2, 1 and 3 labelled words. The accuracies are over the
+    6 words (before 5/6, majority 3/6); each replicate is a ratio of sums over the resampled
+    sentences, every column on the same resamples; a probe right on exactly the majority
+    tag's words differs from it by 0 on every resample (the guard's exact zero)."""
+    sentence_of = np.array([0, 0, 1, 2, 2, 2])
+    correct = {"probe_before": np.array([1, 1, 0, 1, 1, 1], dtype=bool),
+               "probe_majority": np.array([1, 0, 0, 1, 0, 1], dtype=bool)}
+    correct["probe_after"] = correct["probe_majority"].copy()
+    metrics, replicates = summarize_probe_check(correct, sentence_of, 3, "p")
+    assert metrics == {"p/probe_before": 5 / 6, "p/probe_majority": 0.5, "p/probe_after": 0.5}
+    indices = bootstrap_indices(3)
+    right, words = np.array([1.0, 0, 2]), np.array([2.0, 1, 3])
+    expected = right[indices].sum(axis=1) / words[indices].sum(axis=1)
+    np.testing.assert_allclose(replicates["p/probe_majority"], expected, rtol=1e-12)
+    assert np.array_equal(replicates["p/probe_after"] - replicates["p/probe_majority"],
+                          np.zeros(len(indices)))
 
 
 def test_a_concept_the_states_do_not_carry_changes_no_more_than_its_controls():

@@ -24,7 +24,7 @@ from scipy import stats
 
 from bertology.errors import UserError
 from bertology.study.judge import encoders
-from bertology.study.judge.catalog import RECIPES_FILE, load_catalog, load_recipes
+from bertology.study.judge.catalog import RECIPES_FILE, load_catalog, load_recipes, load_studies
 from bertology.study.pages import matrix
 from bertology.study.pages.summary import write_summary
 from bertology.study.schedule import command as reproduce
@@ -79,13 +79,15 @@ def test_each_pretrained_encoder_reruns_the_model_reading_studies_on_its_own_mod
     sweeps = {next(a for a in c if a.startswith("hydra.sweep.dir=")).split("/")[-1]
               for c in on_bert if "-m" in c}
     assert sweeps == {"probe_pos", "finetune_sst2"}  # prune_sst2 (int8) reads MiniLM only
-    # its SST-2 model and twin per seed of the probe, which runs 5 seeds (studies.yaml: a
-    # probe job costs a minute or two); finetune_sst2 keeps its bundle's 3
+    # its SST-2 model and twin per seed of the probe, which runs more seeds than its bundle's
+    # 3 (studies.yaml: a probe job costs a minute or two); finetune_sst2 keeps its bundle's 3
+    seeds = load_studies()["probe_pos"].seeds
     tuned = [c for c in on_bert if "-m" not in c]
-    assert sorted(c[-2] for c in tuned if "init=random" in c) == [f"seed={s}" for s in range(5)]
-    assert len(tuned) == 10
+    assert sorted(c[-2] for c in tuned if "init=random" in c) == \
+        sorted(f"seed={s}" for s in range(seeds))
+    assert seeds > 3 and len(tuned) == 2 * seeds
     probe = next(c for c in on_bert if "experiment=study_probe_pos" in c)
-    assert "seed=0,1,2,3,4" in probe
+    assert f"seed={','.join(map(str, range(seeds)))}" in probe
     assert not any(a.startswith("seed=") for a in next(
         c for c in on_bert if "experiment=study_finetune_sst2" in c))
     assert f"compare_to={tmp_path}/out/bert/sst2_model/seed_${{seed}}/model" in probe
@@ -197,6 +199,7 @@ def test_population_members_fine_tune_on_sst2_at_their_own_rate_and_size(tmp_pat
     studies = reproduce.studies_to_run(None)
     steps, _ = population_steps(2, (), studies, tmp_path / "out", tmp_path / "cache")
     minilm = encoder_steps(studies, EncoderSteps(tmp_path / "m", tmp_path / "l"))
+    probe_seeds = load_studies()["probe_pos"].seeds  # MiniLM's SST-2 models: one a probe seed
     conll_trainers = set()
     for label, step_list, rate, phrases in (("member", steps, 3e-4, 4000),
                                             ("MiniLM", minilm, 1e-4, 1500)):
@@ -205,7 +208,8 @@ def test_population_members_fine_tune_on_sst2_at_their_own_rate_and_size(tmp_pat
                   or "sst2_twin" in name]
         sst2 = [a for name, a in finetunes.items() if name.endswith("finetune_sst2")]
         conll = [a for name, a in finetunes.items() if name.endswith("finetune_conll")]
-        assert len(models) == 2 * (2 if label == "member" else 5) and sst2 and conll, finetunes
+        assert len(models) == 2 * (2 if label == "member" else probe_seeds) and sst2 and conll, \
+            finetunes
         for args in models:  # a member's: two epochs, as its finetune_sst2 runs train
             trainer = composed_finetune(args).trainer
             assert (trainer.lr, trainer.max_train_examples, trainer.epochs) == (
