@@ -33,6 +33,7 @@ from bertology.analysis.erasure import (
 )
 from bertology.analysis.inlp import (
     fit_linear_probe,
+    majority_label,
     subsample_words,
 )
 from bertology.analysis.probe_context import ProbeContext
@@ -60,19 +61,13 @@ ERASURES = ("concept", "subspace", "shuffled")  # the labels' erasure and its tw
 
 
 def layer_words(ctx: ProbeContext, which: str, split: str, layer: int
-                ) -> tuple[np.ndarray, np.ndarray]:
-    """(words, dim) float64 states of one encoder at `layer` and (words,) their labels, the
-    labelled words of the split."""
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(words, dim) float64 states of one encoder at `layer`, (words,) their labels and
+    (words,) the sentence each is in, the labelled words of the split."""
     features = ctx.features(which, split)
     units = build_units(ctx.sentences(split), features, "word", label_set(ctx.sentences("train")))
-    return features.layer(layer)[units.rows].astype(np.float64), units.labels
-
-
-def word_sentences(ctx: ProbeContext, which: str, split: str) -> np.ndarray:
-    """(words,) the sentence each labelled word of the split (layer_words' order) is in."""
-    features = ctx.features(which, split)
-    units = build_units(ctx.sentences(split), features, "word", label_set(ctx.sentences("train")))
-    return np.searchsorted(features.offsets, units.rows, side="right") - 1
+    sentence_of = np.searchsorted(features.offsets, units.rows, side="right") - 1
+    return features.layer(layer)[units.rows].astype(np.float64), units.labels, sentence_of
 
 
 def fit_conditions(x: np.ndarray, y: np.ndarray, seed: int) -> dict[str, Erasure]:
@@ -102,8 +97,7 @@ def compute_probe_check(train: tuple, evaluation: tuple, erasure: Erasure, setti
     for name, erasure_or_none in (("probe_before", None), ("probe_after", erasure)):
         probe = fit_linear_probe(apply_rows(erasure_or_none, x), y, seed)
         correct[name] = probe.predict(apply_rows(erasure_or_none, x_eval)) == y_eval
-    values, counts = np.unique(y, return_counts=True)
-    return {**correct, "probe_majority": y_eval == values[np.argmax(counts)]}
+    return {**correct, "probe_majority": y_eval == majority_label(y)}
 
 
 def summarize_probe_check(correct: dict[str, np.ndarray], sentence_of: np.ndarray,
@@ -150,14 +144,13 @@ def measure_layer(ctx: ProbeContext, settings: ErasureUseSettings, readout: Read
     """One layer of one arm: its metrics, the readout's replicates, the probe's replicates
     (over the probe's eval sentences) and its table row."""
     seed = ctx.config.seed
-    train = subsample_words(*layer_words(ctx, which, "train", layer), settings.max_fit_words,
-                            seed)
+    train = subsample_words(*layer_words(ctx, which, "train", layer)[:2],
+                            settings.max_fit_words, seed)
     conditions = fit_conditions(*train, seed)
-    correct = compute_probe_check(train, layer_words(ctx, which, "eval", layer),
-                                  conditions["concept"], settings, seed)
+    x_eval, y_eval, sentence_of = layer_words(ctx, which, "eval", layer)
+    correct = compute_probe_check(train, (x_eval, y_eval), conditions["concept"], settings, seed)
     found, probe_replicates = summarize_probe_check(
-        correct, word_sentences(ctx, which, "eval"), len(ctx.sentences("eval")),
-        f"{prefix}/layer_{layer:02d}")
+        correct, sentence_of, len(ctx.sentences("eval")), f"{prefix}/layer_{layer:02d}")
     check = {name: found[f"{prefix}/layer_{layer:02d}/{name}"] for name in correct}
     counts = compute_readout_effects(readout, layer, conditions, desc=f"{prefix} layer {layer}")
     metrics, replicates = summarize_effects(counts, f"{prefix}/layer_{layer:02d}")

@@ -132,11 +132,16 @@ def split_dev(x: np.ndarray, y: np.ndarray, seed: int
     return (x[train], y[train]), (x[dev], y[dev])
 
 
+def majority_label(y_train: np.ndarray):
+    """The commonest train label (the smallest where several tie)."""
+    values, counts = np.unique(y_train, return_counts=True)
+    return values[np.argmax(counts)]
+
+
 def compute_majority_accuracy(y_train: np.ndarray, y_eval: np.ndarray) -> float:
     """Accuracy of always predicting the commonest train label: where INLP should leave a
     probe (Elazar et al. run it until the probe is at the majority baseline)."""
-    values, counts = np.unique(y_train, return_counts=True)
-    return float(np.mean(y_eval == values[np.argmax(counts)]))
+    return float(np.mean(y_eval == majority_label(y_train)))
 
 
 def compute_probe_accuracy(x_train: np.ndarray, y_train: np.ndarray, x_eval: np.ndarray,
